@@ -1,0 +1,95 @@
+// ckptplan: flags in, one library call, exit code out.
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/cfg/env.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "ckptplan/commands.h"
+#include "ckptplan/errors.h"
+#include "ckptplan/size.h"
+
+namespace {
+
+using namespace ckptplan;
+
+// Sizes are parsed after CLI11 so that errors carry our wording and exit code.
+struct SizeFlags {
+  std::string budget, reserve;
+};
+
+void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
+  command->add_option("graph", options->graph_path, "Graph file: JSON graph format v1")
+      ->required();
+  command->add_option("--reserve", sizes->reserve,
+                      "Bytes held back all step (e.g. 1GiB): CUDA context, fragmentation");
+  command->add_flag("--json", options->json, "Print the summary as JSON on stdout");
+  command->add_option("--timeline", options->timeline_path,
+                      "Write the memory timeline (one row per step) to this JSON file");
+  command->add_option("--top", options->top, "Tensors to list at the peak")->capture_default_str();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"ckptplan: plans activation checkpointing to fit a peak-memory budget"};
+  app.set_version_flag("--version", "ckptplan " CKPTPLAN_VERSION);
+  app.require_subcommand(1);
+  int verbosity = 0;
+  app.add_flag("-v,--verbose", verbosity, "More log output on stderr (-v info, -vv debug)");
+
+  PlanOptions plan;
+  SizeFlags plan_sizes;
+  CLI::App* plan_cmd = app.add_subcommand("plan", "Choose tensors to recompute so the peak fits");
+  AddCommon(plan_cmd, &plan, &plan_sizes);
+  plan_cmd->add_option("--budget", plan_sizes.budget, "Peak memory budget, e.g. 40GiB")
+      ->required();
+  plan_cmd->add_option("-o,--output", plan.output_path, "Write the plan file here");
+  plan_cmd->add_option("--start", plan.start, "Start set: save-all")->capture_default_str();
+
+  SimulateOptions simulate;
+  SizeFlags simulate_sizes;
+  CLI::App* simulate_cmd =
+      app.add_subcommand("simulate", "Show where memory goes in one training step");
+  AddCommon(simulate_cmd, &simulate, &simulate_sizes);
+  simulate_cmd->add_option("--plan", simulate.plan_path, "Apply this plan file");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? kExitOk : kExitUsage;
+  }
+  auto logger = spdlog::stderr_color_mt("ckptplan");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("ckptplan: %l: %v");
+  spdlog::set_level(verbosity >= 2   ? spdlog::level::debug
+                    : verbosity == 1 ? spdlog::level::info
+                                     : spdlog::level::warn);
+  spdlog::cfg::load_env_levels();
+
+  try {
+    if (plan_cmd->parsed()) {
+      plan.budget_bytes = ParseSize(plan_sizes.budget, "--budget");
+      if (!plan_sizes.reserve.empty()) plan.reserve_bytes = ParseSize(plan_sizes.reserve, "--reserve");
+      return RunPlan(plan, std::cout);
+    }
+    if (!simulate_sizes.reserve.empty()) {
+      simulate.reserve_bytes = ParseSize(simulate_sizes.reserve, "--reserve");
+    }
+    return RunSimulate(simulate, std::cout);
+  } catch (const InputError& e) {
+    std::cerr << "ckptplan: error: " << e.what() << '\n';
+    return e.exit_code();
+  } catch (const InfeasibleError& e) {
+    std::cerr << "ckptplan: infeasible: " << e.what() << '\n';
+    return kExitInfeasible;
+  } catch (const IoError& e) {
+    std::cerr << "ckptplan: error: " << e.what() << '\n';
+    return kExitIo;
+  } catch (const std::exception& e) {
+    std::cerr << "ckptplan: internal error: " << e.what() << '\n';
+    return kExitInternal;
+  }
+}

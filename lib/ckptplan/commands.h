@@ -1,0 +1,41 @@
+// What each CLI subcommand does, behind the flags. apps/ only parses flags
+// into these structs and maps the returned code to the process exit code.
+#ifndef CKPTPLAN_COMMANDS_H_
+#define CKPTPLAN_COMMANDS_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "ckptplan/loader.h"
+
+namespace ckptplan {
+
+struct CommonOptions {
+  std::string graph_path;
+  LoadOptions load;
+  int64_t reserve_bytes = 0;
+  bool json = false;          ///< summary as JSON on stdout
+  std::string timeline_path;  ///< empty: none
+  size_t top = 10;            ///< tensors listed at the peak
+};
+
+struct PlanOptions : CommonOptions {
+  int64_t budget_bytes = -1;
+  std::string output_path;  ///< plan file; empty: none
+  std::string start = "save-all";
+};
+
+struct SimulateOptions : CommonOptions {
+  std::string plan_path;  ///< apply this plan; empty: save everything
+};
+
+/// Each returns an ExitCode and writes the summary to `out`. Bad input throws
+/// InputError / IoError; an infeasible budget throws InfeasibleError. Output
+/// files are written only on success, atomically.
+int RunPlan(const PlanOptions& options, std::ostream& out);
+int RunSimulate(const SimulateOptions& options, std::ostream& out);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_COMMANDS_H_

@@ -1,0 +1,24 @@
+// Reads the JSON training graph format v1 (schemas/graph.schema.json).
+#ifndef CKPTPLAN_JSON_LOADER_H_
+#define CKPTPLAN_JSON_LOADER_H_
+
+#include <string>
+#include <string_view>
+
+#include "ckptplan/graph.h"
+
+namespace ckptplan {
+
+/// Parses `text` as a graph; `source` names it in messages. Collects every
+/// schema or consistency problem and throws one InputError listing them.
+Graph ParseJsonGraph(std::string_view text, const std::string& source);
+
+/// Reads and parses the file at `path`. Throws IoError when it cannot be read.
+Graph LoadJsonGraph(const std::string& path);
+
+/// Reads a whole file; throws IoError naming `path` on failure.
+std::string ReadFile(const std::string& path);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_JSON_LOADER_H_

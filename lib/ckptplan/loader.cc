@@ -1,0 +1,26 @@
+#include "ckptplan/loader.h"
+
+#include "ckptplan/errors.h"
+#include "ckptplan/json_loader.h"
+#include "ckptplan/output_file.h"
+
+namespace ckptplan {
+namespace {
+
+bool EndsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+LoadedGraph LoadGraph(const std::string& path, const LoadOptions& /*options*/) {
+  if (EndsWith(path, ".onnx")) {
+    throw InputError(path + ": ONNX input is not supported by this build yet");
+  }
+  std::string text = ReadFile(path);
+  LoadedGraph loaded{ParseJsonGraph(text, path), Sha256Hex(text)};
+  return loaded;
+}
+
+}  // namespace ckptplan

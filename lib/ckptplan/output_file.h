@@ -1,0 +1,20 @@
+// Writing output files so that a failed or killed run never leaves a
+// half-written file: write a temp file beside the target, then rename.
+#ifndef CKPTPLAN_OUTPUT_FILE_H_
+#define CKPTPLAN_OUTPUT_FILE_H_
+
+#include <string>
+#include <string_view>
+
+namespace ckptplan {
+
+/// Replaces `path` with `content` atomically. On failure the previous file is
+/// intact, no temp file is left, and IoError names `path`.
+void WriteFileAtomic(const std::string& path, std::string_view content);
+
+/// Lower-case hex SHA-256 of `data`.
+std::string Sha256Hex(std::string_view data);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_OUTPUT_FILE_H_

@@ -1,0 +1,38 @@
+// Greedy choice of which saved tensors to drop and recompute.
+#ifndef CKPTPLAN_SELECTOR_H_
+#define CKPTPLAN_SELECTOR_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "ckptplan/graph.h"
+#include "ckptplan/simulator.h"
+
+namespace ckptplan {
+
+struct GreedyOptions {
+  int64_t budget_bytes = 0;  ///< peak bytes the plan must stay at or under
+  int64_t reserve_bytes = 0;
+};
+
+struct GreedyResult {
+  SaveSet keep;                 ///< the plan: candidates saved (1) or dropped (0)
+  std::vector<TensorId> drops;  ///< tensors dropped, in the order chosen
+  int64_t start_peak = 0;       ///< peak of the start set
+  int64_t peak = 0;             ///< peak of `keep`
+  double recompute_cost = 0;    ///< of `keep`
+  bool fits = false;            ///< peak <= budget
+};
+
+/// From `start`, repeatedly drops the saved candidate with the least added
+/// recompute cost per byte of peak it frees, re-simulating each time, until
+/// the peak fits the budget. When no single drop lowers the peak (equal peaks
+/// at several steps), it drops the one that frees the most bytes, per unit of
+/// cost, at the steps that are at the peak, provided fewer steps end up at the
+/// peak. A drop never raises the peak. Ties: larger saving, then lower id.
+GreedyResult GreedyPlan(const Graph& graph, const SaveSet& start,
+                        const GreedyOptions& options);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_SELECTOR_H_

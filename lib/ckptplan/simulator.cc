@@ -1,0 +1,320 @@
+#include "ckptplan/simulator.h"
+
+#include <algorithm>
+#include <cassert>
+
+namespace ckptplan {
+namespace {
+
+constexpr uint32_t kNone = UINT32_MAX;
+
+constexpr std::string_view kCategoryNames[] = {
+    "parameters", "gradients", "optimizer_state", "buffers",  "inputs",
+    "saved_activations", "temporaries", "recomputed", "reserve"};
+
+bool IsForwardProduced(const Graph& graph, TensorId t) {
+  NodeId p = graph.tensors[t].producer;
+  return p != kNoId && graph.nodes[p].phase == Phase::kForward;
+}
+
+// Resident storage: never allocated or freed by the simulator.
+bool HasResidentRoot(const Graph& graph, TensorId t) {
+  return IsResidentKind(graph.tensors[graph.StorageRoot(t)].kind);
+}
+
+CategoryBytes ResidentBytes(const Graph& graph, int64_t reserve_bytes) {
+  CategoryBytes bytes{};
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
+    const Tensor& tensor = graph.tensors[t];
+    if (tensor.alias_of != kNoId) continue;
+    switch (tensor.kind) {
+      case TensorKind::kParameter: bytes[size_t(Category::kParameters)] += tensor.bytes; break;
+      case TensorKind::kBuffer: bytes[size_t(Category::kBuffers)] += tensor.bytes; break;
+      case TensorKind::kInput: bytes[size_t(Category::kInputs)] += tensor.bytes; break;
+      case TensorKind::kOptimizerState:
+        bytes[size_t(Category::kOptimizerState)] += tensor.bytes;
+        break;
+      default: break;
+    }
+  }
+  const TrainingState& training = graph.training;
+  bytes[size_t(Category::kParameters)] += training.extra_parameter_bytes;
+  bytes[size_t(Category::kBuffers)] += training.extra_buffer_bytes;
+  bytes[size_t(Category::kOptimizerState)] += training.extra_optimizer_bytes;
+  bytes[size_t(Category::kReserve)] = reserve_bytes;
+  return bytes;
+}
+
+uint32_t FirstNonForwardNode(const Graph& graph) {
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (graph.nodes[n].phase != Phase::kForward) return n;
+  }
+  return kNone;
+}
+
+// Builds the step program and the buffers' lifetimes for one save set.
+class Builder {
+ public:
+  Builder(const Graph& graph, const SaveSet& keep, SimResult* result)
+      : graph_(graph), keep_(keep), result_(*result),
+        original_(graph.tensors.size(), kNone),
+        recomputed_(graph.tensors.size(), kNone) {
+    is_candidate_.assign(graph.tensors.size(), 0);
+    for (TensorId t : SaveCandidates(graph)) is_candidate_[t] = 1;
+  }
+
+  void Run() {
+    for (NodeId n = 0; n < graph_.nodes.size(); ++n) {
+      const Node& node = graph_.nodes[n];
+      if (node.phase != Phase::kForward) {
+        for (TensorId t : node.inputs) {
+          if (NeedsRecompute(t)) MaterializeForTensor(t);
+        }
+      }
+      EmitStep(n, /*recompute=*/false);
+    }
+  }
+
+  std::vector<int64_t> workspace;  // per step
+
+ private:
+  bool Saved(TensorId t) const { return is_candidate_[t] && keep_[t]; }
+
+  // A non-forward read of `t` that must come from a recomputed copy.
+  bool NeedsRecompute(TensorId t) const {
+    return IsForwardProduced(graph_, t) && !HasResidentRoot(graph_, t) && !Saved(t) &&
+           recomputed_[t] == kNone;
+  }
+
+  // Buffer that a step of `phase` (recompute steps count as non-forward)
+  // reads for tensor `t`; kNone for resident storage.
+  uint32_t BufferFor(TensorId t, bool forward_read) const {
+    if (HasResidentRoot(graph_, t)) return kNone;
+    if (forward_read || !IsForwardProduced(graph_, t) || Saved(t)) return original_[t];
+    return recomputed_[t];
+  }
+
+  void MaterializeForTensor(TensorId target) {
+    Recompute record{target, {}, 0};
+    std::vector<TensorId> stack{target};
+    while (!stack.empty()) {
+      TensorId t = stack.back();
+      if (recomputed_[t] != kNone) {
+        stack.pop_back();
+        continue;
+      }
+      const Node& producer = graph_.nodes[graph_.tensors[t].producer];
+      TensorId missing = kNoId;
+      for (TensorId in : producer.inputs) {
+        if (NeedsRecompute(in)) {
+          missing = in;
+          break;
+        }
+      }
+      if (missing != kNoId) {
+        stack.push_back(missing);
+        continue;
+      }
+      NodeId p = graph_.tensors[t].producer;
+      EmitStep(p, /*recompute=*/true);
+      record.chain.push_back(p);
+      record.cost += graph_.NodeCost(p);
+      stack.pop_back();
+    }
+    result_.recompute_cost += record.cost;
+    result_.recomputes.push_back(std::move(record));
+  }
+
+  void Read(uint32_t buffer, uint32_t step) {
+    if (buffer == kNone) return;
+    Buffer& b = result_.buffers[buffer];
+    b.last_step = std::max(b.last_step, step);
+  }
+
+  void EmitStep(NodeId n, bool recompute) {
+    const Node& node = graph_.nodes[n];
+    const uint32_t step = static_cast<uint32_t>(result_.steps.size());
+    const bool forward_read = node.phase == Phase::kForward && !recompute;
+    result_.steps.push_back({n, recompute});
+    workspace.push_back(node.workspace_bytes);
+    for (TensorId in : node.inputs) Read(BufferFor(in, forward_read), step);
+    for (TensorId out : node.outputs) {
+      const Tensor& tensor = graph_.tensors[out];
+      uint32_t buffer = kNone;
+      if (tensor.alias_of != kNoId) {
+        buffer = BufferFor(tensor.alias_of, forward_read);
+      } else if (!IsResidentKind(tensor.kind)) {
+        buffer = static_cast<uint32_t>(result_.buffers.size());
+        Category category = recompute ? Category::kRecomputed
+                            : tensor.kind == TensorKind::kGradient ? Category::kGradients
+                                                                   : Category::kTemporaries;
+        result_.buffers.push_back({out, tensor.bytes, category, step, step});
+      }
+      if (!recompute) {
+        original_[out] = buffer;
+      } else if (recomputed_[out] == kNone && !Saved(out)) {
+        recomputed_[out] = buffer;
+      }
+    }
+  }
+
+  const Graph& graph_;
+  const SaveSet& keep_;
+  SimResult& result_;
+  std::vector<uint8_t> is_candidate_;
+  std::vector<uint32_t> original_;    // buffer of each tensor's first instance
+  std::vector<uint32_t> recomputed_;  // buffer of its recomputed copy
+};
+
+// Fixes categories that depend on the finished lifetimes.
+void SettleBuffers(const Graph& graph, SimResult& result) {
+  const uint32_t last = result.steps.empty() ? 0 : result.steps.size() - 1;
+  for (Buffer& buffer : result.buffers) {
+    if (buffer.category == Category::kGradients) {
+      buffer.last_step = last;
+    } else if (buffer.category == Category::kTemporaries && IsForwardProduced(graph, buffer.root)) {
+      const Step& reader = result.steps[buffer.last_step];
+      if (reader.recompute || graph.nodes[reader.node].phase != Phase::kForward) {
+        buffer.category = Category::kSavedActivations;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::string_view ToString(Category category) {
+  return kCategoryNames[static_cast<size_t>(category)];
+}
+
+std::vector<TensorId> SaveCandidates(const Graph& graph) {
+  std::vector<uint8_t> flagged(graph.tensors.size(), 0);
+  for (const Node& node : graph.nodes) {
+    if (node.phase == Phase::kForward) continue;
+    for (TensorId t : node.inputs) {
+      if (IsForwardProduced(graph, t) && !HasResidentRoot(graph, t)) flagged[t] = 1;
+    }
+  }
+  std::vector<TensorId> candidates;
+  for (TensorId t = 0; t < flagged.size(); ++t) {
+    if (flagged[t]) candidates.push_back(t);
+  }
+  return candidates;
+}
+
+SaveSet SaveAll(const Graph& graph) { return SaveSet(graph.tensors.size(), 1); }
+
+SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options) {
+  assert(keep.size() == graph.tensors.size());
+  SimResult result;
+  result.steps.reserve(graph.nodes.size());
+  Builder builder(graph, keep, &result);
+  builder.Run();
+  SettleBuffers(graph, result);
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) result.step_cost += graph.NodeCost(n);
+
+  const size_t num_steps = result.steps.size();
+  result.resident = ResidentBytes(graph, options.reserve_bytes);
+  int64_t resident_total = 0;
+  for (int64_t bytes : result.resident) resident_total += bytes;
+
+  // Difference arrays: +bytes at the first step, -bytes after the last.
+  const size_t width = options.record_categories ? kNumCategories : 1;
+  std::vector<int64_t> delta((num_steps + 1) * width, 0);
+  auto add = [&](uint32_t first, uint32_t last, Category category, int64_t bytes) {
+    size_t column = options.record_categories ? static_cast<size_t>(category) : 0;
+    delta[first * width + column] += bytes;
+    delta[(last + 1) * width + column] -= bytes;
+  };
+  for (const Buffer& buffer : result.buffers) {
+    add(buffer.first_step, buffer.last_step, buffer.category, buffer.bytes);
+  }
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    if (builder.workspace[s] > 0) add(s, s, Category::kTemporaries, builder.workspace[s]);
+  }
+  uint32_t first_backward = kNone;
+  for (uint32_t s = 0; s < num_steps && graph.training.implicit_gradient_bytes > 0; ++s) {
+    if (graph.nodes[result.steps[s].node].phase != Phase::kForward) {
+      first_backward = s;
+      break;
+    }
+  }
+  if (first_backward != kNone) {
+    add(first_backward, num_steps - 1, Category::kGradients,
+        graph.training.implicit_gradient_bytes);
+  }
+
+  result.total.resize(num_steps);
+  if (options.record_categories) result.by_category.resize(num_steps);
+  std::vector<int64_t> running(width, 0);
+  result.peak_bytes = resident_total;
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    int64_t total = resident_total;
+    for (size_t c = 0; c < width; ++c) {
+      running[c] += delta[s * width + c];
+      total += running[c];
+    }
+    if (options.record_categories) {
+      CategoryBytes& row = result.by_category[s];
+      for (size_t c = 0; c < kNumCategories; ++c) row[c] = result.resident[c] + running[c];
+    }
+    result.total[s] = total;
+    if (s == 0 || total > result.peak_bytes) {
+      result.peak_bytes = total;
+      result.peak_step = s;
+    }
+  }
+  result.node_peak.assign(graph.nodes.size(), 0);
+  int64_t pending = 0;
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    pending = std::max(pending, result.total[s]);
+    if (!result.steps[s].recompute) {
+      result.node_peak[result.steps[s].node] = pending;
+      pending = 0;
+    }
+  }
+  return result;
+}
+
+LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes) {
+  LowerBound bound;
+  bound.resident = ResidentBytes(graph, reserve_bytes);
+  int64_t resident_total = 0;
+  for (int64_t bytes : bound.resident) resident_total += bytes;
+  bound.bytes = resident_total;
+
+  const uint32_t first_backward = FirstNonForwardNode(graph);
+  int64_t gradients = 0;  // gradient storages made at or before the node
+  std::vector<uint32_t> seen(graph.tensors.size(), kNone);
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    int64_t step_bytes = node.workspace_bytes;
+    auto count = [&](TensorId t) {
+      TensorId root = graph.StorageRoot(t);
+      const Tensor& tensor = graph.tensors[root];
+      if (seen[root] == n || IsResidentKind(tensor.kind)) return;
+      seen[root] = n;
+      if (tensor.kind == TensorKind::kGradient) {
+        if (graph.tensors[t].producer == n && t == root) gradients += tensor.bytes;
+        return;
+      }
+      step_bytes += tensor.bytes;
+    };
+    for (TensorId t : node.outputs) count(t);
+    for (TensorId t : node.inputs) count(t);
+    int64_t live_gradients = gradients;
+    if (first_backward != kNone && n >= first_backward) {
+      live_gradients += graph.training.implicit_gradient_bytes;
+    }
+    int64_t need = resident_total + live_gradients + step_bytes;
+    if (bound.node == kNoId || need > bound.bytes) {
+      bound.bytes = need;
+      bound.node = n;
+      bound.gradients = live_gradients;
+      bound.step_bytes = step_bytes;
+    }
+  }
+  return bound;
+}
+
+}  // namespace ckptplan

@@ -1,0 +1,111 @@
+// The memory accounting rule, written once.
+//
+// Memory at a step is the sum of the bytes of every storage live at that step,
+// plus the running node's workspace, plus resident state and the reserve.
+// Steps are the graph's nodes in listed order, with recompute steps inserted
+// before the first non-forward node that reads a dropped tensor. A storage is
+// allocated at the step of the node that makes it (while that node's inputs
+// are live) and freed after the last step that reads it; aliases share their
+// root's storage. Parameters, buffers, optimizer state and inputs are live
+// all step; gradients from their producer to the end of the step; the reserve
+// is constant. A forward tensor the backward reads is either saved (its
+// original storage lives until its last read) or dropped (forward reads use
+// the original; non-forward reads use a copy recomputed, with any missing
+// ancestors, right before the first non-forward node that needs it, and freed
+// after its last read).
+#ifndef CKPTPLAN_SIMULATOR_H_
+#define CKPTPLAN_SIMULATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "ckptplan/graph.h"
+
+namespace ckptplan {
+
+enum class Category : uint8_t {
+  kParameters,
+  kGradients,
+  kOptimizerState,
+  kBuffers,
+  kInputs,
+  kSavedActivations,
+  kTemporaries,
+  kRecomputed,
+  kReserve,
+};
+inline constexpr size_t kNumCategories = 9;
+std::string_view ToString(Category category);
+using CategoryBytes = std::array<int64_t, kNumCategories>;
+
+/// Forward tensors a non-forward node reads and whose storage is not
+/// resident: the tensors a plan saves or recomputes. Sorted by id.
+std::vector<TensorId> SaveCandidates(const Graph& graph);
+
+/// keep[t] != 0: candidate t is saved. Indexed by TensorId; entries of
+/// non-candidates are ignored.
+using SaveSet = std::vector<uint8_t>;
+/// Every candidate saved: what eager PyTorch does without checkpointing.
+SaveSet SaveAll(const Graph& graph);
+
+struct SimOptions {
+  int64_t reserve_bytes = 0;
+  bool record_categories = false;  ///< fill SimResult::by_category
+};
+
+struct Step {
+  NodeId node;
+  bool recompute;
+};
+
+/// One storage over its lifetime, [first_step, last_step] inclusive.
+struct Buffer {
+  TensorId root;
+  int64_t bytes;
+  Category category;
+  uint32_t first_step;
+  uint32_t last_step;
+};
+
+/// A dropped tensor and the recompute steps its first non-forward use caused.
+struct Recompute {
+  TensorId tensor;
+  std::vector<NodeId> chain;  ///< nodes re-run, in order
+  double cost = 0;            ///< sum of the chain's node costs
+};
+
+struct SimResult {
+  int64_t peak_bytes = 0;
+  uint32_t peak_step = 0;  ///< first step that reaches the peak
+  std::vector<Step> steps;
+  std::vector<int64_t> total;  ///< bytes live at each step
+  /// Per original node: the most bytes over its step and the recompute steps
+  /// inserted before it. Comparable across plans.
+  std::vector<int64_t> node_peak;
+  std::vector<CategoryBytes> by_category;  ///< per step, if recorded
+  std::vector<Buffer> buffers;
+  std::vector<Recompute> recomputes;  ///< in the order they first happen
+  double recompute_cost = 0;
+  double step_cost = 0;  ///< cost of every original node, run once
+  CategoryBytes resident{};  ///< constant part: parameters ... reserve
+};
+
+/// Simulates one training step with `keep` deciding saved vs dropped.
+SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options);
+
+/// Bytes any plan needs: resident state + reserve + the largest single step
+/// (one node's inputs, outputs, workspace and the gradients made so far).
+struct LowerBound {
+  int64_t bytes = 0;
+  CategoryBytes resident{};
+  int64_t gradients = 0;   ///< gradients live at the worst node
+  int64_t step_bytes = 0;  ///< that node's inputs + outputs + workspace
+  NodeId node = kNoId;
+};
+LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_SIMULATOR_H_

@@ -1,8 +1,13 @@
 #include "ckptplan/commands.h"
 
+#include <chrono>
+#include <iostream>
+
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
+#include "ckptplan/incremental.h"
+#include "ckptplan/json_writer.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/report.h"
@@ -33,20 +38,47 @@ SaveSet StartSet(const Graph& graph, const std::string& start) {
   throw InputError("--start: unknown start set '" + start + "' (expected save-all)", kExitUsage);
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+GreedyResult RunPlanner(const Graph& graph, const SaveSet& start, const GreedyOptions& options,
+                        const std::string& planner) {
+  if (planner == "incremental") return IncrementalPlan(graph, start, options);
+  if (planner == "reference") return GreedyPlan(graph, start, options);
+  throw InputError("--planner: unknown planner '" + planner +
+                       "' (expected incremental or reference)",
+                   kExitUsage);
+}
+
 }  // namespace
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
+  auto clock = std::chrono::steady_clock::now();
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  const double parse_s = SecondsSince(clock);
   const Graph& graph = loaded.graph;
   LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
   GreedyOptions greedy_options;
   greedy_options.budget_bytes = options.budget_bytes;
   greedy_options.reserve_bytes = options.reserve_bytes;
-  GreedyResult greedy = GreedyPlan(graph, StartSet(graph, options.start), greedy_options);
+  const SaveSet start = StartSet(graph, options.start);
+  clock = std::chrono::steady_clock::now();
+  GreedyResult greedy = RunPlanner(graph, start, greedy_options, options.planner);
+  const double plan_s = SecondsSince(clock);
 
+  clock = std::chrono::steady_clock::now();
   SimResult save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
+  const double simulate_s = SecondsSince(clock);
   SimResult planned = SimulateRecorded(graph, greedy.keep, options.reserve_bytes);
+  if (options.timings) {
+    // One line for scripts/bench_scale.py; the peak is in exact bytes.
+    std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << simulate_s
+              << " plan_s=" << plan_s << " nodes=" << graph.nodes.size()
+              << " drops=" << greedy.drops.size() << " save_all_peak=" << save_all.peak_bytes
+              << " peak=" << planned.peak_bytes << " fits=" << greedy.fits << '\n';
+  }
   if (!greedy.fits) {
     std::string why = options.budget_bytes < bound.bytes
                           ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) +
@@ -100,6 +132,41 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
     WriteFileAtomic(options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n");
   }
   PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunGenerate(const GenerateOptions& options, std::ostream& out) {
+  if (options.output_path.empty()) throw InputError("generate: -o is required", kExitUsage);
+  Graph graph;
+  if (options.kind == "transformer") {
+    const TransformerOptions& t = options.transformer;
+    if (t.layers < 1 || t.microbatches < 1 || t.batch < 1 || t.seq < 1 || t.hidden < 1 ||
+        t.heads < 1 || t.vocab < 1) {
+      throw InputError("generate transformer: every size must be at least 1", kExitUsage);
+    }
+    if (t.hidden % t.heads != 0) {
+      throw InputError("generate transformer: --hidden " + std::to_string(t.hidden) +
+                           " is not a multiple of --heads " + std::to_string(t.heads),
+                       kExitUsage);
+    }
+    graph = TransformerGraph(t);
+  } else if (options.kind == "random") {
+    const RandomGraphOptions& r = options.random;
+    if (r.layers < 1 || r.width < 1 || r.max_inputs < 1 || r.min_bytes < 0 ||
+        r.max_bytes < r.min_bytes) {
+      throw InputError("generate random: --layers, --width and --max-inputs must be at least 1 "
+                       "and 0 <= --min-bytes <= --max-bytes",
+                       kExitUsage);
+    }
+    graph = RandomTrainingGraph(r);
+  } else {
+    throw InputError("generate: unknown kind '" + options.kind +
+                         "' (expected transformer or random)",
+                     kExitUsage);
+  }
+  WriteFileAtomic(options.output_path, GraphToJson(graph));
+  out << "generated " << graph.source << ": " << graph.nodes.size() << " nodes, "
+      << graph.tensors.size() << " tensors -> " << options.output_path << '\n';
   return kExitOk;
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "ckptplan/loader.h"
+#include "ckptplan/synth.h"
 
 namespace ckptplan {
 
@@ -24,10 +25,23 @@ struct PlanOptions : CommonOptions {
   int64_t budget_bytes = -1;
   std::string output_path;  ///< plan file; empty: none
   std::string start = "save-all";
+  /// "incremental" (default) or "reference" (GreedyPlan); same plan, the
+  /// reference is slower. For debugging and benchmarks.
+  std::string planner = "incremental";
+  /// Print "timings: ..." (seconds, and the peak reached in bytes) to stderr.
+  bool timings = false;
 };
 
 struct SimulateOptions : CommonOptions {
   std::string plan_path;  ///< apply this plan; empty: save everything
+};
+
+/// `generate`: writes a synthetic graph (synth.h) as graph JSON.
+struct GenerateOptions {
+  std::string kind;         ///< "transformer" or "random"
+  TransformerOptions transformer;
+  RandomGraphOptions random;
+  std::string output_path;  ///< required
 };
 
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
@@ -35,6 +49,7 @@ struct SimulateOptions : CommonOptions {
 /// files are written only on success, atomically.
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
+int RunGenerate(const GenerateOptions& options, std::ostream& out);
 
 }  // namespace ckptplan
 

@@ -87,7 +87,8 @@ StaticInfo ComputeStaticInfo(const SimContext& context) {
   for (TensorId t = 0; t < num_tensors; ++t) {
     NodeId p = graph.tensors[t].producer;
     info.recomputable[t] = context.forward_produced[t] && !context.resident_root[t];
-    if (p != kNoId) {
+    // Only forward steps read the original whatever the plan.
+    if (context.forward_produced[t]) {
       NodeId& start = info.region_start[info.root[t]];
       start = std::max(start, p);
     }

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <unordered_map>
 
@@ -120,16 +121,45 @@ int64_t TensorBytes(const json& entry, const std::string& where, Problems& probl
 
 class Loader {
  public:
-  Loader(const json& root, const std::string& source)
-      : root_(root), problems_(source) {
+  explicit Loader(const std::string& source) : header_problems_(source), problems_(source) {
     graph_.source = source;
   }
 
-  Graph Run() {
+  /// Reads a whole document: the DOM path.
+  Graph RunDom(const json& root) {
+    root_ = root;
+    if (root_.is_object()) {
+      for (const char* key : {"tensors", "nodes"}) {
+        auto it = root_.find(key);
+        if (it == root_.end() || !it->is_array()) continue;
+        streamed_array_[key[0] == 'n'] = true;
+      }
+    }
     CheckHeader();
-    problems_.ThrowIfAny();
-    ReadTensors();
-    ReadNodes();
+    header_problems_.ThrowIfAny();
+    const json& tensors = root_["tensors"];
+    graph_.tensors.reserve(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) ReadTensor(tensors[i]);
+    FinishTensors();
+    const json& nodes = root_["nodes"];
+    graph_.nodes.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) ReadNode(nodes[i]);
+    return Finish();
+  }
+
+  // The streaming path: the handler below feeds top-level members other than
+  // the two arrays into root(), and the arrays' entries one at a time.
+  json& root() { return root_; }
+  void StartArray(bool nodes) { streamed_array_[nodes] = true; }
+  void ReadTensor(const json& entry);
+  void FinishTensors();
+  void ReadNode(const json& entry);
+  bool tensors_finished() const { return tensors_finished_; }
+
+  /// Checks the header, then reports the entries' problems, then validates.
+  Graph Finish() {
+    CheckHeader();
+    header_problems_.ThrowIfAny();
     problems_.ThrowIfAny();
     graph_.Finalize();
     ReadTraining();
@@ -141,66 +171,24 @@ class Loader {
  private:
   void CheckHeader() {
     if (!root_.is_object()) {
-      problems_.Add("top level must be a JSON object, got " + TypeName(root_));
+      header_problems_.Add("top level must be a JSON object, got " + TypeName(root_));
       return;
     }
-    std::string format = OptionalString(root_, "format", "top level", problems_, "");
+    std::string format = OptionalString(root_, "format", "top level", header_problems_, "");
     if (format != "ckptplan.graph") {
-      problems_.Add("\"format\" must be \"ckptplan.graph\", got " +
-                    (root_.contains("format") ? root_["format"].dump() : "nothing"));
+      header_problems_.Add("\"format\" must be \"ckptplan.graph\", got " +
+                           (root_.contains("format") ? root_["format"].dump() : "nothing"));
     }
     auto version = root_.find("version");
     if (version == root_.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
-      problems_.Add("\"version\" must be 1, got " +
-                    (version == root_.end() ? std::string("nothing") : version->dump()) +
-                    " (this ckptplan reads graph format version 1)");
+      header_problems_.Add("\"version\" must be 1, got " +
+                           (version == root_.end() ? std::string("nothing") : version->dump()) +
+                           " (this ckptplan reads graph format version 1)");
     }
     for (const char* key : {"tensors", "nodes"}) {
-      if (!root_.contains(key) || !root_[key].is_array()) {
-        problems_.Add(std::string("\"") + key + "\" must be an array");
+      if (!streamed_array_[key[0] == 'n']) {
+        header_problems_.Add(std::string("\"") + key + "\" must be an array");
       }
-    }
-  }
-
-  void ReadTensors() {
-    const json& tensors = root_["tensors"];
-    graph_.tensors.reserve(tensors.size());
-    std::vector<std::string> alias_names(tensors.size());
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const json& entry = tensors[i];
-      std::string where = "tensors[" + std::to_string(i) + "]";
-      if (!entry.is_object()) {
-        problems_.Add(where + " must be an object, got " + TypeName(entry));
-        graph_.tensors.emplace_back();
-        continue;
-      }
-      Tensor tensor;
-      tensor.name = OptionalString(entry, "id", where, problems_, "");
-      if (tensor.name.empty()) problems_.Add(where + ": missing \"id\"");
-      else where = "tensor " + Quote(tensor.name);
-      std::string kind = OptionalString(entry, "kind", where, problems_, "activation");
-      if (!ParseTensorKind(kind, &tensor.kind)) {
-        problems_.Add(where + ": unknown kind " + Quote(kind) +
-                      " (expected activation, input, parameter, buffer, gradient or "
-                      "optimizer_state)");
-      }
-      tensor.bytes = TensorBytes(entry, where, problems_);
-      alias_names[i] = OptionalString(entry, "alias_of", where, problems_, "");
-      if (!tensor.name.empty() &&
-          !tensor_ids_.emplace(tensor.name, static_cast<TensorId>(i)).second) {
-        problems_.Add(where + ": duplicate tensor id");
-      }
-      graph_.tensors.push_back(std::move(tensor));
-    }
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (alias_names[i].empty()) continue;
-      auto it = tensor_ids_.find(alias_names[i]);
-      if (it == tensor_ids_.end()) {
-        problems_.Add("tensor " + Quote(graph_.tensors[i].name) + ": alias_of names unknown tensor " +
-                      Quote(alias_names[i]));
-        continue;
-      }
-      graph_.tensors[i].alias_of = it->second;
     }
   }
 
@@ -212,53 +200,18 @@ class Loader {
       problems_.Add(where + ": \"" + key + "\" must be an array of tensor ids");
       return;
     }
+    out->reserve(it->size());
     for (const json& id : *it) {
       if (!id.is_string()) {
         problems_.Add(where + ": \"" + key + "\" entries must be strings, got " + id.dump());
         continue;
       }
-      auto found = tensor_ids_.find(id.get<std::string>());
+      auto found = tensor_ids_.find(id.get_ref<const std::string&>());
       if (found == tensor_ids_.end()) {
         problems_.Add(where + ": " + key + " names unknown tensor " + Quote(id.get<std::string>()));
         continue;
       }
       out->push_back(found->second);
-    }
-  }
-
-  void ReadNodes() {
-    const json& nodes = root_["nodes"];
-    graph_.nodes.reserve(nodes.size());
-    std::unordered_map<std::string, size_t> node_ids;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const json& entry = nodes[i];
-      std::string where = "nodes[" + std::to_string(i) + "]";
-      Node node;
-      if (!entry.is_object()) {
-        problems_.Add(where + " must be an object, got " + TypeName(entry));
-        graph_.nodes.push_back(std::move(node));
-        continue;
-      }
-      node.name = OptionalString(entry, "id", where, problems_, "");
-      if (node.name.empty()) problems_.Add(where + ": missing \"id\"");
-      else where = "node " + Quote(node.name);
-      if (!node.name.empty() && !node_ids.emplace(node.name, i).second) {
-        problems_.Add(where + ": duplicate node id");
-      }
-      node.op = OptionalString(entry, "op", where, problems_, "");
-      if (node.op.empty()) problems_.Add(where + ": missing \"op\"");
-      node.scope = OptionalString(entry, "scope", where, problems_, "");
-      std::string phase = OptionalString(entry, "phase", where, problems_, "");
-      if (!ParsePhase(phase, &node.phase)) {
-        problems_.Add(where + ": \"phase\" must be forward, backward or optimizer, got " +
-                      (entry.contains("phase") ? entry["phase"].dump() : "nothing"));
-      }
-      ReadIdList(entry, "inputs", where, &node.inputs);
-      ReadIdList(entry, "outputs", where, &node.outputs);
-      node.flops = OptionalCost(entry, "flops", where, problems_);
-      node.time_us = OptionalCost(entry, "time_us", where, problems_);
-      node.workspace_bytes = OptionalBytes(entry, "workspace_bytes", where, problems_, 0);
-      graph_.nodes.push_back(std::move(node));
     }
   }
 
@@ -322,10 +275,237 @@ class Loader {
     if (!has_gradients) state.implicit_gradient_bytes = state.parameter_count * grad_size;
   }
 
-  const json& root_;
+  json root_ = json::object();
+  bool streamed_array_[2] = {false, false};  // "tensors", "nodes" seen as arrays
+  Problems header_problems_;
   Problems problems_;
   Graph graph_;
   std::unordered_map<std::string, TensorId> tensor_ids_;
+  std::unordered_map<std::string, size_t> node_ids_;
+  std::vector<std::pair<TensorId, std::string>> alias_names_;
+  bool tensors_finished_ = false;
+};
+
+void Loader::ReadTensor(const json& entry) {
+  const size_t i = graph_.tensors.size();
+  std::string where = "tensors[" + std::to_string(i) + "]";
+  if (!entry.is_object()) {
+    problems_.Add(where + " must be an object, got " + TypeName(entry));
+    graph_.tensors.emplace_back();
+    return;
+  }
+  Tensor tensor;
+  tensor.name = OptionalString(entry, "id", where, problems_, "");
+  if (tensor.name.empty()) problems_.Add(where + ": missing \"id\"");
+  else where = "tensor " + Quote(tensor.name);
+  std::string kind = OptionalString(entry, "kind", where, problems_, "activation");
+  if (!ParseTensorKind(kind, &tensor.kind)) {
+    problems_.Add(where + ": unknown kind " + Quote(kind) +
+                  " (expected activation, input, parameter, buffer, gradient or "
+                  "optimizer_state)");
+  }
+  tensor.bytes = TensorBytes(entry, where, problems_);
+  std::string alias = OptionalString(entry, "alias_of", where, problems_, "");
+  if (!alias.empty()) alias_names_.emplace_back(static_cast<TensorId>(i), std::move(alias));
+  if (!tensor.name.empty() &&
+      !tensor_ids_.emplace(tensor.name, static_cast<TensorId>(i)).second) {
+    problems_.Add(where + ": duplicate tensor id");
+  }
+  graph_.tensors.push_back(std::move(tensor));
+}
+
+void Loader::FinishTensors() {
+  tensors_finished_ = true;
+  for (auto& [i, name] : alias_names_) {
+    auto it = tensor_ids_.find(name);
+    if (it == tensor_ids_.end()) {
+      problems_.Add("tensor " + Quote(graph_.tensors[i].name) + ": alias_of names unknown tensor " +
+                    Quote(name));
+      continue;
+    }
+    graph_.tensors[i].alias_of = it->second;
+  }
+  alias_names_.clear();
+  alias_names_.shrink_to_fit();
+}
+
+void Loader::ReadNode(const json& entry) {
+  const size_t i = graph_.nodes.size();
+  std::string where = "nodes[" + std::to_string(i) + "]";
+  Node node;
+  if (!entry.is_object()) {
+    problems_.Add(where + " must be an object, got " + TypeName(entry));
+    graph_.nodes.push_back(std::move(node));
+    return;
+  }
+  node.name = OptionalString(entry, "id", where, problems_, "");
+  if (node.name.empty()) problems_.Add(where + ": missing \"id\"");
+  else where = "node " + Quote(node.name);
+  if (!node.name.empty() && !node_ids_.emplace(node.name, i).second) {
+    problems_.Add(where + ": duplicate node id");
+  }
+  node.op = OptionalString(entry, "op", where, problems_, "");
+  if (node.op.empty()) problems_.Add(where + ": missing \"op\"");
+  node.scope = OptionalString(entry, "scope", where, problems_, "");
+  std::string phase = OptionalString(entry, "phase", where, problems_, "");
+  if (!ParsePhase(phase, &node.phase)) {
+    problems_.Add(where + ": \"phase\" must be forward, backward or optimizer, got " +
+                  (entry.contains("phase") ? entry["phase"].dump() : "nothing"));
+  }
+  ReadIdList(entry, "inputs", where, &node.inputs);
+  ReadIdList(entry, "outputs", where, &node.outputs);
+  node.flops = OptionalCost(entry, "flops", where, problems_);
+  node.time_us = OptionalCost(entry, "time_us", where, problems_);
+  node.workspace_bytes = OptionalBytes(entry, "workspace_bytes", where, problems_, 0);
+  graph_.nodes.push_back(std::move(node));
+}
+
+// SAX handler that never holds the whole document: each entry of the
+// top-level "tensors" and "nodes" arrays is built as a small DOM, handed to
+// the Loader and dropped; other top-level members go into Loader::root().
+// Gives up (wants_dom) on documents it does not expect, e.g. a top level that
+// is not an object or a repeated "tensors" key, so that the DOM path reports
+// them exactly as before.
+class StreamHandler {
+ public:
+  StreamHandler(Loader& loader, const std::string& source) : loader_(loader), source_(source) {}
+
+  bool wants_dom() const { return wants_dom_; }
+  void Finish() {
+    if (!loader_.tensors_finished()) loader_.FinishTensors();
+    for (const json& entry : nodes_pending_) loader_.ReadNode(entry);
+    nodes_pending_.clear();
+  }
+
+  bool null() { return Value([](auto& b) { return b.null(); }); }
+  bool boolean(bool v) { return Value([&](auto& b) { return b.boolean(v); }); }
+  bool number_integer(json::number_integer_t v) {
+    return Value([&](auto& b) { return b.number_integer(v); });
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    return Value([&](auto& b) { return b.number_unsigned(v); });
+  }
+  bool number_float(json::number_float_t v, const json::string_t& text) {
+    return Value([&](auto& b) { return b.number_float(v, text); });
+  }
+  bool string(json::string_t& v) { return Value([&](auto& b) { return b.string(v); }); }
+  bool binary(json::binary_t& v) { return Value([&](auto& b) { return b.binary(v); }); }
+
+  bool start_object(std::size_t size) {
+    if (depth_ == 0) {  // the top level
+      ++depth_;
+      return true;
+    }
+    return Open([&](auto& b) { return b.start_object(size); });
+  }
+  bool key(json::string_t& k) {
+    if (builder_) return builder_->key(k);
+    // A repeated array key: the DOM keeps the last value; let it decide.
+    if ((k == "tensors" && seen_[0]) || (k == "nodes" && seen_[1])) return GiveUp();
+    key_ = k;
+    return true;
+  }
+  bool end_object() {
+    if (builder_) return Close([](auto& b) { return b.end_object(); });
+    --depth_;  // the top level ends
+    return true;
+  }
+  bool start_array(std::size_t size) {
+    if (depth_ == 0) return GiveUp();
+    if (depth_ == 1 && !builder_ && (key_ == "tensors" || key_ == "nodes")) {
+      const bool nodes = key_ == "nodes";
+      if (seen_[nodes]) return GiveUp();
+      seen_[nodes] = true;
+      array_ = nodes ? kNodes : kTensors;
+      loader_.StartArray(nodes);
+      ++depth_;
+      return true;
+    }
+    return Open([&](auto& b) { return b.start_array(size); });
+  }
+  bool end_array() {
+    if (builder_) return Close([](auto& b) { return b.end_array(); });
+    if (array_ == kTensors) loader_.FinishTensors();
+    array_ = kNone;
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    if (const auto* parse = dynamic_cast<const json::parse_error*>(&e)) {
+      throw InputError(source_ + ": malformed JSON at byte " + std::to_string(parse->byte) +
+                       ": " + e.what());
+    }
+    throw InputError(source_ + ": malformed JSON: " + e.what());
+  }
+
+ private:
+  enum Array { kNone, kTensors, kNodes };
+  using Builder = nlohmann::detail::json_sax_dom_parser<json>;
+
+  bool GiveUp() {
+    wants_dom_ = true;
+    return false;  // stops the parser
+  }
+  // A value starts where the handler is not inside a built value.
+  json& Target() {
+    if (array_ != kNone) {
+      entry_ = json();
+      return entry_;
+    }
+    return loader_.root()[key_];
+  }
+  template <typename F>
+  bool Value(F event) {
+    if (depth_ == 0) return GiveUp();
+    if (builder_) return event(*builder_);
+    Builder builder(Target());
+    bool ok = event(builder);
+    Done();
+    return ok;
+  }
+  template <typename F>
+  bool Open(F event) {
+    if (!builder_) {
+      builder_.emplace(Target());
+      nested_ = 0;
+    }
+    ++nested_;
+    return event(*builder_);
+  }
+  template <typename F>
+  bool Close(F event) {
+    bool ok = event(*builder_);
+    if (--nested_ == 0) {
+      builder_.reset();
+      Done();
+    }
+    return ok;
+  }
+  // A whole value was built: hand an array entry to the loader.
+  void Done() {
+    if (array_ == kTensors) {
+      loader_.ReadTensor(entry_);
+    } else if (array_ == kNodes) {
+      // Nodes name tensors: hold them back until the tensors are read.
+      if (loader_.tensors_finished()) {
+        loader_.ReadNode(entry_);
+      } else {
+        nodes_pending_.push_back(std::move(entry_));
+      }
+    }
+  }
+
+  Loader& loader_;
+  const std::string& source_;
+  int depth_ = 0;
+  Array array_ = kNone;
+  bool seen_[2] = {false, false};
+  bool wants_dom_ = false;
+  std::string key_;
+  json entry_;
+  std::optional<Builder> builder_;
+  int nested_ = 0;
+  std::vector<json> nodes_pending_;
 };
 
 }  // namespace
@@ -340,6 +520,15 @@ std::string ReadFile(const std::string& path) {
 }
 
 Graph ParseJsonGraph(std::string_view text, const std::string& source) {
+  {
+    Loader loader(source);
+    StreamHandler handler(loader, source);
+    json::sax_parse(text.begin(), text.end(), &handler);
+    if (!handler.wants_dom()) {
+      handler.Finish();
+      return loader.Finish();
+    }
+  }
   json root;
   try {
     root = json::parse(text.begin(), text.end());
@@ -349,7 +538,7 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source) {
   } catch (const json::exception& e) {  // e.g. a number too large for a double
     throw InputError(source + ": malformed JSON: " + e.what());
   }
-  return Loader(root, source).Run();
+  return Loader(source).RunDom(root);
 }
 
 Graph LoadJsonGraph(const std::string& path) { return ParseJsonGraph(ReadFile(path), path); }

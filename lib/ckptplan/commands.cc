@@ -1,5 +1,7 @@
 #include "ckptplan/commands.h"
 
+#include <sys/resource.h>
+
 #include <chrono>
 #include <iostream>
 
@@ -38,6 +40,13 @@ SaveSet StartSet(const Graph& graph, const std::string& start) {
   throw InputError("--start: unknown start set '" + start + "' (expected save-all)", kExitUsage);
 }
 
+// Peak resident set size so far, in KiB.
+long PeakRssKib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -58,6 +67,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   auto clock = std::chrono::steady_clock::now();
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const double parse_s = SecondsSince(clock);
+  const long parse_rss_kib = options.timings ? PeakRssKib() : 0;
   const Graph& graph = loaded.graph;
   LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
   GreedyOptions greedy_options;
@@ -77,7 +87,8 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
     std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << simulate_s
               << " plan_s=" << plan_s << " nodes=" << graph.nodes.size()
               << " drops=" << greedy.drops.size() << " save_all_peak=" << save_all.peak_bytes
-              << " peak=" << planned.peak_bytes << " fits=" << greedy.fits << '\n';
+              << " peak=" << planned.peak_bytes << " fits=" << greedy.fits
+              << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';
   }
   if (!greedy.fits) {
     std::string why = options.budget_bytes < bound.bytes

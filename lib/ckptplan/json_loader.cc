@@ -2,9 +2,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <optional>
 #include <sstream>
-#include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -119,9 +120,49 @@ int64_t TensorBytes(const json& entry, const std::string& where, Problems& probl
   return has_bytes && bytes >= 0 ? bytes : shape_bytes;
 }
 
+// Ids by name, without a second copy of the names: a hash set of ids whose
+// names live in the graph. Must not move once built (the functors point at it).
+class NameIndex {
+ public:
+  using Names = std::function<const std::string&(uint32_t)>;
+  explicit NameIndex(Names names)
+      : names_(std::move(names)), set_(64, Hash{this}, Equal{this}) {}
+  NameIndex(const NameIndex&) = delete;
+  NameIndex& operator=(const NameIndex&) = delete;
+
+  /// Adds `id` under its name; returns false when the name was taken.
+  bool Insert(uint32_t id) { return set_.insert(id).second; }
+  /// The first id added under `name`, or kNoId.
+  uint32_t Find(std::string_view name) const {
+    probe_ = name;
+    auto it = set_.find(kProbe);
+    return it == set_.end() ? kNoId : *it;
+  }
+
+ private:
+  static constexpr uint32_t kProbe = UINT32_MAX;
+  std::string_view Name(uint32_t id) const { return id == kProbe ? probe_ : names_(id); }
+  struct Hash {
+    const NameIndex* self;
+    size_t operator()(uint32_t id) const { return std::hash<std::string_view>()(self->Name(id)); }
+  };
+  struct Equal {
+    const NameIndex* self;
+    bool operator()(uint32_t a, uint32_t b) const { return self->Name(a) == self->Name(b); }
+  };
+
+  Names names_;
+  std::unordered_set<uint32_t, Hash, Equal> set_;
+  mutable std::string_view probe_;
+};
+
 class Loader {
  public:
-  explicit Loader(const std::string& source) : header_problems_(source), problems_(source) {
+  explicit Loader(const std::string& source)
+      : header_problems_(source),
+        problems_(source),
+        tensor_ids_([this](uint32_t id) -> const std::string& { return graph_.tensors[id].name; }),
+        node_ids_([this](uint32_t id) -> const std::string& { return graph_.nodes[id].name; }) {
     graph_.source = source;
   }
 
@@ -206,12 +247,12 @@ class Loader {
         problems_.Add(where + ": \"" + key + "\" entries must be strings, got " + id.dump());
         continue;
       }
-      auto found = tensor_ids_.find(id.get_ref<const std::string&>());
-      if (found == tensor_ids_.end()) {
+      const TensorId found = tensor_ids_.Find(id.get_ref<const std::string&>());
+      if (found == kNoId) {
         problems_.Add(where + ": " + key + " names unknown tensor " + Quote(id.get<std::string>()));
         continue;
       }
-      out->push_back(found->second);
+      out->push_back(found);
     }
   }
 
@@ -280,8 +321,8 @@ class Loader {
   Problems header_problems_;
   Problems problems_;
   Graph graph_;
-  std::unordered_map<std::string, TensorId> tensor_ids_;
-  std::unordered_map<std::string, size_t> node_ids_;
+  NameIndex tensor_ids_;
+  NameIndex node_ids_;
   std::vector<std::pair<TensorId, std::string>> alias_names_;
   bool tensors_finished_ = false;
 };
@@ -307,23 +348,23 @@ void Loader::ReadTensor(const json& entry) {
   tensor.bytes = TensorBytes(entry, where, problems_);
   std::string alias = OptionalString(entry, "alias_of", where, problems_, "");
   if (!alias.empty()) alias_names_.emplace_back(static_cast<TensorId>(i), std::move(alias));
-  if (!tensor.name.empty() &&
-      !tensor_ids_.emplace(tensor.name, static_cast<TensorId>(i)).second) {
+  const bool named = !tensor.name.empty();
+  graph_.tensors.push_back(std::move(tensor));
+  if (named && !tensor_ids_.Insert(static_cast<TensorId>(i))) {
     problems_.Add(where + ": duplicate tensor id");
   }
-  graph_.tensors.push_back(std::move(tensor));
 }
 
 void Loader::FinishTensors() {
   tensors_finished_ = true;
   for (auto& [i, name] : alias_names_) {
-    auto it = tensor_ids_.find(name);
-    if (it == tensor_ids_.end()) {
+    const TensorId found = tensor_ids_.Find(name);
+    if (found == kNoId) {
       problems_.Add("tensor " + Quote(graph_.tensors[i].name) + ": alias_of names unknown tensor " +
                     Quote(name));
       continue;
     }
-    graph_.tensors[i].alias_of = it->second;
+    graph_.tensors[i].alias_of = found;
   }
   alias_names_.clear();
   alias_names_.shrink_to_fit();
@@ -341,9 +382,8 @@ void Loader::ReadNode(const json& entry) {
   node.name = OptionalString(entry, "id", where, problems_, "");
   if (node.name.empty()) problems_.Add(where + ": missing \"id\"");
   else where = "node " + Quote(node.name);
-  if (!node.name.empty() && !node_ids_.emplace(node.name, i).second) {
-    problems_.Add(where + ": duplicate node id");
-  }
+  const bool fresh = !node.name.empty() && node_ids_.Find(node.name) == kNoId;
+  if (!node.name.empty() && !fresh) problems_.Add(where + ": duplicate node id");
   node.op = OptionalString(entry, "op", where, problems_, "");
   if (node.op.empty()) problems_.Add(where + ": missing \"op\"");
   node.scope = OptionalString(entry, "scope", where, problems_, "");
@@ -358,6 +398,7 @@ void Loader::ReadNode(const json& entry) {
   node.time_us = OptionalCost(entry, "time_us", where, problems_);
   node.workspace_bytes = OptionalBytes(entry, "workspace_bytes", where, problems_, 0);
   graph_.nodes.push_back(std::move(node));
+  if (fresh) node_ids_.Insert(static_cast<uint32_t>(i));
 }
 
 // SAX handler that never holds the whole document: each entry of the
@@ -511,12 +552,27 @@ class StreamHandler {
 }  // namespace
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  // One allocation of the file's size: a stringstream would hold up to three
+  // copies of a large graph at once.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IoError(path + ": cannot open file for reading");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw IoError(path + ": read failed");
-  return buffer.str();
+  std::string text;
+  const std::streamoff size = in.tellg();
+  if (size > 0) {
+    text.resize(static_cast<size_t>(size));
+    in.seekg(0);
+    in.read(text.data(), size);
+    if (!in || in.gcount() != size) throw IoError(path + ": read failed");
+  } else {
+    // Not seekable (a pipe): read it in pieces.
+    in.clear();
+    in.seekg(0);
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    if (in.bad()) throw IoError(path + ": read failed");
+    text = buffer.str();
+  }
+  return text;
 }
 
 Graph ParseJsonGraph(std::string_view text, const std::string& source) {

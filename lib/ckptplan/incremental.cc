@@ -11,6 +11,8 @@ namespace ckptplan {
 namespace {
 
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+// Recomputed nodes a bound walks through before giving up on pulled inputs.
+constexpr size_t kMaxPulledWalk = 16;
 
 // The reference's ordering of drops (selector.cc): tier, then score, then
 // bytes freed, then id. Must stay identical to it; the differential test in
@@ -62,6 +64,7 @@ struct StaticInfo {
   std::vector<TensorId> root;            // storage root per tensor
   std::vector<uint8_t> recomputable;     // forward-produced, storage not resident
   std::vector<uint8_t> resident_root;
+  std::vector<double> node_cost;
   bool exact_costs = false;              // every cost sum is exact in a double
   std::vector<uint8_t> is_candidate;     // per tensor
   std::vector<NodeId> region_start;      // per root: last node that surely reads it
@@ -76,6 +79,7 @@ StaticInfo ComputeStaticInfo(const SimContext& context) {
   info.recomputable.assign(num_tensors, 0);
   info.is_candidate = context.is_candidate;
   info.resident_root = context.resident_root;
+  info.node_cost = context.node_cost;
   // Integer costs summing below 2^53 add up exactly in any order, so the
   // chain's cost equals the difference of the two simulations' costs.
   info.exact_costs = context.step_cost <= 9007199254740992.0;
@@ -247,6 +251,7 @@ class ChainWalker {
     bool pulls = false;          // reaches a node already in the recompute set
     NodeId last_slot = 0;        // latest group such a node is re-run in now
     int64_t pulled_inputs = 0;   // bytes of those nodes' inputs (they may free earlier)
+    size_t pulled_nodes = 0;
   };
 
   // `slot` is View::slot; the recompute set is closed under this walk, so
@@ -260,7 +265,7 @@ class ChainWalker {
       NodeId n = stack_.back();
       stack_.pop_back();
       for (TensorId in : graph_.nodes[n].inputs) {
-        if (slot[n] != kNoId && !info_.resident_root[in]) {
+        if (slot[n] != kNoId && !info_.resident_root[in] && chain.pulled_inputs != kUnbounded) {
           chain.pulled_inputs += graph_.tensors[info_.root[in]].bytes;
         }
         if (!info_.recomputable[in] || (info_.is_candidate[in] && keep[in])) continue;
@@ -276,9 +281,16 @@ class ChainWalker {
     mark_[n] = epoch_;
     if (slot[n] != kNoId) {
       chain->pulls = true;
+      // Slots only decrease towards the inputs, so the first recomputed
+      // nodes reached give the latest slot; walking further only sums the
+      // pulled inputs, which is capped (the bound then gives up on them).
       chain->last_slot = std::max(chain->last_slot, slot[n]);
+      if (++chain->pulled_nodes > kMaxPulledWalk) {
+        chain->pulled_inputs = kUnbounded;
+        return;
+      }
     } else {
-      chain->cost += graph_.NodeCost(n);
+      chain->cost += info_.node_cost[n];
     }
     stack_.push_back(n);
   }
@@ -361,7 +373,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
       }
       // The first non-forward reader's own step keeps its bytes: the copy
       // replaces the original there, and only pulled inputs may leave.
-      if (view.first_use_floor[t] != kLowest) {
+      if (view.first_use_floor[t] != kLowest && chain.pulled_inputs != kUnbounded) {
         outside = std::max(outside, view.first_use_floor[t] -
                                         (chain.pulls ? chain.pulled_inputs : 0));
       }
@@ -374,7 +386,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
       // A node's own step stays; only storages that end earlier leave it.
       if (!chain.pulls) {
         freed0 = std::min(freed0, own_bytes);
-      } else if (view.peak_at_node_step) {
+      } else if (view.peak_at_node_step && chain.pulled_inputs < kUnbounded - own_bytes) {
         freed0 = std::min(freed0, own_bytes + chain.pulled_inputs);
       }
       if (freed0 > 0) tier0.push_back({t, cost / static_cast<double>(freed0), freed0});

@@ -117,7 +117,7 @@ class Builder {
       NodeId p = graph_.tensors[t].producer;
       EmitStep(p, /*recompute=*/true);
       record.chain.push_back(p);
-      record.cost += graph_.NodeCost(p);
+      record.cost += context_.node_cost[p];
       stack.pop_back();
     }
     result_.recompute_cost += record.cost;
@@ -229,7 +229,11 @@ SimContext::SimContext(const Graph& g) : graph(g) {
   for (TensorId t = 0; t < num_tensors; ++t) {
     if (is_candidate[t]) candidates.push_back(t);
   }
-  for (NodeId n = 0; n < graph.nodes.size(); ++n) step_cost += graph.NodeCost(n);
+  node_cost.resize(graph.nodes.size());
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    node_cost[n] = graph.NodeCost(n);
+    step_cost += node_cost[n];
+  }
 }
 
 SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options) {

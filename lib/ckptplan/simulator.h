@@ -104,6 +104,7 @@ struct SimContext {
   std::vector<uint8_t> resident_root;       ///< storage is resident
   std::vector<uint8_t> is_candidate;        ///< in SaveCandidates
   std::vector<TensorId> candidates;         ///< SaveCandidates(graph)
+  std::vector<double> node_cost;            ///< Graph::NodeCost of each node
   double step_cost = 0;                     ///< every node's cost, run once
 };
 

@@ -1,0 +1,120 @@
+#include "ckptplan/trace.h"
+
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+namespace ckptplan {
+namespace {
+
+using nlohmann::ordered_json;
+
+// Trace lanes (thread ids), in display order.
+enum Lane : int { kForwardLane = 1, kBackwardLane = 2, kRecomputeLane = 3, kOptimizerLane = 4 };
+constexpr int kPid = 1;
+
+void RequireCategories(const SimResult& sim, const char* what) {
+  if (sim.by_category.size() != sim.steps.size()) {
+    throw std::logic_error(std::string(what) + " needs a simulation with record_categories");
+  }
+}
+
+int LaneOf(const Node& node, bool recompute) {
+  if (recompute) return kRecomputeLane;
+  switch (node.phase) {
+    case Phase::kForward: return kForwardLane;
+    case Phase::kBackward: return kBackwardLane;
+    case Phase::kOptimizer: return kOptimizerLane;
+  }
+  return kBackwardLane;
+}
+
+ordered_json Metadata(const char* name, int tid, ordered_json args) {
+  ordered_json event;
+  event["name"] = name;
+  event["ph"] = "M";
+  event["ts"] = 0;
+  event["pid"] = kPid;
+  event["tid"] = tid;
+  event["args"] = std::move(args);
+  return event;
+}
+
+std::string CsvField(const std::string& text) {
+  if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string TraceJson(const Graph& graph, const SimResult& sim, const std::string& label) {
+  RequireCategories(sim, "trace");
+  std::vector<ordered_json> events;
+  events.push_back(Metadata("process_name", 0, {{"name", "ckptplan " + label + ": " + graph.source}}));
+  const std::pair<int, const char*> kLanes[] = {{kForwardLane, "forward"},
+                                                {kBackwardLane, "backward"},
+                                                {kRecomputeLane, "recompute"},
+                                                {kOptimizerLane, "optimizer"}};
+  for (auto [tid, name] : kLanes) {
+    events.push_back(Metadata("thread_name", tid, {{"name", name}}));
+    events.push_back(Metadata("thread_sort_index", tid, {{"sort_index", tid}}));
+  }
+  for (uint32_t s = 0; s < sim.steps.size(); ++s) {
+    const Node& node = graph.nodes[sim.steps[s].node];
+    bool recompute = sim.steps[s].recompute;
+    ordered_json slice;
+    slice["name"] = node.name;
+    slice["cat"] = recompute ? "recompute" : std::string(ToString(node.phase));
+    slice["ph"] = "X";
+    slice["ts"] = s;
+    slice["dur"] = 1;
+    slice["pid"] = kPid;
+    slice["tid"] = LaneOf(node, recompute);
+    slice["args"] = {{"step", s},          {"op", node.op},
+                     {"scope", node.scope}, {"cost", graph.NodeCost(sim.steps[s].node)},
+                     {"cost_unit", ToString(graph.cost_unit)}, {"total_bytes", sim.total[s]}};
+    events.push_back(std::move(slice));
+
+    ordered_json counter;
+    counter["name"] = "memory";
+    counter["ph"] = "C";
+    counter["ts"] = s;
+    counter["pid"] = kPid;
+    counter["tid"] = 0;
+    ordered_json args;
+    for (size_t c = 0; c < kNumCategories; ++c) {
+      args[std::string(ToString(static_cast<Category>(c)))] = sim.by_category[s][c];
+    }
+    args["total"] = sim.total[s];
+    counter["args"] = std::move(args);
+    events.push_back(std::move(counter));
+  }
+  std::string out = "{\"traceEvents\":[\n";
+  for (size_t i = 0; i < events.size(); ++i) {
+    out += events[i].dump();
+    out += i + 1 < events.size() ? ",\n" : "\n";
+  }
+  return out + "],\"displayTimeUnit\":\"ms\"}\n";
+}
+
+std::string TimelineCsv(const Graph& graph, const SimResult& sim) {
+  RequireCategories(sim, "timeline csv");
+  std::string out = "step,node,op,phase,recompute";
+  for (size_t c = 0; c < kNumCategories; ++c) {
+    out += ",";
+    out += ToString(static_cast<Category>(c));
+  }
+  out += ",total\n";
+  for (uint32_t s = 0; s < sim.steps.size(); ++s) {
+    const Node& node = graph.nodes[sim.steps[s].node];
+    out += std::to_string(s) + "," + CsvField(node.name) + "," + CsvField(node.op) + "," +
+           std::string(ToString(node.phase)) + "," + (sim.steps[s].recompute ? "1" : "0");
+    for (size_t c = 0; c < kNumCategories; ++c) out += "," + std::to_string(sim.by_category[s][c]);
+    out += "," + std::to_string(sim.total[s]) + "\n";
+  }
+  return out;
+}
+
+}  // namespace ckptplan

@@ -43,6 +43,8 @@ struct OutputFile {
 // Renders the --report, --trace and --timeline-csv files the options ask for.
 void RenderReports(const Graph& graph, const CommonOptions& options, const Summary& summary,
                    std::vector<OutputFile>* files) {
+  // Without a plan the simulated run is save-all: one chart, not two.
+  const SimResult* planned = summary.has_plan ? summary.planned : summary.save_all;
   if (!options.report_path.empty()) {
     HtmlReportInput input;
     input.command = summary.command;
@@ -50,19 +52,18 @@ void RenderReports(const Graph& graph, const CommonOptions& options, const Summa
     input.budget_bytes = summary.budget_bytes;
     input.reserve_bytes = summary.reserve_bytes;
     input.save_all = summary.save_all;
-    input.planned = summary.planned;
+    input.planned = planned;
     input.keep = summary.keep;
     input.top = summary.top;
     files->push_back({options.report_path, RenderHtmlReport(graph, input)});
   }
   if (!options.trace_path.empty()) {
-    std::string label = summary.planned == summary.save_all ? "save-all"
-                        : summary.command == "plan"         ? "planned"
-                                                            : "simulated";
-    files->push_back({options.trace_path, TraceJson(graph, *summary.planned, label)});
+    std::string label = !summary.has_plan ? "save-all" : summary.command == "plan" ? "planned"
+                                                                                 : "simulated";
+    files->push_back({options.trace_path, TraceJson(graph, *planned, label)});
   }
   if (!options.timeline_csv_path.empty()) {
-    files->push_back({options.timeline_csv_path, TimelineCsv(graph, *summary.planned)});
+    files->push_back({options.timeline_csv_path, TimelineCsv(graph, *planned)});
   }
 }
 
@@ -130,15 +131,13 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   SimResult save_all = SimulateRecorded(graph, SaveAll(graph), reserve);
   SimResult simulated = SimulateRecorded(graph, keep, reserve);
   Summary summary{"simulate", options.graph_path, budget, reserve, &save_all, &simulated,
-                  &keep, ComputeLowerBound(graph, reserve), options.top};
+                  &keep, ComputeLowerBound(graph, reserve), options.top,
+                  !options.plan_path.empty()};
   std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {
     reports.push_back({options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n"});
   }
-  Summary report_summary = summary;
-  // Without a plan the simulated run is save-all: one chart, not two.
-  if (options.plan_path.empty()) report_summary.planned = &save_all;
-  RenderReports(graph, options, report_summary, &reports);
+  RenderReports(graph, options, summary, &reports);
   for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;

@@ -241,9 +241,8 @@ std::string MemoryChart(const Graph& graph, const SimResult& sim, const std::str
     double y = kPlotTop + kPlotHeight - static_cast<double>(budget) / bytes_per_pixel;
     out += "<line class=\"budget\" x1=\"" + std::to_string(kPlotLeft) + "\" x2=\"" +
            std::to_string(kPlotLeft + kPlotWidth) + "\" y1=\"" + Fixed(y, 1) + "\" y2=\"" +
-           Fixed(y, 1) + "\"/><text class=\"budget-label\" x=\"" +
-           std::to_string(kPlotLeft + kPlotWidth - 4) + "\" y=\"" + Fixed(y - 4, 1) +
-           "\" text-anchor=\"end\">budget " + FormatBytes(budget) + "</text>";
+           Fixed(y, 1) + "\"/><text class=\"budget-label\" x=\"" + std::to_string(kPlotLeft + 4) +
+           "\" y=\"" + Fixed(y - 4, 1) + "\">budget " + FormatBytes(budget) + "</text>";
   }
   double peak_x = kPlotLeft + (sim.peak_step + 0.5) * kPlotWidth / steps;
   double peak_y = kPlotTop + kPlotHeight - static_cast<double>(sim.peak_bytes) / bytes_per_pixel;
@@ -251,7 +250,8 @@ std::string MemoryChart(const Graph& graph, const SimResult& sim, const std::str
   bool label_left = peak_x > kPlotLeft + kPlotWidth * 0.6;
   out += "<circle class=\"peak-marker\" cx=\"" + Fixed(peak_x, 1) + "\" cy=\"" +
          Fixed(peak_y, 1) + "\" r=\"4\"/><text class=\"peak-label\" x=\"" +
-         Fixed(peak_x + (label_left ? -8 : 8), 1) + "\" y=\"" + Fixed(std::max(peak_y, 36.0), 1) +
+         Fixed(peak_x + (label_left ? -8 : 8), 1) + "\" y=\"" +
+         Fixed(std::max(peak_y - 8, kPlotTop + 12.0), 1) +
          "\" text-anchor=\"" + (label_left ? "end" : "start") + "\">peak " +
          FormatBytes(sim.peak_bytes) + " at step " + std::to_string(sim.peak_step) + " (" +
          Escape(peak_node.name) + ")</text>";
@@ -285,7 +285,9 @@ std::string KeyFigures(const Graph& graph, const HtmlReportInput& input) {
          "</th><td class=\"num\" id=\"planned-peak\" data-bytes=\"" +
          std::to_string(planned.peak_bytes) + "\">" + FormatBytes(planned.peak_bytes) +
          "</td><td>at step " + std::to_string(planned.peak_step) + ", node " +
-         Escape(node.name) + " (" + std::string(ToString(StepPhase(graph, planned, planned.peak_step))) +
+         Escape(node.name) + " (" +
+         (planned.steps[planned.peak_step].recompute ? std::string("recompute, in the backward")
+                                                     : std::string(ToString(node.phase))) +
          ")</td></tr>";
   if (&planned != &save_all) {
     out += "<tr><th>peak, save-all</th><td class=\"num\" id=\"save-all-peak\" data-bytes=\"" +

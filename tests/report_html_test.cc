@@ -143,6 +143,7 @@ TEST_CASE("html report escapes names and shows one chart when simulating save-al
   CHECK(html.find("<b>&fc2") == std::string::npos);
   CHECK(html.find("&lt;b&gt;&amp;fc2") != std::string::npos);
   CHECK(html.find("class=\"budget\"") == std::string::npos);  // no budget: no line
+  CHECK(html.find("budget-swatch") == std::string::npos);     // nor legend entry
 }
 
 TEST_CASE("html report needs per-category records") {

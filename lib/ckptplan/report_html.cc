@@ -258,13 +258,13 @@ std::string MemoryChart(const Graph& graph, const SimResult& sim, const std::str
   return out + "</svg></figure>";
 }
 
-std::string Legend() {
+std::string Legend(bool has_budget) {
   std::string out = "<ul class=\"legend\">";
   for (size_t c = 0; c < kNumCategories; ++c) {
     out += "<li><span class=\"swatch\" style=\"background:" + std::string(kCategoryColors[c]) +
            "\"></span>" + CategoryName(c) + "</li>";
   }
-  out += "<li><span class=\"swatch budget-swatch\"></span>budget</li>";
+  if (has_budget) out += "<li><span class=\"swatch budget-swatch\"></span>budget</li>";
   out += "<li><span class=\"swatch phase-swatch-forward\"></span>forward</li>";
   out += "<li><span class=\"swatch phase-swatch-backward\"></span>backward (with recompute)</li>";
   out += "<li><span class=\"swatch phase-swatch-optimizer\"></span>optimizer</li>";
@@ -528,7 +528,8 @@ std::string RenderHtmlReport(const Graph& graph, const HtmlReportInput& input) {
     out += "<section id=\"summary\"><h2>Summary</h2>" + KeyFigures(graph, input) + "</section>\n";
     double axis_max = static_cast<double>(
         std::max({planned.peak_bytes, save_all.peak_bytes, input.budget_bytes, int64_t{1}}));
-    out += "<section id=\"timeline\"><h2>Memory per step, by category</h2>" + Legend();
+    out += "<section id=\"timeline\"><h2>Memory per step, by category</h2>" +
+           Legend(input.budget_bytes >= 0);
     out += MemoryChart(graph, planned, "chart-planned",
                        both ? "With the plan" : "Simulated (every candidate saved)", axis_max,
                        input.budget_bytes);

@@ -109,6 +109,7 @@ TEST_CASE("html report: one series per category per chart, peaks and tables from
   CHECK(AttributeOf(html, "chart-planned", "data-drawn-max-bytes") == std::to_string(53 * 1024));
   CHECK(AttributeOf(html, "chart-save-all", "data-drawn-max-bytes") == std::to_string(55 * 1024));
   CHECK(html.find("budget 54.0 KiB") != std::string::npos);
+  CHECK(CountOf(html, "class=\"swatch budget-swatch\"") == 1);
   // Phases: forward, backward (with the recompute of h1) and optimizer.
   CHECK(CountOf(html, "class=\"phase phase-forward\"") == 2);
   CHECK(CountOf(html, "class=\"phase phase-backward\"") == 2);
@@ -143,7 +144,7 @@ TEST_CASE("html report escapes names and shows one chart when simulating save-al
   CHECK(html.find("<b>&fc2") == std::string::npos);
   CHECK(html.find("&lt;b&gt;&amp;fc2") != std::string::npos);
   CHECK(html.find("class=\"budget\"") == std::string::npos);  // no budget: no line
-  CHECK(html.find("budget-swatch") == std::string::npos);     // nor legend entry
+  CHECK(html.find("class=\"swatch budget-swatch\"") == std::string::npos);  // nor legend entry
 }
 
 TEST_CASE("html report needs per-category records") {

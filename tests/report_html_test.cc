@@ -207,7 +207,7 @@ TEST_CASE("html report stays small and exact at 10^5 steps") {
 TEST_CASE("sweep section: sorted by budget, feasible points on the curve, infeasible marked") {
   std::vector<SweepPoint> points = {
       {40 * 1024, 39 * 1024, 30.0, true},
-      {20 * 1024, 0, 0, false},
+      {20 * 1024, 35 * 1024, 0, false},
       {60 * 1024, 55 * 1024, 0.0, true},
       {30 * 1024, 0, 0, false},
       {50 * 1024, 48 * 1024, 10.0, true},
@@ -225,6 +225,8 @@ TEST_CASE("sweep section: sorted by budget, feasible points on the curve, infeas
     previous = at;
   }
   CHECK(html.find("30.0 us") != std::string::npos);
+  CHECK(html.find("infeasible, lowest peak 35.0 KiB") != std::string::npos);
+  CHECK(html.find("<td class=\"num\" data-bytes=\"35840\" title=\"35840 bytes\">35.0 KiB</td><td>-</td><td>no</td>") != std::string::npos);
   CHECK(SweepSectionHtml({}, CostUnit::kFlops).find("No sweep points") != std::string::npos);
 
   Graph graph = ParseJsonGraph(kMlpGraph, "mlp.json");

@@ -459,7 +459,9 @@ std::string SweepSectionHtml(const std::vector<SweepPoint>& points, CostUnit cos
   out += "<svg class=\"chart sweep-chart\" width=\"" + std::to_string(kChartWidth) +
          "\" height=\"" + std::to_string(kChartHeight) + "\" viewBox=\"0 0 " +
          std::to_string(kChartWidth) + " " + std::to_string(kChartHeight) +
-         "\" role=\"img\" aria-label=\"recompute cost against budget\">";
+         "\" role=\"img\" aria-label=\"recompute cost against budget\"><text class=\"axis-title\" x=\"" +
+         std::to_string(kPlotLeft) + "\" y=\"" + std::to_string(kPlotTop - 10) +
+         "\">recompute cost per step, by budget</text>";
   for (double value = 0; value <= cost_axis.max + cost_axis.step / 2; value += cost_axis.step) {
     double y = y_of(value);
     out += "<line class=\"grid\" x1=\"" + std::to_string(kPlotLeft) + "\" x2=\"" +
@@ -474,7 +476,7 @@ std::string SweepSectionHtml(const std::vector<SweepPoint>& points, CostUnit cos
     std::string tip = "<title>budget " + FormatBytes(p.budget_bytes) + ": " +
                       (p.feasible ? "peak " + FormatBytes(p.peak_bytes) + ", recompute " +
                                         CostText(cost_unit, p.recompute_cost)
-                                  : std::string("infeasible")) +
+                                  : "infeasible, lowest peak " + FormatBytes(p.peak_bytes)) +
                       "</title>";
     if (p.feasible) {
       double y = y_of(p.recompute_cost);
@@ -500,11 +502,12 @@ std::string SweepSectionHtml(const std::vector<SweepPoint>& points, CostUnit cos
 
   out += "<table id=\"sweep-points\"><thead><tr><th>budget</th><th>peak</th>"
          "<th>recompute cost</th><th>fits</th></tr></thead><tbody>";
+  // An infeasible point's peak is the lowest the planner reached.
   for (const SweepPoint& p : sorted) {
-    out += "<tr>" + BytesCell(p.budget_bytes) +
-           (p.feasible ? BytesCell(p.peak_bytes) + "<td class=\"num\">" +
-                             CostText(cost_unit, p.recompute_cost) + "</td><td>yes</td>"
-                       : std::string("<td>-</td><td>-</td><td>no</td>")) +
+    out += "<tr>" + BytesCell(p.budget_bytes) + BytesCell(p.peak_bytes) +
+           (p.feasible ? "<td class=\"num\">" + CostText(cost_unit, p.recompute_cost) +
+                             "</td><td>yes</td>"
+                       : std::string("<td>-</td><td>no</td>")) +
            "</tr>";
   }
   return out + "</tbody></table></section>";

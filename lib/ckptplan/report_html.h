@@ -19,7 +19,7 @@ namespace ckptplan {
 /// One point of a budget sweep (`ckptplan sweep`).
 struct SweepPoint {
   int64_t budget_bytes = 0;
-  int64_t peak_bytes = 0;     ///< simulated peak of the plan found for that budget
+  int64_t peak_bytes = 0;     ///< peak of the plan found; infeasible: the lowest reached
   double recompute_cost = 0;  ///< in the graph's cost unit
   bool feasible = false;      ///< a plan fits the budget
 };

@@ -37,7 +37,8 @@ SaveSet DropH1(const Graph& graph) {
 }
 
 // Values of `attribute="..."` inside the element whose id is `id`.
-std::string AttributeOf(const std::string& html, const std::string& id, const std::string& attribute) {
+std::string AttributeOf(const std::string& html, const std::string& id,
+                        const std::string& attribute) {
   std::smatch match;
   std::regex element("<[^>]*id=\"" + id + "\"[^>]*>");
   if (!std::regex_search(html, match, element)) return "";
@@ -120,7 +121,8 @@ TEST_CASE("html report: one series per category per chart, peaks and tables from
   // Top tensors at the plan's peak (act_bwd) carry op and module scope.
   CHECK(html.find("<td>fc2_bwd</td><td>linear_backward</td><td>mlp/fc2</td>") != std::string::npos);
   // Self-contained: nothing the browser would fetch.
-  for (const char* fetch : {"http:", "https:", "src=", "href=", "<link", "url(", "@import", "<script"}) {
+  for (const char* fetch :
+       {"http:", "https:", "src=", "href=", "<link", "url(", "@import", "<script"}) {
     CHECK_MESSAGE(html.find(fetch) == std::string::npos, fetch);
   }
   CHECK(RenderHtmlReport(graph, input) == html);
@@ -143,7 +145,7 @@ TEST_CASE("html report escapes names and shows one chart when simulating save-al
   CHECK(CountOf(html, "class=\"series\"") == kNumCategories);
   CHECK(html.find("<b>&fc2") == std::string::npos);
   CHECK(html.find("&lt;b&gt;&amp;fc2") != std::string::npos);
-  CHECK(html.find("class=\"budget\"") == std::string::npos);  // no budget: no line
+  CHECK(html.find("class=\"budget\"") == std::string::npos);                // no budget: no line
   CHECK(html.find("class=\"swatch budget-swatch\"") == std::string::npos);  // nor legend entry
 }
 
@@ -198,7 +200,8 @@ TEST_CASE("html report stays small and exact at 10^5 steps") {
   input.planned = &sim;
   input.keep = &keep;
   std::string html = RenderHtmlReport(graph, input);
-  CHECK(AttributeOf(html, "chart-planned", "data-drawn-max-bytes") == std::to_string(sim.peak_bytes));
+  CHECK(AttributeOf(html, "chart-planned", "data-drawn-max-bytes") ==
+        std::to_string(sim.peak_bytes));
   CHECK(AttributeOf(html, "chart-planned", "data-buckets") == "860");
   CHECK(AttributeOf(html, "planned-peak", "data-bytes") == std::to_string(sim.peak_bytes));
   CHECK(html.size() < 1000000);
@@ -206,10 +209,8 @@ TEST_CASE("html report stays small and exact at 10^5 steps") {
 
 TEST_CASE("sweep section: sorted by budget, feasible points on the curve, infeasible marked") {
   std::vector<SweepPoint> points = {
-      {40 * 1024, 39 * 1024, 30.0, true},
-      {20 * 1024, 35 * 1024, 0, false},
-      {60 * 1024, 55 * 1024, 0.0, true},
-      {30 * 1024, 0, 0, false},
+      {40 * 1024, 39 * 1024, 30.0, true}, {20 * 1024, 35 * 1024, 0, false},
+      {60 * 1024, 55 * 1024, 0.0, true},  {30 * 1024, 0, 0, false},
       {50 * 1024, 48 * 1024, 10.0, true},
   };
   std::string html = SweepSectionHtml(points, CostUnit::kMicroseconds);
@@ -219,14 +220,16 @@ TEST_CASE("sweep section: sorted by budget, feasible points on the curve, infeas
   // Table rows in budget order: 20, 30, 40, 50, 60 KiB.
   size_t previous = 0;
   for (int kib : {20, 30, 40, 50, 60}) {
-    size_t at = html.find("<tr><td class=\"num\" data-bytes=\"" + std::to_string(kib * 1024) + "\"");
+    size_t at =
+        html.find("<tr><td class=\"num\" data-bytes=\"" + std::to_string(kib * 1024) + "\"");
     REQUIRE(at != std::string::npos);
     CHECK(at > previous);
     previous = at;
   }
   CHECK(html.find("30.0 us") != std::string::npos);
   CHECK(html.find("infeasible, lowest peak 35.0 KiB") != std::string::npos);
-  CHECK(html.find("<td class=\"num\" data-bytes=\"35840\" title=\"35840 bytes\">35.0 KiB</td><td>-</td><td>no</td>") != std::string::npos);
+  CHECK(html.find("<td class=\"num\" data-bytes=\"35840\" title=\"35840 bytes\">35.0 "
+                  "KiB</td><td>-</td><td>no</td>") != std::string::npos);
   CHECK(SweepSectionHtml({}, CostUnit::kFlops).find("No sweep points") != std::string::npos);
 
   Graph graph = ParseJsonGraph(kMlpGraph, "mlp.json");
@@ -247,8 +250,11 @@ std::string ChromiumDom(const TempDir& dir, const std::string& html_path, std::s
   std::string command =
       "timeout 120 chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
       "--disable-background-networking --disable-component-update --disable-sync "
-      "--user-data-dir='" + (dir / "profile") + "' --enable-logging=stderr --v=0 --dump-dom "
-      "'file://" + html_path + "' >'" + (dir / "dom") + "' 2>'" + (dir / "chromium.log") + "'";
+      "--user-data-dir='" +
+      (dir / "profile") +
+      "' --enable-logging=stderr --v=0 --dump-dom "
+      "'file://" +
+      html_path + "' >'" + (dir / "dom") + "' 2>'" + (dir / "chromium.log") + "'";
   int status = std::system(command.c_str());
   REQUIRE_MESSAGE(status == 0, "chromium failed; see " << dir / "chromium.log");
   console->clear();
@@ -289,7 +295,8 @@ TEST_CASE("html report renders in headless Chromium without errors and shows the
         std::to_string(plan["save_all_peak_bytes"].get<int64_t>()));
 
   // The console check does catch a broken page.
-  Spit(dir / "broken.html", "<!DOCTYPE html><html><body><script>undefined_function();</script></body></html>");
+  Spit(dir / "broken.html",
+       "<!DOCTYPE html><html><body><script>undefined_function();</script></body></html>");
   ChromiumDom(dir, dir / "broken.html", &console);
   CHECK(console.find("undefined_function") != std::string::npos);
 }
@@ -311,9 +318,9 @@ TEST_CASE("reports are byte-identical across runs and absent when the run fails"
   CHECK(outputs[0] == outputs[1]);
 
   // 50 KiB is under the 53 KiB lower bound: exit 3, no report files at all.
-  CHECK(RunCli(dir, "plan '" + (dir / "mlp.json") + "' --budget 50KiB --report '" + (dir / "bad.html") +
-                        "' --trace '" + (dir / "bad.json") + "' --timeline-csv '" +
-                        (dir / "bad.csv") + "'") == 3);
+  CHECK(RunCli(dir, "plan '" + (dir / "mlp.json") + "' --budget 50KiB --report '" +
+                        (dir / "bad.html") + "' --trace '" + (dir / "bad.json") +
+                        "' --timeline-csv '" + (dir / "bad.csv") + "'") == 3);
   CHECK_FALSE(std::filesystem::exists(dir / "bad.html"));
   CHECK_FALSE(std::filesystem::exists(dir / "bad.json"));
   CHECK_FALSE(std::filesystem::exists(dir / "bad.csv"));

@@ -107,15 +107,16 @@ TEST_CASE("timeline csv: a row per step, a column per category, quoted names") {
   SimResult sim = DropH1(graph, &keep);
   std::string csv = TimelineCsv(graph, sim);
   CHECK(CountOf(csv, "\n") == sim.steps.size() + 1);
-  CHECK(csv.rfind(
-            "step,node,op,phase,recompute,parameters,gradients,optimizer_state,buffers,inputs,"
-            "saved_activations,temporaries,recomputed,reserve,total\n",
-            0) == 0);
+  CHECK(
+      csv.rfind("step,node,op,phase,recompute,parameters,gradients,optimizer_state,buffers,inputs,"
+                "saved_activations,temporaries,recomputed,reserve,total\n",
+                0) == 0);
   CHECK(csv.find("\n1,\"act,\"\"gelu\"\"\",gelu,forward,0,") != std::string::npos);
   // Peak row, act_bwd at step 7 (after loss_bwd, fc2_bwd and the recompute of
   // fc1): params 8192, dw2 4096, adam 16384, x 1024, da1 + dh1 16384
   // temporaries, h1 8192 recomputed; total 54272 (53 KiB).
-  CHECK(csv.find("\n7,act_bwd,gelu_backward,backward,0,8192,4096,16384,0,1024,0,16384,8192,0,54272\n") !=
+  CHECK(csv.find(
+            "\n7,act_bwd,gelu_backward,backward,0,8192,4096,16384,0,1024,0,16384,8192,0,54272\n") !=
         std::string::npos);
   CHECK(csv.find("\n6,fc1,linear,forward,1,") != std::string::npos);
 }
@@ -130,15 +131,16 @@ TEST_CASE("trace and csv need per-category records") {
 TEST_CASE("cli --trace: counters' maximum equals the plan file's predicted peak") {
   TempDir dir("trace_cli");
   Spit(dir / "mlp.json", kMlpGraph);
-  REQUIRE(RunCli(dir, "plan '" + (dir / "mlp.json") + "' --budget 54KiB -o '" + (dir / "plan.json") +
-                          "' --trace '" + (dir / "trace.json") + "' --timeline-csv '" +
-                          (dir / "t.csv") + "'") == 0);
+  REQUIRE(RunCli(dir, "plan '" + (dir / "mlp.json") + "' --budget 54KiB -o '" +
+                          (dir / "plan.json") + "' --trace '" + (dir / "trace.json") +
+                          "' --timeline-csv '" + (dir / "t.csv") + "'") == 0);
   int64_t predicted = json::parse(Slurp(dir / "plan.json"))["predicted_peak_bytes"];
   json trace = json::parse(Slurp(dir / "trace.json"));
   CheckTraceEvents(trace);
   int64_t counter_max = 0;
   for (const json& event : trace["traceEvents"]) {
-    if (event["ph"] == "C") counter_max = std::max(counter_max, event["args"]["total"].get<int64_t>());
+    if (event["ph"] == "C")
+      counter_max = std::max(counter_max, event["args"]["total"].get<int64_t>());
   }
   CHECK(counter_max == predicted);
   CHECK(predicted == 53 * 1024);  // see report_fixture.h

@@ -45,12 +45,23 @@ std::string Escape(std::string_view text) {
   out.reserve(text.size());
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -164,8 +175,8 @@ std::string PhaseBands(const Graph& graph, const SimResult& sim) {
     std::string name(ToString(phase));
     out += "<rect class=\"phase phase-" + name + "\" x=\"" + Fixed(x0, 1) + "\" y=\"" +
            std::to_string(kPlotTop) + "\" width=\"" + Fixed(width, 1) + "\" height=\"" +
-           std::to_string(kPlotHeight) + "\"><title>" + name + ": steps " +
-           std::to_string(begin) + "-" + std::to_string(end - 1) + "</title></rect>";
+           std::to_string(kPlotHeight) + "\"><title>" + name + ": steps " + std::to_string(begin) +
+           "-" + std::to_string(end - 1) + "</title></rect>";
     if (width >= 40) {
       out += "<text class=\"phase-label\" x=\"" + Fixed(x0 + 4, 1) + "\" y=\"" +
              std::to_string(kPlotTop - 6) + "\">" + name + "</text>";
@@ -223,14 +234,14 @@ std::string MemoryChart(const Graph& graph, const SimResult& sim, const std::str
          "\" height=\"" + std::to_string(kChartHeight) + "\" viewBox=\"0 0 " +
          std::to_string(kChartWidth) + " " + std::to_string(kChartHeight) +
          "\" role=\"img\" aria-label=\"" + Escape(title) + "\" data-peak-bytes=\"" +
-         std::to_string(sim.peak_bytes) + "\" data-drawn-max-bytes=\"" +
-         std::to_string(drawn_max) + "\" data-steps=\"" + std::to_string(steps) +
-         "\" data-buckets=\"" + std::to_string(buckets.step.size()) + "\">";
+         std::to_string(sim.peak_bytes) + "\" data-drawn-max-bytes=\"" + std::to_string(drawn_max) +
+         "\" data-steps=\"" + std::to_string(steps) + "\" data-buckets=\"" +
+         std::to_string(buckets.step.size()) + "\">";
   out += PhaseBands(graph, sim) + YAxis(axis, unit, unit_name) + XAxis(steps);
   out += "<svg x=\"" + std::to_string(kPlotLeft) + "\" y=\"" + std::to_string(kPlotTop) +
-         "\" width=\"" + std::to_string(kPlotWidth) + "\" height=\"" +
-         std::to_string(kPlotHeight) + "\" viewBox=\"0 0 " + std::to_string(steps) + " " +
-         std::to_string(kPlotHeight) + "\" preserveAspectRatio=\"none\">";
+         "\" width=\"" + std::to_string(kPlotWidth) + "\" height=\"" + std::to_string(kPlotHeight) +
+         "\" viewBox=\"0 0 " + std::to_string(steps) + " " + std::to_string(kPlotHeight) +
+         "\" preserveAspectRatio=\"none\">";
   for (size_t c = 0; c < kNumCategories; ++c) {
     out += "<path class=\"series\" data-category=\"" + CategoryName(c) + "\" fill=\"" +
            kCategoryColors[c] + "\" d=\"" + SeriesPath(sim, buckets, c, bytes_per_pixel) +
@@ -248,13 +259,11 @@ std::string MemoryChart(const Graph& graph, const SimResult& sim, const std::str
   double peak_y = kPlotTop + kPlotHeight - static_cast<double>(sim.peak_bytes) / bytes_per_pixel;
   const Node& peak_node = graph.nodes[sim.steps[sim.peak_step].node];
   bool label_left = peak_x > kPlotLeft + kPlotWidth * 0.6;
-  out += "<circle class=\"peak-marker\" cx=\"" + Fixed(peak_x, 1) + "\" cy=\"" +
-         Fixed(peak_y, 1) + "\" r=\"4\"/><text class=\"peak-label\" x=\"" +
-         Fixed(peak_x + (label_left ? -8 : 8), 1) + "\" y=\"" +
-         Fixed(std::max(peak_y - 8, kPlotTop + 12.0), 1) +
-         "\" text-anchor=\"" + (label_left ? "end" : "start") + "\">peak " +
-         FormatBytes(sim.peak_bytes) + " at step " + std::to_string(sim.peak_step) + " (" +
-         Escape(peak_node.name) + ")</text>";
+  out += "<circle class=\"peak-marker\" cx=\"" + Fixed(peak_x, 1) + "\" cy=\"" + Fixed(peak_y, 1) +
+         "\" r=\"4\"/><text class=\"peak-label\" x=\"" + Fixed(peak_x + (label_left ? -8 : 8), 1) +
+         "\" y=\"" + Fixed(std::max(peak_y - 8, kPlotTop + 12.0), 1) + "\" text-anchor=\"" +
+         (label_left ? "end" : "start") + "\">peak " + FormatBytes(sim.peak_bytes) + " at step " +
+         std::to_string(sim.peak_step) + " (" + Escape(peak_node.name) + ")</text>";
   return out + "</svg></figure>";
 }
 
@@ -284,8 +293,8 @@ std::string KeyFigures(const Graph& graph, const HtmlReportInput& input) {
   out += "<tr><th>peak, " + std::string(&planned == &save_all ? "simulated" : "planned") +
          "</th><td class=\"num\" id=\"planned-peak\" data-bytes=\"" +
          std::to_string(planned.peak_bytes) + "\">" + FormatBytes(planned.peak_bytes) +
-         "</td><td>at step " + std::to_string(planned.peak_step) + ", node " +
-         Escape(node.name) + " (" +
+         "</td><td>at step " + std::to_string(planned.peak_step) + ", node " + Escape(node.name) +
+         " (" +
          (planned.steps[planned.peak_step].recompute ? std::string("recompute, in the backward")
                                                      : std::string(ToString(node.phase))) +
          ")</td></tr>";
@@ -298,8 +307,9 @@ std::string KeyFigures(const Graph& graph, const HtmlReportInput& input) {
   }
   std::string overhead =
       planned.step_cost > 0 ? Fixed(100.0 * planned.recompute_cost / planned.step_cost, 2) : "0.00";
-  out += row("recompute cost", "<td class=\"num\">" + CostText(graph.cost_unit, planned.recompute_cost) +
-                                   "</td><td>" + overhead + "% of the step's " +
+  out += row("recompute cost", "<td class=\"num\">" +
+                                   CostText(graph.cost_unit, planned.recompute_cost) + "</td><td>" +
+                                   overhead + "% of the step's " +
                                    CostText(graph.cost_unit, planned.step_cost) + "</td>");
   return out + "</table>";
 }
@@ -308,8 +318,9 @@ std::string BreakdownTable(const HtmlReportInput& input) {
   const SimResult& planned = *input.planned;
   const SimResult& save_all = *input.save_all;
   bool both = &planned != &save_all;
-  std::string out = "<table class=\"breakdown\" id=\"peak-breakdown\"><thead><tr><th>category</th>"
-                    "<th>at the peak</th><th>share</th>";
+  std::string out =
+      "<table class=\"breakdown\" id=\"peak-breakdown\"><thead><tr><th>category</th>"
+      "<th>at the peak</th><th>share</th>";
   if (both) out += "<th>save-all, at its peak</th><th>share</th>";
   out += "</tr></thead><tbody>";
   for (size_t c = 0; c < kNumCategories; ++c) {
@@ -319,8 +330,8 @@ std::string BreakdownTable(const HtmlReportInput& input) {
            "\"></span>" + CategoryName(c) + "</td>" + BytesCell(bytes) + "<td class=\"num\">" +
            PercentOf(bytes, planned.peak_bytes) + "</td>";
     if (both) {
-      out += BytesCell(all_bytes) + "<td class=\"num\">" + PercentOf(all_bytes, save_all.peak_bytes) +
-             "</td>";
+      out += BytesCell(all_bytes) + "<td class=\"num\">" +
+             PercentOf(all_bytes, save_all.peak_bytes) + "</td>";
     }
     out += "</tr>";
   }
@@ -331,9 +342,10 @@ std::string BreakdownTable(const HtmlReportInput& input) {
 
 std::string TopTensorsTable(const Graph& graph, const HtmlReportInput& input) {
   const SimResult& planned = *input.planned;
-  std::string out = "<table id=\"top-tensors\"><thead><tr><th>tensor</th><th>bytes</th>"
-                    "<th>category</th><th>made by</th><th>op</th><th>module scope</th></tr>"
-                    "</thead><tbody>";
+  std::string out =
+      "<table id=\"top-tensors\"><thead><tr><th>tensor</th><th>bytes</th>"
+      "<th>category</th><th>made by</th><th>op</th><th>module scope</th></tr>"
+      "</thead><tbody>";
   for (const LiveTensor& live : LiveAt(planned, planned.peak_step, input.top)) {
     const Tensor& tensor = graph.tensors[live.tensor];
     const Node* producer = tensor.producer == kNoId ? nullptr : &graph.nodes[tensor.producer];
@@ -361,12 +373,12 @@ std::string DecisionsTable(const Graph& graph, const HtmlReportInput& input) {
   std::vector<Decision> decisions = MakeDecisions(graph, *input.keep, *input.planned);
   size_t recomputed = std::count_if(decisions.begin(), decisions.end(),
                                     [](const Decision& d) { return d.recompute; });
-  std::string out = "<p>" + std::to_string(recomputed) + " of " +
-                    std::to_string(decisions.size()) +
+  std::string out = "<p>" + std::to_string(recomputed) + " of " + std::to_string(decisions.size()) +
                     " candidate tensors recomputed; the others are saved for the backward.</p>";
   if (recomputed == 0) return out;
-  out += "<table id=\"decisions\"><thead><tr><th>tensor</th><th>bytes</th>"
-         "<th>recompute cost</th><th>chain re-run</th></tr></thead><tbody>";
+  out +=
+      "<table id=\"decisions\"><thead><tr><th>tensor</th><th>bytes</th>"
+      "<th>recompute cost</th><th>chain re-run</th></tr></thead><tbody>";
   size_t shown = 0;
   for (const Decision& decision : decisions) {
     if (!decision.recompute) continue;
@@ -454,12 +466,15 @@ std::string SweepSectionHtml(const std::vector<SweepPoint>& points, CostUnit cos
     double offset = hi > lo ? static_cast<double>(budget - lo) : span / 2;
     return kPlotLeft + 10 + offset / span * (kPlotWidth - 20);
   };
-  auto y_of = [&](double cost) { return kPlotTop + kPlotHeight - cost / cost_axis.max * kPlotHeight; };
+  auto y_of = [&](double cost) {
+    return kPlotTop + kPlotHeight - cost / cost_axis.max * kPlotHeight;
+  };
 
   out += "<svg class=\"chart sweep-chart\" width=\"" + std::to_string(kChartWidth) +
          "\" height=\"" + std::to_string(kChartHeight) + "\" viewBox=\"0 0 " +
          std::to_string(kChartWidth) + " " + std::to_string(kChartHeight) +
-         "\" role=\"img\" aria-label=\"recompute cost against budget\"><text class=\"axis-title\" x=\"" +
+         "\" role=\"img\" aria-label=\"recompute cost against budget\"><text class=\"axis-title\" "
+         "x=\"" +
          std::to_string(kPlotLeft) + "\" y=\"" + std::to_string(kPlotTop - 10) +
          "\">recompute cost per step, by budget</text>";
   for (double value = 0; value <= cost_axis.max + cost_axis.step / 2; value += cost_axis.step) {
@@ -467,8 +482,8 @@ std::string SweepSectionHtml(const std::vector<SweepPoint>& points, CostUnit cos
     out += "<line class=\"grid\" x1=\"" + std::to_string(kPlotLeft) + "\" x2=\"" +
            std::to_string(kPlotLeft + kPlotWidth) + "\" y1=\"" + Fixed(y, 1) + "\" y2=\"" +
            Fixed(y, 1) + "\"/><text class=\"tick\" x=\"" + std::to_string(kPlotLeft - 6) +
-           "\" y=\"" + Fixed(y + 4, 1) + "\" text-anchor=\"end\">" +
-           CostText(cost_unit, value) + "</text>";
+           "\" y=\"" + Fixed(y + 4, 1) + "\" text-anchor=\"end\">" + CostText(cost_unit, value) +
+           "</text>";
   }
   std::string line;
   for (const SweepPoint& p : sorted) {
@@ -500,14 +515,15 @@ std::string SweepSectionHtml(const std::vector<SweepPoint>& points, CostUnit cos
          "\" y=\"" + std::to_string(kPlotTop + kPlotHeight + 34) +
          "\" text-anchor=\"middle\">budget (&#215; marks a budget no plan fits)</text></svg>";
 
-  out += "<table id=\"sweep-points\"><thead><tr><th>budget</th><th>peak</th>"
-         "<th>recompute cost</th><th>fits</th></tr></thead><tbody>";
+  out +=
+      "<table id=\"sweep-points\"><thead><tr><th>budget</th><th>peak</th>"
+      "<th>recompute cost</th><th>fits</th></tr></thead><tbody>";
   // An infeasible point's peak is the lowest the planner reached.
   for (const SweepPoint& p : sorted) {
     out += "<tr>" + BytesCell(p.budget_bytes) + BytesCell(p.peak_bytes) +
-           (p.feasible ? "<td class=\"num\">" + CostText(cost_unit, p.recompute_cost) +
-                             "</td><td>yes</td>"
-                       : std::string("<td>-</td><td>no</td>")) +
+           (p.feasible
+                ? "<td class=\"num\">" + CostText(cost_unit, p.recompute_cost) + "</td><td>yes</td>"
+                : std::string("<td>-</td><td>no</td>")) +
            "</tr>";
   }
   return out + "</tbody></table></section>";
@@ -516,12 +532,12 @@ std::string SweepSectionHtml(const std::vector<SweepPoint>& points, CostUnit cos
 std::string RenderHtmlReport(const Graph& graph, const HtmlReportInput& input) {
   std::string title = "ckptplan " + input.command + ": " + input.graph_path;
   std::string out = PageStart(title);
-  out += "<h1>ckptplan memory report</h1><p class=\"meta\">" + Escape(input.command) + " &middot; " +
-         Escape(input.graph_path) + " &middot; " + std::to_string(graph.nodes.size()) +
-         " nodes, " + std::to_string(graph.tensors.size()) + " tensors &middot; ckptplan " +
-         CKPTPLAN_VERSION + "</p>\n";
-  bool has_memory = input.planned != nullptr && input.save_all != nullptr && input.keep != nullptr &&
-                    !input.planned->steps.empty();
+  out += "<h1>ckptplan memory report</h1><p class=\"meta\">" + Escape(input.command) +
+         " &middot; " + Escape(input.graph_path) + " &middot; " +
+         std::to_string(graph.nodes.size()) + " nodes, " + std::to_string(graph.tensors.size()) +
+         " tensors &middot; ckptplan " + CKPTPLAN_VERSION + "</p>\n";
+  bool has_memory = input.planned != nullptr && input.save_all != nullptr &&
+                    input.keep != nullptr && !input.planned->steps.empty();
   if (has_memory) {
     const SimResult& planned = *input.planned;
     const SimResult& save_all = *input.save_all;

@@ -1,8 +1,7 @@
 #include "ckptplan/trace.h"
 
-#include <stdexcept>
-
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 namespace ckptplan {
 namespace {
@@ -22,9 +21,12 @@ void RequireCategories(const SimResult& sim, const char* what) {
 int LaneOf(const Node& node, bool recompute) {
   if (recompute) return kRecomputeLane;
   switch (node.phase) {
-    case Phase::kForward: return kForwardLane;
-    case Phase::kBackward: return kBackwardLane;
-    case Phase::kOptimizer: return kOptimizerLane;
+    case Phase::kForward:
+      return kForwardLane;
+    case Phase::kBackward:
+      return kBackwardLane;
+    case Phase::kOptimizer:
+      return kOptimizerLane;
   }
   return kBackwardLane;
 }
@@ -55,7 +57,8 @@ std::string CsvField(const std::string& text) {
 std::string TraceJson(const Graph& graph, const SimResult& sim, const std::string& label) {
   RequireCategories(sim, "trace");
   std::vector<ordered_json> events;
-  events.push_back(Metadata("process_name", 0, {{"name", "ckptplan " + label + ": " + graph.source}}));
+  events.push_back(
+      Metadata("process_name", 0, {{"name", "ckptplan " + label + ": " + graph.source}}));
   const std::pair<int, const char*> kLanes[] = {{kForwardLane, "forward"},
                                                 {kBackwardLane, "backward"},
                                                 {kRecomputeLane, "recompute"},
@@ -77,15 +80,14 @@ std::string TraceJson(const Graph& graph, const SimResult& sim, const std::strin
     const Node& node = graph.nodes[sim.steps[s].node];
     bool recompute = sim.steps[s].recompute;
     std::string ts = std::to_string(s);
-    std::string slice = "{\"name\":" + Quoted(node.name) + ",\"cat\":\"" +
-                        (recompute ? std::string("recompute") : std::string(ToString(node.phase))) +
-                        "\",\"ph\":\"X\",\"ts\":" + ts + ",\"dur\":1,\"pid\":" +
-                        std::to_string(kPid) + ",\"tid\":" + std::to_string(LaneOf(node, recompute)) +
-                        ",\"args\":{\"step\":" + ts + ",\"op\":" + Quoted(node.op) +
-                        ",\"scope\":" + Quoted(node.scope) +
-                        ",\"cost\":" + ordered_json(graph.NodeCost(sim.steps[s].node)).dump() +
-                        ",\"cost_unit\":" + cost_unit +
-                        ",\"total_bytes\":" + std::to_string(sim.total[s]) + "}}";
+    std::string slice =
+        "{\"name\":" + Quoted(node.name) + ",\"cat\":\"" +
+        (recompute ? std::string("recompute") : std::string(ToString(node.phase))) +
+        "\",\"ph\":\"X\",\"ts\":" + ts + ",\"dur\":1,\"pid\":" + std::to_string(kPid) +
+        ",\"tid\":" + std::to_string(LaneOf(node, recompute)) + ",\"args\":{\"step\":" + ts +
+        ",\"op\":" + Quoted(node.op) + ",\"scope\":" + Quoted(node.scope) +
+        ",\"cost\":" + ordered_json(graph.NodeCost(sim.steps[s].node)).dump() +
+        ",\"cost_unit\":" + cost_unit + ",\"total_bytes\":" + std::to_string(sim.total[s]) + "}}";
     lines.push_back(std::move(slice));
     std::string counter = "{\"name\":\"memory\",\"ph\":\"C\",\"ts\":" + ts +
                           ",\"pid\":" + std::to_string(kPid) + ",\"tid\":0,\"args\":{";

@@ -121,6 +121,17 @@ TEST_CASE("timeline csv: a row per step, a column per category, quoted names") {
   CHECK(csv.find("\n6,fc1,linear,forward,1,") != std::string::npos);
 }
 
+TEST_CASE("trace replaces invalid UTF-8 in names instead of failing") {
+  Graph graph = ParseJsonGraph(kMlpGraph, "mlp.json");
+  graph.nodes[0].name = "fc\xff";
+  SaveSet keep;
+  SimResult sim = DropH1(graph, &keep);
+  json trace = json::parse(TraceJson(graph, sim, "planned"));
+  bool found = false;
+  for (const json& event : trace["traceEvents"]) found |= event["name"] == "fc\xEF\xBF\xBD";
+  CHECK(found);
+}
+
 TEST_CASE("trace and csv need per-category records") {
   Graph graph = ParseJsonGraph(kMlpGraph, "mlp.json");
   SimResult bare = Simulate(graph, SaveAll(graph), SimOptions{});

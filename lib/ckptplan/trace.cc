@@ -42,8 +42,13 @@ ordered_json Metadata(const char* name, int tid, ordered_json args) {
   return event;
 }
 
-// `text` as a JSON string literal.
-std::string Quoted(const std::string& text) { return ordered_json(text).dump(); }
+// `value` as JSON text; invalid UTF-8 in names (possible from ONNX) becomes
+// U+FFFD instead of failing the run.
+std::string Dump(const ordered_json& value) {
+  return value.dump(-1, ' ', false, ordered_json::error_handler_t::replace);
+}
+
+std::string Quoted(const std::string& text) { return Dump(ordered_json(text)); }
 
 std::string CsvField(const std::string& text) {
   if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
@@ -75,7 +80,7 @@ std::string TraceJson(const Graph& graph, const SimResult& sim, const std::strin
   }
   const std::string cost_unit = Quoted(std::string(ToString(graph.cost_unit)));
   std::vector<std::string> lines;
-  for (const ordered_json& event : events) lines.push_back(event.dump());
+  for (const ordered_json& event : events) lines.push_back(Dump(event));
   for (uint32_t s = 0; s < sim.steps.size(); ++s) {
     const Node& node = graph.nodes[sim.steps[s].node];
     bool recompute = sim.steps[s].recompute;

@@ -274,7 +274,10 @@ def main(argv=None):
             compiled(*inputs)  # traces outside the hooks; the measured call reuses it
             kept, loss = saved_bytes(lambda: compiled(*inputs), resident)
         elif args.route == "b":
-            context_fn = sac_context_fn(plan, graph)
+            try:
+                context_fn = sac_context_fn(plan, graph)
+            except NotImplementedError as e:
+                raise SystemExit("ckptplan_torch: %s" % e)
             kept, loss = saved_bytes(lambda: torch.utils.checkpoint.checkpoint(
                 model, *inputs, use_reentrant=False, context_fn=context_fn), resident)
         else:

@@ -59,7 +59,7 @@ std::string FormatCost(double cost, CostUnit unit) {
   } else {
     const char* prefixes[] = {"", "K", "M", "G", "T", "P", "E"};
     int i = 0;
-    while (cost >= 1000 && i < 6) {
+    while (std::fabs(cost) >= 1000 && i < 6) {
       cost /= 1000;
       ++i;
     }
@@ -455,6 +455,83 @@ std::string JaxText(const Graph& graph, const SaveSet& keep, const ordered_json&
   return j.dump(2) + "\n";
 }
 
+std::string Report(const ExportResult& result, ExportTarget target, const ExportInput& input,
+                   size_t num_candidates, double step_cost, CostUnit unit) {
+  std::ostringstream report;
+  report << "export " << ToString(target) << ": " << input.plan_path << " ("
+         << result.plan.dropped << " of " << num_candidates
+         << " candidates recomputed, peak " << FormatBytes(result.plan.peak_bytes)
+         << ", recompute " << FormatCost(result.plan.recompute_cost, unit) << ")\n";
+  if (result.exact) {
+    report << ToString(target) << " takes the plan exactly: " << result.chosen.label << "\n";
+  } else {
+    double given_up = result.chosen.recompute_cost - result.plan.recompute_cost;
+    report << ToString(target) << " cannot express the plan exactly; nearest plan that fits: "
+           << result.chosen.label << "\n"
+           << "  peak " << FormatBytes(result.chosen.peak_bytes) << " (" << result.chosen.peak_bytes
+           << " B; plan " << result.plan.peak_bytes << " B, budget " << input.budget_bytes
+           << " B)\n"
+           << "  recompute " << FormatCost(result.chosen.recompute_cost, unit) << ", "
+           << (given_up >= 0 ? "+" : "") << FormatCost(given_up, unit) << " vs the plan ("
+           << (given_up >= 0 ? "+" : "") << Percent(given_up, step_cost) << " of the step)\n"
+           << "  " << result.chosen.dropped << " candidates recomputed (plan: "
+           << result.plan.dropped << ")\n";
+  }
+  return report.str();
+}
+
+std::string WriteText(const Graph& graph, const ExportInput& input, ExportTarget target,
+                      const ExportResult& result, double step_cost) {
+  std::string text;
+  ordered_json head;
+  head["format"] = "ckptplan.export." + std::string(ToString(target));
+  head["version"] = 1;
+  head["plan"] = input.plan_path;
+  head["rounding"] = ReportJson(graph, result, step_cost);
+  switch (target) {
+    case ExportTarget::kPytorchSac:
+      text = PytorchSacText(graph, result.chosen.keep, head);
+      break;
+    case ExportTarget::kJax:
+      text = JaxText(graph, result.chosen.keep, head);
+      break;
+    case ExportTarget::kMegatron: {
+      std::string flags = result.chosen.label.rfind("--", 0) == 0 ? result.chosen.label : "";
+      text = CommentLines(result.report) + flags + "\n";
+      break;
+    }
+    case ExportTarget::kTorchTitan:
+      text = CommentLines(result.report) + "[activation_checkpoint]\n" + result.chosen.label + "\n";
+      break;
+    case ExportTarget::kDeepSpeed: {
+      ordered_json j;
+      ordered_json block;
+      std::istringstream words(result.chosen.label);
+      std::string word;
+      words >> word;  // "wrap" or "no"
+      ordered_json wrap = ordered_json::array();
+      if (word == "wrap") {
+        while (words >> word) wrap.push_back(word);
+      }
+      block["partition_activations"] = false;
+      block["cpu_checkpointing"] = false;
+      block["contiguous_memory_optimization"] = false;
+      block["number_checkpoints"] = wrap.size();
+      block["synchronize_checkpoint_boundary"] = false;
+      block["profile"] = false;
+      j["activation_checkpointing"] = std::move(block);
+      ordered_json info = head;
+      info["checkpoint_modules"] = std::move(wrap);
+      info["usage"] =
+          "call each listed module through deepspeed.checkpointing.checkpoint(module, *inputs)";
+      j["ckptplan"] = std::move(info);
+      text = j.dump(2) + "\n";
+      break;
+    }
+  }
+  return text;
+}
+
 }  // namespace
 
 bool ParseExportTarget(std::string_view name, ExportTarget* target) {
@@ -496,77 +573,10 @@ ExportResult ExportPlan(const Graph& graph, const ExportInput& input, ExportTarg
   if (!options.empty()) result.chosen = ex.Choose(options, target);
   result.exact = ex.SameDrops(result.chosen.keep, input.keep);
   const double step_cost = ex.step_cost();
-  const CostUnit unit = graph.cost_unit;
+  result.report = Report(result, target, input, ex.structure().candidates().size(), step_cost,
+                         graph.cost_unit);
 
-  std::ostringstream report;
-  report << "export " << ToString(target) << ": " << input.plan_path << " ("
-         << result.plan.dropped << " of " << ex.structure().candidates().size()
-         << " candidates recomputed, peak " << FormatBytes(result.plan.peak_bytes)
-         << ", recompute " << FormatCost(result.plan.recompute_cost, unit) << ")\n";
-  if (result.exact) {
-    report << ToString(target) << " takes the plan exactly: " << result.chosen.label << "\n";
-  } else {
-    double given_up = result.chosen.recompute_cost - result.plan.recompute_cost;
-    report << ToString(target) << " cannot express the plan exactly; nearest plan that fits: "
-           << result.chosen.label << "\n"
-           << "  peak " << FormatBytes(result.chosen.peak_bytes) << " (" << result.chosen.peak_bytes
-           << " B; plan " << result.plan.peak_bytes << " B, budget " << input.budget_bytes
-           << " B)\n"
-           << "  recompute " << FormatCost(result.chosen.recompute_cost, unit) << ", "
-           << (given_up >= 0 ? "+" : "") << FormatCost(given_up, unit) << " vs the plan ("
-           << (given_up >= 0 ? "+" : "") << Percent(given_up, step_cost) << " of the step)\n"
-           << "  " << result.chosen.dropped << " candidates recomputed (plan: "
-           << result.plan.dropped << ")\n";
-  }
-  result.report = report.str();
-
-  ordered_json head;
-  head["format"] = "ckptplan.export." + std::string(ToString(target));
-  head["version"] = 1;
-  head["plan"] = input.plan_path;
-  head["rounding"] = ReportJson(graph, result, step_cost);
-  switch (target) {
-    case ExportTarget::kPytorchSac:
-      result.text = PytorchSacText(graph, result.chosen.keep, head);
-      break;
-    case ExportTarget::kJax:
-      result.text = JaxText(graph, result.chosen.keep, head);
-      break;
-    case ExportTarget::kMegatron: {
-      std::string flags = result.chosen.label.rfind("--", 0) == 0 ? result.chosen.label : "";
-      result.text = CommentLines(result.report) + flags + "\n";
-      break;
-    }
-    case ExportTarget::kTorchTitan:
-      result.text =
-          CommentLines(result.report) + "[activation_checkpoint]\n" + result.chosen.label + "\n";
-      break;
-    case ExportTarget::kDeepSpeed: {
-      ordered_json j;
-      ordered_json block;
-      std::istringstream words(result.chosen.label);
-      std::string word;
-      words >> word;  // "wrap" or "no"
-      ordered_json wrap = ordered_json::array();
-      if (word == "wrap") {
-        while (words >> word) wrap.push_back(word);
-      }
-      block["partition_activations"] = false;
-      block["cpu_checkpointing"] = false;
-      block["contiguous_memory_optimization"] = false;
-      block["number_checkpoints"] = wrap.size();
-      block["synchronize_checkpoint_boundary"] = false;
-      block["profile"] = false;
-      j["activation_checkpointing"] = std::move(block);
-      ordered_json info = head;
-      info["checkpoint_modules"] = std::move(wrap);
-      info["usage"] =
-          "call each listed module through deepspeed.checkpointing.checkpoint(module, *inputs)";
-      j["ckptplan"] = std::move(info);
-      result.text = j.dump(2) + "\n";
-      break;
-    }
-  }
+  result.text = WriteText(graph, input, target, result, step_cost);
   spdlog::info("export {}: {} -> {}", ToString(target), input.plan_path, result.chosen.label);
   return result;
 }

@@ -561,6 +561,8 @@ class _OptimizerTracer(TorchDispatchMode if TorchDispatchMode else object):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
+        if str(func).startswith("profiler."):
+            return out  # record_function's handle: bookkeeping, not the step's memory
         builder = self.builder
         i = self.count
         self.count += 1

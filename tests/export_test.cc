@@ -10,6 +10,7 @@
 
 #include "ckptplan/errors.h"
 #include "ckptplan/json_loader.h"
+#include "cli_util.h"
 
 namespace ckptplan {
 namespace {
@@ -99,21 +100,17 @@ TEST_CASE("layer targets need layer scopes") {
                        InputError);
 }
 
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::RunCli;
+using testing::ScratchDir;
+using testing::Slurp;
 
 // Golden: `ckptplan plan --budget 350` then `ckptplan export --to T`, in a
 // scratch directory so the files name relative paths. Set
 // CKPTPLAN_UPDATE_GOLDEN=1 to rewrite the expected files.
 TEST_CASE("export golden files, one per target") {
-  const std::string dir = "export_golden_scratch";
+  const std::string dir = ScratchDir("export_golden");
   const std::string golden = CKPTPLAN_SOURCE_DIR "/tests/golden/export/";
-  std::string setup = "rm -rf " + dir + " && mkdir " + dir + " && cp " + kGraphPath + " " + dir +
-                      " && cd " + dir + " && " CKPTPLAN_BINARY
+  std::string setup = "cp " + kGraphPath + " " + dir + " && cd " + dir + " && " CKPTPLAN_BINARY
                       " plan two_layers.json --budget 350 -o plan.json > /dev/null";
   REQUIRE(std::system(setup.c_str()) == 0);
   for (const char* target : {"pytorch-sac", "jax", "megatron", "torchtitan", "deepspeed"}) {
@@ -124,11 +121,44 @@ TEST_CASE("export golden files, one per target") {
     REQUIRE(std::system(command.c_str()) == 0);
     std::string expected_path = golden + target + ".golden";
     if (std::getenv("CKPTPLAN_UPDATE_GOLDEN")) {
-      std::ofstream(expected_path, std::ios::binary) << ReadAll(out);
+      std::ofstream(expected_path, std::ios::binary) << Slurp(out);
     }
-    CHECK(ReadAll(out) == ReadAll(expected_path));
-    CHECK(ReadAll(dir + "/" + target + ".err").find(std::string("export ") + target) == 0);
+    CHECK(Slurp(out) == Slurp(expected_path));
+    CHECK(Slurp(dir + "/" + target + ".err").find(std::string("export ") + target) == 0);
   }
+  // -o writes the same bytes to the file and the report on stdout.
+  std::string command = "cd " + dir + " && " CKPTPLAN_BINARY
+                        " export plan.json --to torchtitan -o titan.toml > report.txt";
+  REQUIRE(std::system(command.c_str()) == 0);
+  CHECK(Slurp(dir + "/titan.toml") == Slurp(golden + "torchtitan.golden"));
+  CHECK(Slurp(dir + "/report.txt").find("torchtitan cannot express the plan exactly") !=
+        std::string::npos);
+}
+
+TEST_CASE("export errors: usage 2, infeasible 3 with no file written") {
+  const std::string dir = ScratchDir("export_errors");
+  std::string setup = "cp " + kGraphPath + " " + dir + " && cd " + dir + " && " CKPTPLAN_BINARY
+                      " plan two_layers.json --budget 350 -o plan.json > /dev/null";
+  REQUIRE(std::system(setup.c_str()) == 0);
+  auto r = RunCli("export " + dir + "/plan.json --to keras --graph " + kGraphPath);
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--to: unknown target 'keras'") != std::string::npos);
+  // Recomputing b0 alone: b0 is l.0's output (l.1 reads it), so no module
+  // has it inside; DeepSpeed can only save it: peak 420 B > budget 330 B.
+  std::ofstream(dir + "/b0.json") << R"({"format": "ckptplan.plan", "version": 1,
+      "budget_bytes": 330, "reserve_bytes": 0, "predicted_peak_bytes": 330,
+      "decisions": [{"tensor": "b0", "action": "recompute"}]})";
+  r = RunCli("export " + dir + "/b0.json --to deepspeed --graph " + kGraphPath + " -o " + dir +
+             "/ds.json");
+  CHECK(r.code == 3);
+  CHECK(r.err.find("the lowest peak, 420 B, is with no modules wrapped") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/ds.json"));
+  // Without --graph the graph file the plan names (relative to the plan's
+  // working directory) is used; from elsewhere it is missing: I/O error 5.
+  r = RunCli("export " + dir + "/plan.json --to jax -o " + dir + "/jax.json");
+  CHECK(r.code == 5);
+  CHECK(r.err.find("two_layers.json") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(dir + "/jax.json"));
 }
 
 }  // namespace

@@ -346,6 +346,16 @@ def export_graph(model, inputs, optimizer="adam", lr=1e-3):
     placeholders = [n for n in graph_nodes if n.op == "placeholder"]
     primal_nodes = [n for n in placeholders if "tangent" not in str(n.target)]
     tangent_nodes = [n for n in placeholders if "tangent" in str(n.target)]
+    if len(primal_nodes) < len(primals):
+        # AOTAutograd passes a tensor bound to two names (tied weights) once.
+        seen, kept_names, kept = set(), [], []
+        for (name, kind), value in zip(names, primals):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+            kept_names.append((name, kind))
+            kept.append(value)
+        names, primals = kept_names, kept
     if len(primal_nodes) != len(primals):
         raise RuntimeError("joint graph has %d primals, expected %d" %
                            (len(primal_nodes), len(primals)))

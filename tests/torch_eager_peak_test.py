@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """`ckptplan simulate` of an exported graph reproduces, within 0.1%, the peak
 live tensor bytes of the same eager CPU training step (MLP and GPT-style
-decoder, Adam).
+decoder, Adam; and the decoder with tied embedding weights).
 
 The eager peak is measured at the allocator: torch.profiler with
 profile_memory=True records every CPU allocation and free of the step, in
@@ -75,7 +75,8 @@ def main():
     binary = sys.argv[1]
     tmp = tempfile.mkdtemp(prefix="ckptplan_eager_")
     failures = 0
-    for name, factory in (("mlp", models.make_mlp), ("gpt", models.make_gpt)):
+    for name, factory in (("mlp", models.make_mlp), ("gpt", models.make_gpt),
+                          ("gpt-tied", models.make_gpt_tied)):
         measured, resident = eager_peak(factory)
         simulated = simulated_peak(binary, factory, os.path.join(tmp, name + ".json"))
         error = 100.0 * (simulated - measured) / measured

@@ -104,3 +104,10 @@ def make_gpt(batch=4, layers=2):
     model = GPT(layers=layers)
     idx = torch.randint(0, 128, (batch, 32))
     return model, (idx, torch.randint(0, 128, (batch, 32)))
+
+
+def make_gpt_tied(batch=4, layers=2):
+    """GPT with lm_head sharing wte's weight (one parameter, two uses)."""
+    model, inputs = make_gpt(batch, layers)
+    model.lm_head.weight = model.wte.weight
+    return model, inputs

@@ -63,9 +63,20 @@ def eager_peak(factory):
     return resident + peak, resident
 
 
+def check_schema(graph):
+    try:
+        import jsonschema
+    except ImportError:
+        return
+    with open(os.path.join(HERE, "..", "schemas", "graph.schema.json")) as f:
+        jsonschema.validate(graph, json.load(f))
+
+
 def simulated_peak(binary, factory, path):
     model, inputs = factory()
-    export_torch.write_json(export_torch.export_graph(model, inputs, optimizer="adam"), path)
+    graph = export_torch.export_graph(model, inputs, optimizer="adam")
+    check_schema(graph)
+    export_torch.write_json(graph, path)
     out = subprocess.run([binary, "simulate", path, "--json"], check=True,
                          capture_output=True, text=True).stdout
     return json.loads(out)["peak_bytes"]

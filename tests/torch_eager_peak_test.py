@@ -83,8 +83,12 @@ def simulated_peak(binary, factory, path):
 
 
 def main():
+    with tempfile.TemporaryDirectory(prefix="ckptplan_eager_") as tmp:
+        run(tmp)
+
+
+def run(tmp):
     binary = sys.argv[1]
-    tmp = tempfile.mkdtemp(prefix="ckptplan_eager_")
     failures = 0
     for name, factory in (("mlp", models.make_mlp), ("gpt", models.make_gpt),
                           ("gpt-tied", models.make_gpt_tied)):

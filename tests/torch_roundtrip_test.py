@@ -31,7 +31,11 @@ def ckptplan(*args):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="ckptplan_torch_")
+    with tempfile.TemporaryDirectory(prefix="ckptplan_torch_") as tmp:
+        run(tmp)
+
+
+def run(tmp):
     graph_path = os.path.join(tmp, "gpt.json")
     plan_path = os.path.join(tmp, "plan.json")
     model, inputs = models.make_gpt(layers=2)

@@ -3,11 +3,11 @@
 #define CKPTPLAN_TESTS_CLI_UTIL_H_
 
 #include <sys/wait.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
 
@@ -25,12 +25,13 @@ inline std::string Slurp(const std::string& path) {
   return buffer.str();
 }
 
-/// A fresh, empty directory for one test's files (per process: test runs of
+/// A fresh, empty directory for one test's files, per build (test runs of
 /// several checkouts on one machine share /tmp).
 inline std::string ScratchDir(const std::string& name) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() /
-                 ("ckptplan_test_" + std::to_string(getpid()) + "_" + name);
+  const size_t build = std::hash<std::string>{}(CKPTPLAN_BINARY) % 1000000;
+  fs::path dir =
+      fs::temp_directory_path() / ("ckptplan_test_" + std::to_string(build) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

@@ -14,7 +14,8 @@ Routes:
   (b) selective checkpointing (PyTorch 2.4+): `sac_context_fn(plan, graph)`
       returns a context_fn for torch.utils.checkpoint.checkpoint whose
       policy_fn saves an op's output when the plan saves it, keyed by
-      (aten op, call index among forward calls of that op).
+      (aten op, call index among forward calls of that op); the same keys as
+      `ckptplan export --to pytorch-sac` (see sac_policy_from_export).
   (c) module wrapping (PyTorch 1.13+): `wrap_recomputed_modules(model, plan,
       graph)` wraps in torch.utils.checkpoint every outermost module whose
       internal saved tensors the plan recomputes entirely.
@@ -118,7 +119,14 @@ def sac_policy(plan, graph):
     return policy
 
 
-def sac_context_fn(plan, graph):
+def sac_policy_from_export(doc):
+    """{(op, call index): True} from `ckptplan export --to pytorch-sac` output."""
+    if doc.get("format") != "ckptplan.export.pytorch-sac":
+        raise ValueError("not a `ckptplan export --to pytorch-sac` file")
+    return {(e["op"], e["call_index"]): True for e in doc["must_save"]}
+
+
+def sac_context_fn(plan, graph, policy=None):
     """Route (b): context_fn for torch.utils.checkpoint.checkpoint(...,
     use_reentrant=False, context_fn=...) wrapping the whole model call."""
     checkpoint = torch.utils.checkpoint
@@ -126,7 +134,8 @@ def sac_context_fn(plan, graph):
         raise NotImplementedError(
             "route (b) needs torch.utils.checkpoint.create_selective_checkpoint_contexts "
             "(PyTorch 2.4+); this is PyTorch %s: use route (a) or (c)" % torch.__version__)
-    policy = sac_policy(plan, graph)
+    if policy is None:
+        policy = sac_policy(plan, graph)
     Policy = checkpoint.CheckpointPolicy
 
     def context_fn():
@@ -260,6 +269,8 @@ def main(argv=None):
     parser.add_argument("--plan", required=True)
     parser.add_argument("--graph", help="graph the plan was made on (routes b, c)")
     parser.add_argument("--route", default="a", choices=["a", "b", "c"])
+    parser.add_argument("--sac", help="route b: a `ckptplan export --to pytorch-sac` file "
+                        "instead of the plan's save set")
     args = parser.parse_args(argv)
     model, inputs = export_torch.load_factory(args.model)()
     plan = load_json(args.plan)
@@ -275,7 +286,8 @@ def main(argv=None):
             kept, loss = saved_bytes(lambda: compiled(*inputs), resident)
         elif args.route == "b":
             try:
-                context_fn = sac_context_fn(plan, graph)
+                policy = sac_policy_from_export(load_json(args.sac)) if args.sac else None
+                context_fn = sac_context_fn(plan, graph, policy)
             except NotImplementedError as e:
                 raise SystemExit("ckptplan_torch: %s" % e)
             kept, loss = saved_bytes(lambda: torch.utils.checkpoint.checkpoint(

@@ -87,6 +87,15 @@ def run(tmp):
     print("loss %.6f and %d gradients equal the unplanned model's" %
           (loss.item(), len(list(ref_model.parameters()))))
 
+    # Route (b)'s keys (PyTorch 2.4+ runs them) agree with `ckptplan export --to pytorch-sac`.
+    exported = json.loads(ckptplan("export", plan_path, "--to", "pytorch-sac"))
+    policy = ckptplan_torch.sac_policy(plan, graph)
+    assert ckptplan_torch.sac_policy_from_export(exported) == \
+        {key: True for key, save in policy.items() if save}
+    if not hasattr(torch.utils.checkpoint, "create_selective_checkpoint_contexts"):
+        print("route (b): policy keys agree with the export; not run (PyTorch %s < 2.4)" %
+              torch.__version__)
+
     # Route (c): whole blocks the plan recomputes run under checkpoint.
     block_plan = dict(plan)
     block_plan["decisions"] = [

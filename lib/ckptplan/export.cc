@@ -129,7 +129,9 @@ class Structure {
 class Exporter {
  public:
   Exporter(const Graph& graph, const ExportInput& input)
-      : graph_(graph), input_(input), structure_(graph) {}
+      : graph_(graph), input_(input), structure_(graph) {
+    for (NodeId n = 0; n < graph.nodes.size(); ++n) step_cost_ += graph.NodeCost(n);
+  }
 
   Expressed Evaluate(std::string label, SaveSet keep) const {
     SimOptions options;
@@ -140,7 +142,6 @@ class Exporter {
     e.keep = std::move(keep);
     e.peak_bytes = sim.peak_bytes;
     e.recompute_cost = sim.recompute_cost;
-    step_cost_ = sim.step_cost;
     for (TensorId t : structure_.candidates()) e.dropped += e.keep[t] == 0;
     return e;
   }
@@ -193,7 +194,7 @@ class Exporter {
   const Graph& graph_;
   const ExportInput& input_;
   Structure structure_;
-  mutable double step_cost_ = 0;
+  double step_cost_ = 0;  ///< every node run once
 };
 
 void RequireLayers(const Structure& structure, ExportTarget target, const Graph& graph) {
@@ -310,6 +311,12 @@ std::set<TensorId> InternalOf(const Structure& s, const std::set<std::string>& m
 // Modules whose internal tensors the plan drops, outermost first; then the
 // smallest module around each other dropped tensor; then, greedily, drops
 // those extra modules again while the peak still fits.
+Expressed Wrapping(const Exporter& ex, const std::set<std::string>& modules) {
+  Expressed e = ex.Dropping(WrapLabel(modules), InternalOf(ex.structure(), modules));
+  for (const std::string& m : modules) e.modules.push_back(ModuleName(m));
+  return e;
+}
+
 std::vector<Expressed> DeepSpeedOptions(const Exporter& ex, const std::set<TensorId>& plan,
                                         int64_t budget) {
   const Structure& s = ex.structure();
@@ -348,7 +355,7 @@ std::vector<Expressed> DeepSpeedOptions(const Exporter& ex, const std::set<Tenso
     it = nested ? wrapped.erase(it) : std::next(it);
   }
   std::vector<Expressed> options;
-  options.push_back(ex.Dropping(WrapLabel(wrapped), InternalOf(s, wrapped)));
+  options.push_back(Wrapping(ex, wrapped));
   while (true) {
     const Expressed* current = &options.back();
     std::set<std::string> best_set;
@@ -359,7 +366,7 @@ std::vector<Expressed> DeepSpeedOptions(const Exporter& ex, const std::set<Tenso
       if (exact.count(m)) continue;
       std::set<std::string> fewer = wrapped;
       fewer.erase(m);
-      tried.push_back(ex.Dropping(WrapLabel(fewer), InternalOf(s, fewer)));
+      tried.push_back(Wrapping(ex, fewer));
       const Expressed& e = tried.back();
       if (e.peak_bytes > budget || e.recompute_cost >= current->recompute_cost) continue;
       if (!best || e.recompute_cost < best->recompute_cost) {
@@ -506,13 +513,7 @@ std::string WriteText(const Graph& graph, const ExportInput& input, ExportTarget
     case ExportTarget::kDeepSpeed: {
       ordered_json j;
       ordered_json block;
-      std::istringstream words(result.chosen.label);
-      std::string word;
-      words >> word;  // "wrap" or "no"
-      ordered_json wrap = ordered_json::array();
-      if (word == "wrap") {
-        while (words >> word) wrap.push_back(word);
-      }
+      ordered_json wrap = result.chosen.modules;
       block["partition_activations"] = false;
       block["cpu_checkpointing"] = false;
       block["contiguous_memory_optimization"] = false;

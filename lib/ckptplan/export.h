@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "ckptplan/graph.h"
 #include "ckptplan/simulator.h"
@@ -33,6 +34,7 @@ struct Expressed {
   int64_t peak_bytes = 0;
   double recompute_cost = 0;
   size_t dropped = 0;  ///< candidates recomputed
+  std::vector<std::string> modules;  ///< DeepSpeed: module names to wrap
 };
 
 struct ExportInput {

@@ -62,6 +62,19 @@ int main(int argc, char** argv) {
   AddCommon(simulate_cmd, &simulate, &simulate_sizes);
   simulate_cmd->add_option("--plan", simulate.plan_path, "Apply this plan file");
 
+  ExportOptions export_options;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "Write a plan in the terms of another framework (rounding where it must)");
+  export_cmd->add_option("plan", export_options.plan_path, "Plan file from `ckptplan plan`")
+      ->required();
+  export_cmd->add_option("--to", export_options.target,
+                         "pytorch-sac, jax, megatron, torchtitan or deepspeed")
+      ->required();
+  export_cmd->add_option("--graph", export_options.graph_path,
+                         "Graph the plan was made on (default: the file the plan names)");
+  export_cmd->add_option("-o,--output", export_options.output_path,
+                         "Write here (default: stdout, with the report on stderr)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -82,6 +95,7 @@ int main(int argc, char** argv) {
       if (!plan_sizes.reserve.empty()) plan.reserve_bytes = ParseSize(plan_sizes.reserve, "--reserve");
       return RunPlan(plan, std::cout);
     }
+    if (export_cmd->parsed()) return RunExport(export_options, std::cout, std::cerr);
     if (!simulate_sizes.reserve.empty()) {
       simulate.reserve_bytes = ParseSize(simulate_sizes.reserve, "--reserve");
     }

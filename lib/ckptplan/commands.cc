@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
+#include "ckptplan/export.h"
+#include "ckptplan/json_loader.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/report.h"
@@ -65,6 +67,23 @@ void RenderReports(const Graph& graph, const CommonOptions& options, const Summa
   if (!options.timeline_csv_path.empty()) {
     files->push_back({options.timeline_csv_path, TimelineCsv(graph, *planned)});
   }
+}
+
+// The graph file a plan names, for `export` without --graph.
+std::string PlanGraphFile(const std::string& plan_path) {
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(ReadFile(plan_path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(plan_path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
+                     e.what());
+  }
+  if (root.is_object() && root.contains("graph") && root["graph"].is_object() &&
+      root["graph"].contains("file") && root["graph"]["file"].is_string()) {
+    return root["graph"]["file"].get<std::string>();
+  }
+  throw InputError(plan_path + ": names no graph file (\"graph\": {\"file\": ...}); pass --graph",
+                   kExitUsage);
 }
 
 }  // namespace
@@ -140,6 +159,34 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   RenderReports(graph, options, summary, &reports);
   for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {
+  ExportTarget target;
+  if (!ParseExportTarget(options.target, &target)) {
+    throw InputError("--to: unknown target '" + options.target +
+                         "' (expected pytorch-sac, jax, megatron, torchtitan or deepspeed)",
+                     kExitUsage);
+  }
+  std::string graph_path =
+      options.graph_path.empty() ? PlanGraphFile(options.plan_path) : options.graph_path;
+  LoadedGraph loaded = LoadGraph(graph_path, options.load);
+  LoadedPlan plan = ReadPlan(loaded.graph, options.plan_path);
+  if (!plan.graph_sha256.empty() && plan.graph_sha256 != loaded.sha256) {
+    spdlog::warn("{}: plan was made for a graph with a different digest than {}",
+                 options.plan_path, graph_path);
+  }
+  ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
+                    plan.reserve_bytes};
+  ExportResult result = ExportPlan(loaded.graph, input, target);
+  if (options.output_path.empty()) {
+    out << result.text;
+    err << result.report;
+  } else {
+    WriteFileAtomic(options.output_path, result.text);
+    out << result.report;
+  }
   return kExitOk;
 }
 

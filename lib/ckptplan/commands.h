@@ -33,11 +33,22 @@ struct SimulateOptions : CommonOptions {
   std::string plan_path;  ///< apply this plan; empty: save everything
 };
 
+struct ExportOptions {
+  std::string plan_path;
+  std::string graph_path;   ///< empty: the graph file the plan names
+  std::string target;       ///< pytorch-sac, jax, megatron, torchtitan, deepspeed
+  std::string output_path;  ///< empty: stdout
+  LoadOptions load;
+};
+
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output
 /// files are written only on success, atomically.
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
+/// Writes the framework's file to output_path (report on `out`) or, without
+/// one, the file on `out` and the report on `err`.
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace ckptplan
 

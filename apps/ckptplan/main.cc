@@ -27,6 +27,12 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
   command->add_flag("--json", options->json, "Print the summary as JSON on stdout");
   command->add_option("--timeline", options->timeline_path,
                       "Write the memory timeline (one row per step) to this JSON file");
+  command->add_option("--report", options->report_path,
+                      "Write a self-contained HTML memory report to this file");
+  command->add_option("--trace", options->trace_path,
+                      "Write a Chrome Trace Event / Perfetto JSON trace to this file");
+  command->add_option("--timeline-csv", options->timeline_csv_path,
+                      "Write the memory timeline (one row per step) to this CSV file");
   command->add_option("--top", options->top, "Tensors to list at the peak")->capture_default_str();
 }
 
@@ -87,6 +93,18 @@ int main(int argc, char** argv) {
   random_cmd->add_option("--min-bytes", r.min_bytes, "Smallest activation")->capture_default_str();
   random_cmd->add_option("--max-bytes", r.max_bytes, "Largest activation")->capture_default_str();
   random_cmd->add_option("-o,--output", generate.output_path, "Graph file to write")->required();
+  ExportOptions export_options;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "Write a plan in the terms of another framework (rounding where it must)");
+  export_cmd->add_option("plan", export_options.plan_path, "Plan file from `ckptplan plan`")
+      ->required();
+  export_cmd->add_option("--to", export_options.target,
+                         "pytorch-sac, jax, megatron, torchtitan or deepspeed")
+      ->required();
+  export_cmd->add_option("--graph", export_options.graph_path,
+                         "Graph the plan was made on (default: the file the plan names)");
+  export_cmd->add_option("-o,--output", export_options.output_path,
+                         "Write here (default: stdout, with the report on stderr)");
 
   try {
     app.parse(argc, argv);
@@ -112,6 +130,7 @@ int main(int argc, char** argv) {
       generate.kind = transformer_cmd->parsed() ? "transformer" : "random";
       return RunGenerate(generate, std::cout);
     }
+    if (export_cmd->parsed()) return RunExport(export_options, std::cout, std::cerr);
     if (!simulate_sizes.reserve.empty()) {
       simulate.reserve_bytes = ParseSize(simulate_sizes.reserve, "--reserve");
     }

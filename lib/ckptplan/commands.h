@@ -18,6 +18,9 @@ struct CommonOptions {
   int64_t reserve_bytes = 0;
   bool json = false;          ///< summary as JSON on stdout
   std::string timeline_path;  ///< empty: none
+  std::string report_path;        ///< HTML report; empty: none
+  std::string trace_path;         ///< Chrome Trace Event / Perfetto JSON; empty: none
+  std::string timeline_csv_path;  ///< CSV timeline; empty: none
   size_t top = 10;            ///< tensors listed at the peak
 };
 
@@ -44,12 +47,23 @@ struct GenerateOptions {
   std::string output_path;  ///< required
 };
 
+struct ExportOptions {
+  std::string plan_path;
+  std::string graph_path;   ///< empty: the graph file the plan names
+  std::string target;       ///< pytorch-sac, jax, megatron, torchtitan, deepspeed
+  std::string output_path;  ///< empty: stdout
+  LoadOptions load;
+};
+
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output
 /// files are written only on success, atomically.
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
 int RunGenerate(const GenerateOptions& options, std::ostream& out);
+/// Writes the framework's file to output_path (report on `out`) or, without
+/// one, the file on `out` and the report on `err`.
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace ckptplan
 

@@ -146,6 +146,7 @@ struct View {
   int64_t peak = 0;
   std::vector<NodeId> slot;            // per node: group it is re-run in; kNoId if not
   bool peak_at_node_step = false;      // some node peaks at its own (not a recompute) step
+  bool all_peaks_at_node_step = false;  // every peak node does
   std::vector<NodeId> last_node;       // per root: node whose group last reads its original
   std::vector<NodeId> first_use;       // per tensor: first group a non-forward step reads it
   std::vector<int64_t> first_use_floor;  // per tensor: bytes at that step if it is the group's
@@ -165,6 +166,7 @@ void BuildView(const Graph& graph, const StaticInfo& info, const SaveSet& keep,
   view->peak = sim.peak_bytes;
   view->slot.assign(num_nodes, kNoId);
   std::vector<NodeId> group(sim.steps.size());
+  size_t own_step_peaks = 0;
   NodeId next = num_nodes == 0 ? 0 : static_cast<NodeId>(num_nodes - 1);
   for (size_t s = sim.steps.size(); s-- > 0;) {
     const Step& step = sim.steps[s];
@@ -174,6 +176,7 @@ void BuildView(const Graph& graph, const StaticInfo& info, const SaveSet& keep,
       view->slot[step.node] = next;
     } else if (sim.total[s] == sim.peak_bytes) {
       view->peak_at_node_step = true;
+      ++own_step_peaks;
     }
   }
   view->first_use.assign(graph.tensors.size(), kNoId);
@@ -211,6 +214,9 @@ void BuildView(const Graph& graph, const StaticInfo& info, const SaveSet& keep,
       view->family_second[root] = last;
     }
   }
+  view->all_peaks_at_node_step =
+      own_step_peaks == static_cast<size_t>(std::count(sim.node_peak.begin(),
+                                                       sim.node_peak.end(), sim.peak_bytes));
   view->node_peak.Build(sim.node_peak);
   view->peak_prefix.assign(num_nodes + 1, 0);
   for (size_t n = 0; n < num_nodes; ++n) {
@@ -327,6 +333,8 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   const size_t num_nodes = graph.nodes.size();
   View view;
   std::vector<Bound> tier0, tier1;
+  // Reused between iterations: fresh memory for every simulation is slow.
+  SimResult trial, best_sim;
   std::vector<uint32_t> tried_at(graph.tensors.size(), UINT32_MAX);
 
   while (current.peak_bytes > options.budget_bytes) {
@@ -390,15 +398,20 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
         freed0 = std::min(freed0, own_bytes + chain.pulled_inputs);
       }
       if (freed0 > 0) tier0.push_back({t, cost / static_cast<double>(freed0), freed0});
-      const int64_t freed1 =
-          chain.pulls ? kUnbounded : SaturatingMultiply(own_bytes, peaks_inside);
+      // Per peak node, as for freed0; with a pull only when every peak node
+      // peaks at its own step.
+      int64_t freed1 = kUnbounded;
+      if (!chain.pulls) {
+        freed1 = SaturatingMultiply(own_bytes, peaks_inside);
+      } else if (view.all_peaks_at_node_step && chain.pulled_inputs < kUnbounded - own_bytes) {
+        freed1 = SaturatingMultiply(own_bytes + chain.pulled_inputs, peaks_inside);
+      }
       if (peaks_inside > 0 && freed1 > 0) {
         tier1.push_back({t, cost / static_cast<double>(freed1), freed1});
       }
     }
 
     Choice best;
-    SimResult best_sim;
     auto search = [&](std::vector<Bound>& bounds, int tier) {
       std::sort(bounds.begin(), bounds.end(), BoundBefore);
       for (const Bound& bound : bounds) {
@@ -406,14 +419,14 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
         const TensorId t = bound.tensor;
         if (tried_at[t] == iteration) continue;
         result.keep[t] = 0;
-        SimResult trial = Simulate(context, result.keep, sim_options);
+        Simulate(context, result.keep, sim_options, &trial);
         result.keep[t] = 1;
         ++counters.simulations;
         Choice choice = Score(t, current, trial);
         tried_at[t] = iteration;
         if (choice.tensor != kNoId && choice.BetterThan(best)) {
           best = choice;
-          best_sim = std::move(trial);
+          std::swap(best_sim, trial);
         }
       }
     };
@@ -431,7 +444,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
                   best_sim.recompute_cost - current.recompute_cost);
     result.keep[best.tensor] = 0;
     result.drops.push_back(best.tensor);
-    current = std::move(best_sim);
+    std::swap(current, best_sim);
   }
   result.peak = current.peak_bytes;
   result.recompute_cost = current.recompute_cost;

@@ -56,9 +56,13 @@ uint32_t FirstNonForwardNode(const Graph& graph) {
 class Builder {
  public:
   Builder(const SimContext& context, const SaveSet& keep, SimResult* result)
-      : context_(context), graph_(context.graph), keep_(keep), result_(*result),
-        original_(graph_.tensors.size(), kNone),
-        recomputed_(graph_.tensors.size(), kNone) {
+      : workspace(context.scratch.workspace),
+        context_(context), graph_(context.graph), keep_(keep), result_(*result),
+        original_(context.scratch.original),
+        recomputed_(context.scratch.recomputed) {
+    original_.assign(graph_.tensors.size(), kNone);
+    recomputed_.assign(graph_.tensors.size(), kNone);
+    workspace.clear();
     workspace.reserve(graph_.nodes.size());
   }
 
@@ -74,7 +78,7 @@ class Builder {
     }
   }
 
-  std::vector<int64_t> workspace;  // per step
+  std::vector<int64_t>& workspace;  // per step
 
  private:
   bool Saved(TensorId t) const { return context_.is_candidate[t] && keep_[t]; }
@@ -161,8 +165,8 @@ class Builder {
   const Graph& graph_;
   const SaveSet& keep_;
   SimResult& result_;
-  std::vector<uint32_t> original_;    // buffer of each tensor's first instance
-  std::vector<uint32_t> recomputed_;  // buffer of its recomputed copy
+  std::vector<uint32_t>& original_;    // buffer of each tensor's first instance
+  std::vector<uint32_t>& recomputed_;  // buffer of its recomputed copy
 };
 
 // Fixes categories that depend on the finished lifetimes.
@@ -241,9 +245,28 @@ SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& op
 }
 
 SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options) {
+  SimResult result;
+  Simulate(context, keep, options, &result);
+  return result;
+}
+
+void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options,
+              SimResult* out) {
   const Graph& graph = context.graph;
   assert(keep.size() == graph.tensors.size());
-  SimResult result;
+  SimResult& result = *out;
+  // Keep the vectors' memory, reset everything else.
+  result.peak_bytes = 0;
+  result.peak_step = 0;
+  result.steps.clear();
+  result.total.clear();
+  result.node_peak.clear();
+  result.by_category.clear();
+  result.buffers.clear();
+  result.recomputes.clear();
+  result.recompute_cost = 0;
+  result.step_cost = 0;
+  result.resident = {};
   result.steps.reserve(graph.nodes.size());
   result.buffers.reserve(graph.tensors.size());
   Builder builder(context, keep, &result);
@@ -258,7 +281,8 @@ SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOpti
 
   // Difference arrays: +bytes at the first step, -bytes after the last.
   const size_t width = options.record_categories ? kNumCategories : 1;
-  std::vector<int64_t> delta((num_steps + 1) * width, 0);
+  std::vector<int64_t>& delta = context.scratch.delta;
+  delta.assign((num_steps + 1) * width, 0);
   auto add = [&](uint32_t first, uint32_t last, Category category, int64_t bytes) {
     size_t column = options.record_categories ? static_cast<size_t>(category) : 0;
     delta[first * width + column] += bytes;
@@ -284,7 +308,8 @@ SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOpti
 
   result.total.resize(num_steps);
   if (options.record_categories) result.by_category.resize(num_steps);
-  std::vector<int64_t> running(width, 0);
+  std::vector<int64_t>& running = context.scratch.running;
+  running.assign(width, 0);
   result.peak_bytes = resident_total;
   for (uint32_t s = 0; s < num_steps; ++s) {
     int64_t total = resident_total;
@@ -311,7 +336,6 @@ SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOpti
       pending = 0;
     }
   }
-  return result;
 }
 
 LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes) {

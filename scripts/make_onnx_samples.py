@@ -1,0 +1,47 @@
+#!/usr/bin/python3
+"""Exports the ONNX samples in sample_graphs/ (run: /usr/bin/python3 scripts/make_onnx_samples.py).
+
+Debian's python3-torch 1.13 and python3-onnx 1.12; no downloads. Models are
+exported in training mode without constant folding, so Dropout and
+BatchNormalization keep their training behaviour, as a user's export would.
+"""
+import os
+import sys
+
+import onnx
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import onnx_sample_models  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sample_graphs")
+
+
+def export(name, path):
+    model, args, input_names, dynamic_axes = onnx_sample_models.build(name)
+    model.train()
+    torch.onnx.export(model, args, path, input_names=input_names, output_names=["output"],
+                      dynamic_axes=dynamic_axes, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False)
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    for name in ["mlp", "gpt2_tiny", "cnn"]:
+        export(name, os.path.join(OUT, name + ".onnx"))
+    # The same MLP with its weights in an external file that is then deleted:
+    # ckptplan must plan from dims + data_type alone.
+    path = os.path.join(OUT, "mlp_external.onnx")
+    data = "mlp_external.weights.bin"
+    export("mlp", path)
+    model = onnx.load(path)
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=data, size_threshold=0)
+    os.remove(os.path.join(OUT, data))
+    for name in sorted(os.listdir(OUT)):
+        if name.endswith(".onnx"):
+            print(f"{name}: {os.path.getsize(os.path.join(OUT, name))} bytes")
+
+
+if __name__ == "__main__":
+    main()

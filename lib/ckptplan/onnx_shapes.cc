@@ -866,11 +866,12 @@ class Resolver {
     auto* graph = model_.mutable_graph();
     for (auto& input : *graph->mutable_input()) {
       names.insert(input.name());
-      auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
+      bool had_shape = input.type().tensor_type().has_shape();
       auto it = bindings_.input_shapes.find(input.name());
+      if (!had_shape && it == bindings_.input_shapes.end()) continue;
+      auto* shape = input.mutable_type()->mutable_tensor_type()->mutable_shape();
       if (it != bindings_.input_shapes.end()) {
         const Dims& want = it->second;
-        bool had_shape = input.type().tensor_type().has_shape();
         if (had_shape && shape->dim_size() != static_cast<int>(want.size())) {
           problems.push_back("--input-shape " + input.name() + ": rank " +
                              std::to_string(want.size()) + " but the model declares rank " +
@@ -915,6 +916,8 @@ class Resolver {
     // Symbolic dims bound by --dim also appear in value_info/outputs written
     // by the exporter: substitute them so inference does not see conflicts.
     auto substitute = [&](onnx::ValueInfoProto& info) {
+      // mutable_shape() on a tensor without one would declare a scalar.
+      if (!info.type().tensor_type().has_shape()) return;
       auto* shape = info.mutable_type()->mutable_tensor_type()->mutable_shape();
       for (auto& dim : *shape->mutable_dim()) {
         auto bound = dim.has_dim_param() ? bindings_.dims.find(dim.dim_param()) : bindings_.dims.end();
@@ -997,7 +1000,15 @@ class Resolver {
   // One error listing every unresolved tensor, after the root causes.
   void ReportUnresolved() {
     std::vector<std::string> lines;
+    std::set<std::string> initializers;
+    for (const auto& init : model_.graph().initializer()) initializers.insert(init.name());
     for (const auto& input : model_.graph().input()) {
+      if (initializers.count(input.name())) continue;
+      if (!input.type().tensor_type().has_shape()) {
+        lines.push_back("graph input " + Quote(input.name()) +
+                        " declares no shape: pass --input-shape " + input.name() + ":AxB...");
+        continue;
+      }
       const auto& shape = input.type().tensor_type().shape();
       for (int i = 0; i < shape.dim_size(); ++i) {
         const auto& dim = shape.dim(i);

@@ -63,8 +63,9 @@ constexpr OpRule WithExtra(OpRule rule, SavedExtra extra) {
   return rule;
 }
 
+// Adds inputs to those the rule already saves.
 constexpr OpRule WithSaved(OpRule rule, uint32_t saved_inputs) {
-  rule.saved_inputs = saved_inputs;
+  rule.saved_inputs |= saved_inputs;
   return rule;
 }
 

@@ -16,8 +16,8 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 }  // namespace
 
 LoadedGraph LoadGraph(const std::string& path, const LoadOptions& options) {
+  if (EndsWith(path, ".onnx")) return LoadOnnxGraph(path, options);
   std::string text = ReadFile(path);
-  if (EndsWith(path, ".onnx")) return {ParseOnnxGraph(text, path, options), Sha256Hex(text)};
   LoadedGraph loaded{ParseJsonGraph(text, path), Sha256Hex(text)};
   return loaded;
 }

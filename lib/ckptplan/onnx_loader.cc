@@ -1,6 +1,10 @@
 #include "ckptplan/onnx_loader.h"
 
+#include <fcntl.h>
 #include <fnmatch.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <climits>
@@ -16,6 +20,7 @@
 #include "ckptplan/device.h"
 #include "ckptplan/errors.h"
 #include "ckptplan/onnx_shapes.h"
+#include "ckptplan/output_file.h"
 #include "ckptplan/op_rules.h"
 #include "ckptplan/problems.h"
 
@@ -55,6 +60,76 @@ onnx::ModelProto ParseModel(std::string_view bytes, const std::string& source) {
                      " nodes; expected ir_version >= 1, an opset import and a graph with nodes)");
   }
   return model;
+}
+
+// ---- skipping weights in the wire format ----------------------------------
+
+bool ReadVarint(const char*& p, const char* end, uint64_t* value) {
+  *value = 0;
+  for (int shift = 0; shift < 64 && p < end; shift += 7) {
+    uint8_t byte = static_cast<uint8_t>(*p++);
+    *value |= static_cast<uint64_t>(byte & 0x7f) << shift;
+    if (!(byte & 0x80)) return true;
+  }
+  return false;
+}
+
+void AppendVarint(std::string* out, uint64_t value) {
+  while (value >= 0x80) {
+    out->push_back(static_cast<char>(value | 0x80));
+    value >>= 7;
+  }
+  out->push_back(static_cast<char>(value));
+}
+
+// Field numbers in onnx.proto.
+constexpr uint32_t kModelGraph = 7, kGraphInitializer = 5;
+constexpr uint32_t kTensorDataFields[] = {4, 5, 7, 9, 10, 11};  // *_data, raw_data
+// Payloads above this hold weights, never shapes (kMaxFoldedElements int64s).
+constexpr uint64_t kMaxKeptPayload = 8 * kMaxFoldedElements;
+
+// Copies the serialized message `in` to `out` without large tensor payloads
+// of graph initializers: `depth` 0 is a ModelProto, 1 its GraphProto, 2 an
+// initializer. False when the bytes are not well-formed protobuf.
+bool CopyWithoutWeights(std::string_view in, int depth, std::string* out) {
+  const char* p = in.data();
+  const char* end = p + in.size();
+  while (p < end) {
+    const char* field_start = p;
+    uint64_t tag = 0, length = 0;
+    if (!ReadVarint(p, end, &tag)) return false;
+    uint32_t field = static_cast<uint32_t>(tag >> 3);
+    switch (tag & 7) {
+      case 0: if (!ReadVarint(p, end, &length)) return false; break;
+      case 1: p += 8; break;
+      case 5: p += 4; break;
+      case 2: {
+        if (!ReadVarint(p, end, &length) || length > static_cast<uint64_t>(end - p)) return false;
+        std::string_view payload(p, length);
+        p += length;
+        bool descend = (depth == 0 && field == kModelGraph) ||
+                       (depth == 1 && field == kGraphInitializer);
+        if (descend) {
+          std::string inner;
+          if (!CopyWithoutWeights(payload, depth + 1, &inner)) return false;
+          AppendVarint(out, tag);
+          AppendVarint(out, inner.size());
+          out->append(inner);
+          continue;
+        }
+        bool weights = depth == 2 && length > kMaxKeptPayload &&
+                       std::find(std::begin(kTensorDataFields), std::end(kTensorDataFields),
+                                 field) != std::end(kTensorDataFields);
+        if (weights) continue;
+        break;
+      }
+      default:
+        return false;  // groups: not used by ONNX
+    }
+    if (p > end) return false;
+    out->append(field_start, p - field_start);
+  }
+  return true;
 }
 
 // Weights are never needed: drop large initializer payloads before shape
@@ -722,7 +797,11 @@ Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
   ParseOptimizer(options.optimizer);
   FindDevice(options.device);
   ShapeBindings bindings = ParseShapeBindings(options.dims, options.input_shapes);
-  onnx::ModelProto model = ParseModel(bytes, source);
+  // Parse a copy without the weights (hundreds of MB are never copied); bytes
+  // that are not well-formed go to the real parser for its error message.
+  std::string skeleton;
+  bool stripped = CopyWithoutWeights(bytes, 0, &skeleton);
+  onnx::ModelProto model = ParseModel(stripped ? std::string_view(skeleton) : bytes, source);
   DropWeightData(model);
   ShapeTable shapes = ResolveShapes(model, bindings, source);
   Graph graph = Builder(model, shapes, options, source).Run();
@@ -730,6 +809,55 @@ Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
                model.graph().node_size(), graph.nodes.size(), graph.tensors.size(),
                graph.training.parameter_count);
   return graph;
+}
+
+}  // namespace ckptplan
+
+namespace ckptplan {
+namespace {
+
+// A read-only mapping of a whole file, unmapped on destruction.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::string& path) {
+    int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw IoError(path + ": cannot open file for reading");
+    struct stat info;
+    if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+      close(fd);
+      throw IoError(path + ": not a regular file");
+    }
+    size_ = static_cast<size_t>(info.st_size);
+    if (size_ > 0) {
+      data_ = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+      if (data_ == MAP_FAILED) {
+        close(fd);
+        throw IoError(path + ": cannot map file for reading");
+      }
+    }
+    close(fd);
+  }
+  ~MappedFile() {
+    if (data_ && data_ != MAP_FAILED) munmap(data_, size_);
+  }
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  std::string_view bytes() const {
+    return data_ ? std::string_view(static_cast<const char*>(data_), size_) : std::string_view();
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+LoadedGraph LoadOnnxGraph(const std::string& path, const LoadOptions& options) {
+  MappedFile file(path);
+  Graph graph = ParseOnnxGraph(file.bytes(), path, options);
+  return {std::move(graph), Sha256Hex(file.bytes())};
 }
 
 }  // namespace ckptplan

@@ -28,6 +28,10 @@ namespace ckptplan {
 Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
                      const LoadOptions& options);
 
+/// Maps the file at `path` (no copy of its bytes), digests and parses it.
+/// Throws IoError when it cannot be read.
+LoadedGraph LoadOnnxGraph(const std::string& path, const LoadOptions& options);
+
 }  // namespace ckptplan
 
 #endif  // CKPTPLAN_ONNX_LOADER_H_

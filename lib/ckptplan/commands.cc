@@ -94,7 +94,8 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   SimResult save_all = SimulateRecorded(graph, SaveAll(graph), reserve);
   SimResult simulated = SimulateRecorded(graph, keep, reserve);
   Summary summary{"simulate", options.graph_path, budget, reserve, &save_all, &simulated,
-                  &keep, ComputeLowerBound(graph, reserve), options.top};
+                  &keep, ComputeLowerBound(graph, reserve), options.top,
+                  !options.plan_path.empty()};
   if (!options.timeline_path.empty()) {
     WriteFileAtomic(options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n");
   }

@@ -91,7 +91,7 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
   if (summary.reserve_bytes > 0) Line(out, "  reserve             %s", FormatBytes(summary.reserve_bytes));
   Line(out, "  peak, save-all      %-12s %s", FormatBytes(save_all.peak_bytes),
        StepText(graph, save_all, save_all.peak_step));
-  if (summary.command == "plan" || &planned != &save_all) {
+  if (summary.has_plan) {
     Line(out, "  peak, planned       %-12s %s", FormatBytes(planned.peak_bytes),
          StepText(graph, planned, planned.peak_step));
   }

@@ -32,6 +32,7 @@ struct Summary {
   const SaveSet* keep = nullptr;
   LowerBound lower_bound;
   size_t top = 10;  ///< tensors to list at the peak
+  bool has_plan = true;  ///< false: `planned` is save-all, print it once
 };
 std::string SummaryText(const Graph& graph, const Summary& summary);
 nlohmann::ordered_json SummaryJson(const Graph& graph, const Summary& summary);

@@ -310,13 +310,43 @@ TEST_CASE("an op without a rule keeps every input; without a shape it is an erro
   std::remove(path.c_str());
 }
 
+TEST_CASE("SiLU exported as Sigmoid + Mul is fused and keeps only its input") {
+  // h = x W (2x8 fp32, 64 bytes); y = h * sigmoid(h). Fused Silu keeps h:
+  // 64 bytes. Unfused it would keep sigmoid(h) for Sigmoid and h, sigmoid(h)
+  // for Mul: 128 bytes.
+  onnx::ModelProto model = TinyModel("Sigmoid", "", true);
+  auto* graph = model.mutable_graph();
+  graph->mutable_node(1)->set_output(0, "s");
+  auto* mul = graph->add_node();
+  mul->set_name("silu_mul");
+  mul->set_op_type("Mul");
+  mul->add_input("h");
+  mul->add_input("s");
+  mul->add_output("y");
+  std::string path = "onnx_test_silu.tmp.onnx";
+  WriteBytes(path, model.SerializeAsString());
+  Graph loaded = LoadGraph(path, LoadOptions{}).graph;
+  std::remove(path.c_str());
+  CHECK(SavedBytes(loaded) == 64);
+  bool fused = false;
+  for (const Node& node : loaded.nodes) fused |= node.op == "Silu";
+  CHECK(fused);
+}
+
 TEST_CASE("ONNX Runtime style training graphs keep their own backward") {
-  // mm: h = x W; then a hand-written backward: W_grad = MatMul(x^T, h_grad).
+  // mm: h = x W; y = Relu(h); then a hand-written backward as ONNX Runtime
+  // writes it: h_grad = com.microsoft ReluGrad(y, y) (no ONNX schema: its
+  // shape comes from h), W_grad = MatMul(x^T, h_grad).
   onnx::ModelProto model = TinyModel("Relu", "", true);
   auto* graph = model.mutable_graph();
+  auto* ms = model.add_opset_import();
+  ms->set_domain("com.microsoft");
+  ms->set_version(1);
   auto* seed = graph->add_node();
   seed->set_name("seed");
-  seed->set_op_type("Identity");
+  seed->set_op_type("ReluGrad");
+  seed->set_domain("com.microsoft");
+  seed->add_input("y");
   seed->add_input("y");
   seed->add_output("h_grad");
   auto* xt = graph->add_node();
@@ -346,7 +376,11 @@ TEST_CASE("ONNX Runtime style training graphs keep their own backward") {
   for (const Tensor& t : loaded.tensors) {
     if (t.name == "W_grad") CHECK(t.kind == TensorKind::kGradient);
     if (t.name == "W_grad") CHECK(t.bytes == 8 * 8 * 4);
+    if (t.name == "h_grad") CHECK(t.bytes == 2 * 8 * 4);
   }
+  // The backward reads y (ReluGrad) and x (a resident input): y is saved,
+  // 2*8 fp32 = 64 bytes, and nothing is synthesised on top.
+  CHECK(SavedBytes(loaded) == 64);
 }
 
 TEST_CASE("CLI: plan and simulate exit 0 on every ONNX sample") {

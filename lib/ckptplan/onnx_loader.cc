@@ -220,6 +220,7 @@ class Builder {
   Graph Run() {
     CollectOps();
     FuseGelu();
+    FuseSilu();
     DecideFolding();
     ClassifyInitializers();
     MakeTensors();
@@ -307,6 +308,33 @@ class Builder {
       for (ForwardOp* gone : {&scale, &erf, add, mul}) gone->op.clear();
       *half = std::move(fused);
     }
+    RemoveFusedAway();
+  }
+
+  // SiLU exported as Sigmoid(x) then Mul(x, sigmoid): fused into one Silu
+  // (PyTorch's silu keeps only x).
+  void FuseSilu() {
+    std::unordered_map<std::string, size_t> consumer;
+    for (size_t i = 0; i < ops_.size(); ++i) {
+      for (const std::string& in : ops_[i].inputs) consumer[in] = i;
+    }
+    for (ForwardOp& sigmoid : ops_) {
+      if (sigmoid.op != "Sigmoid" || sigmoid.inputs.size() != 1 || sigmoid.outputs.size() != 1) {
+        continue;
+      }
+      const std::string& s = sigmoid.outputs[0];
+      if (consumers_[s] != 1 || !consumer.count(s)) continue;
+      ForwardOp& mul = ops_[consumer[s]];
+      if (mul.op != "Mul" || Other(mul, s) != sigmoid.inputs[0]) continue;
+      mul.name = sigmoid.name + ":silu";
+      mul.op = "Silu";
+      mul.inputs = sigmoid.inputs;
+      sigmoid.op.clear();
+    }
+    RemoveFusedAway();
+  }
+
+  void RemoveFusedAway() {
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
                               [](const ForwardOp& op) { return op.op.empty(); }),
                ops_.end());
@@ -719,8 +747,7 @@ class Builder {
           graph_.tensors[Id(out)].kind = TensorKind::kGradient;
         }
       }
-      const OpRule& rule = Rule(op);
-      if (!FindOpRule(op.op)) fallback_ops_.insert(op.op);
+      const OpRule& rule = Rule(op);  // only views matter: the backward is the model's
       Node node;
       node.name = op.name;
       node.op = op.op;

@@ -995,6 +995,26 @@ class Resolver {
         slot.value = mine.value;
       }
     }
+    for (const std::string& out : node.output()) InferGradientLike(out);
+  }
+
+  // Training graphs (ONNX Runtime) name gradients "<tensor>_grad" and make
+  // them with ops that have no ONNX schema (com.microsoft ReluGrad, ...): a
+  // gradient has its tensor's shape and type.
+  void InferGradientLike(const std::string& name) {
+    const std::string kSuffix = "_grad";
+    if (name.size() <= kSuffix.size() ||
+        name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) {
+      return;
+    }
+    auto base = table_.index.find(name.substr(0, name.size() - kSuffix.size()));
+    if (base == table_.index.end()) return;
+    TensorShape& slot = Slot(name);
+    const TensorShape& of = table_.shapes[base->second];
+    if (slot.Known() || !of.Known()) return;
+    slot.has_rank = true;
+    slot.dims = of.dims;
+    if (slot.elem_type == 0) slot.elem_type = of.elem_type;
   }
 
   // One error listing every unresolved tensor, after the root causes.

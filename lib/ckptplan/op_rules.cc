@@ -165,6 +165,7 @@ constexpr std::array kRules = {
     NoGradient("Shape"),
     Unary("Sigmoid", false, true, 4),
     NoGradient("Sign"),
+    Unary("Silu", true, false, 5),
     Unary("Sin", true, false),
     NoGradient("Size"),
     View("Slice"),

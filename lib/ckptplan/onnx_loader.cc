@@ -132,6 +132,37 @@ bool CopyWithoutWeights(std::string_view in, int depth, std::string* out) {
   return true;
 }
 
+// Every node input must be a graph input, an initializer or an output of an
+// earlier node, and every tensor has one producer. Checked before ONNX shape
+// inference, which dereferences undefined inputs.
+void CheckTopology(const onnx::ModelProto& model, const std::string& source) {
+  Problems problems(source);
+  std::set<std::string> defined;
+  for (const auto& input : model.graph().input()) defined.insert(input.name());
+  for (const TensorProto& init : model.graph().initializer()) defined.insert(init.name());
+  if (model.graph().sparse_initializer_size() > 0) {
+    problems.Add("sparse initializers are not supported (first: " +
+                 Quote(model.graph().sparse_initializer(0).values().name()) + ")");
+  }
+  for (const NodeProto& node : model.graph().node()) {
+    std::string where = "node " + Quote(node.name()) + " (" + node.op_type() + ")";
+    for (const std::string& in : node.input()) {
+      if (!in.empty() && !defined.count(in)) {
+        problems.Add(where + " reads tensor " + Quote(in) +
+                     ", which is no graph input, initializer or output of an earlier node "
+                     "(ONNX graphs must be topologically sorted)");
+      }
+    }
+    for (const std::string& out : node.output()) {
+      if (!out.empty() && !defined.insert(out).second) {
+        problems.Add(where + " makes tensor " + Quote(out) +
+                     ", which is already defined (expected one producer per tensor)");
+      }
+    }
+  }
+  problems.ThrowIfAny();
+}
+
 // Weights are never needed: drop large initializer payloads before shape
 // inference copies the model around.
 void DropWeightData(onnx::ModelProto& model) {
@@ -443,22 +474,13 @@ class Builder {
       TensorKind kind = parameters_.count(init.name()) ? TensorKind::kParameter : TensorKind::kBuffer;
       AddTensor(init.name(), Elements(init.name()) * ElementBytes(init.name()), kind);
     }
-    Problems problems(graph_.source);
     for (const ForwardOp& op : ops_) {
-      for (const std::string& in : op.inputs) {
-        if (!in.empty() && !ids_.count(in)) {
-          problems.Add("node " + Quote(op.name) + " (" + op.op + ") reads tensor " + Quote(in) +
-                       ", which is no graph input, initializer or output of an earlier node "
-                       "(ONNX graphs must be topologically sorted)");
-        }
-      }
       for (const std::string& out : op.outputs) {
         if (out.empty() || ids_.count(out)) continue;
         AddTensor(out, Elements(out) * ElementBytes(out),
                   op.folded ? TensorKind::kBuffer : TensorKind::kActivation);
       }
     }
-    problems.ThrowIfAny();
   }
 
   // ---- costs ----
@@ -829,6 +851,7 @@ Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
   std::string skeleton;
   bool stripped = CopyWithoutWeights(bytes, 0, &skeleton);
   onnx::ModelProto model = ParseModel(stripped ? std::string_view(skeleton) : bytes, source);
+  CheckTopology(model, source);
   DropWeightData(model);
   ShapeTable shapes = ResolveShapes(model, bindings, source);
   Graph graph = Builder(model, shapes, options, source).Run();

@@ -1050,6 +1050,11 @@ class Resolver {
         std::string what = shape.Known() ? "element type " + std::to_string(shape.elem_type) +
                                                " has no byte size"
                                          : "shape " + DimsText(shape);
+        const std::string& domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
+        if (!onnx::OpSchemaRegistry::Schema(node.op_type(), domain)) {
+          what += " (op " + (domain.empty() ? "" : domain + ".") + node.op_type() +
+                  " is unknown to ONNX: declare this output's shape in the model's value_info)";
+        }
         lines.push_back("tensor " + Quote(node.output(i)) + " (output " + std::to_string(i) +
                         " of node " + Quote(node.name()) + ", op " + node.op_type() +
                         "): " + what);

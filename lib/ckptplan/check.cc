@@ -285,6 +285,11 @@ std::string VerdictLine(const GraphCheck& check, bool update) {
   return line;
 }
 
+// "84.0 MiB (88080384 B)  ", padded so the columns after it line up.
+std::string Figure(int64_t bytes) {
+  return Format("%-25s ", (FormatBytes(bytes) + Format(" (%" PRId64 " B)", bytes)).c_str());
+}
+
 void Row(std::ostringstream& out, const std::string& label, const std::string& text) {
   out << Format("  %-19s %s\n", label.c_str(), text.c_str());
 }
@@ -341,9 +346,9 @@ std::string DetailText(const GraphCheck& check, size_t top) {
   Row(out, "graph", now.graph + " (" + now.mode + " mode" +
                         (now.reserve_bytes > 0 ? ", reserve " + FormatBytes(now.reserve_bytes) : "") +
                         ")");
-  Row(out, "peak", Format("%-10s ", FormatBytes(now.peak_bytes).c_str()) + "at " + PeakWhere(now));
+  Row(out, "peak", Figure(now.peak_bytes) + "at " + PeakWhere(now));
   int64_t headroom = now.budget_bytes - now.peak_bytes;
-  Row(out, "budget", Format("%-10s ", FormatBytes(now.budget_bytes).c_str()) +
+  Row(out, "budget", Figure(now.budget_bytes) +
                          (headroom >= 0 ? "headroom " + FormatBytes(headroom)
                                         : "over by " + FormatBytes(-headroom)) +
                          (now.budget_bytes > 0
@@ -353,7 +358,7 @@ std::string DetailText(const GraphCheck& check, size_t top) {
                               : ""));
   if (check.baseline) {
     const PeakRecord& before = *check.baseline;
-    Row(out, "baseline", Format("%-10s ", FormatBytes(before.peak_bytes).c_str()) + "delta " +
+    Row(out, "baseline", Figure(before.peak_bytes) + "delta " +
                              DeltaText(check.delta, before.peak_bytes) + ", allowed +" +
                              FormatBytes(check.allowed) + " (tolerance " +
                              check.target.tolerance.ToString() + ")");

@@ -35,7 +35,7 @@ struct PeakRecord {
   int64_t reserve_bytes = 0;
   int64_t peak_bytes = 0;
   int64_t save_all_peak_bytes = 0;
-  std::string cost_unit;      ///< "flops" or "microseconds"
+  std::string cost_unit;      ///< "flop" or "us"
   double recompute_cost = 0;  ///< in cost_unit; 0 under save-all
   // Where the peak is: the first step that reaches it.
   uint32_t peak_step = 0;

@@ -4,6 +4,7 @@
 #include "ckptplan/check.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -51,26 +52,40 @@ std::string GraphJson(int64_t h_bytes) {
   {"id": "fc_bwd", "op": "matmul_bwd", "scope": "blk/fc", "phase": "backward", "inputs": ["dh", "x"], "outputs": ["dw"], "flops": 200}]})";
 }
 
-/// Runs `ckptplan ARGS` (shell text) in `dir` with `env` assignments before it.
+/// A fresh directory for one test, private to this process (several
+/// worktrees may run the suite at once), removed at the end of the test.
+class Scratch {
+ public:
+  explicit Scratch(const std::string& name)
+      : dir_(ScratchDir(name + "_" + std::to_string(getpid()))) {}
+  ~Scratch() {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+};
+
+/// Runs `ckptplan ARGS` (shell text) in `dir` with `env` assignments before
+/// it; stdout and stderr are captured in dir/.out and dir/.err.
 CliResult RunIn(const std::string& dir, const std::string& args, const std::string& env = "") {
-  const std::string capture = ScratchDir("check_capture");
   const std::string command = "cd '" + dir + "' && " + env + " '" CKPTPLAN_BINARY "' " + args +
-                              " >" + capture + "/out 2>" + capture + "/err";
+                              " >.out 2>.err";
   int status = std::system(command.c_str());
   CliResult result;
   result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  result.out = Slurp(capture + "/out");
-  result.err = Slurp(capture + "/err");
+  result.out = Slurp(dir + "/.out");
+  result.err = Slurp(dir + "/.err");
   return result;
 }
 
-/// A scratch dir with g.json (h = 1000 B) recorded in b.json (peak 2160 B).
-std::string RecordedDir(const std::string& name) {
-  std::string dir = ScratchDir(name);
+/// Writes g.json (h = 1000 B) into `dir` and records it in b.json (peak 2160 B).
+void Record(const std::string& dir) {
   Write(dir + "/g.json", GraphJson(1000));
   CliResult recorded = RunIn(dir, "check g.json --budget 4KiB --baseline b.json --update-baseline");
   REQUIRE(recorded.code == 0);
-  return dir;
 }
 
 int Xmllint(const std::string& file) {
@@ -81,7 +96,9 @@ int Xmllint(const std::string& file) {
 }
 
 TEST_CASE("check: a graph change past the tolerance fails, naming the category and op") {
-  std::string dir = RecordedDir("check_regress");
+  Scratch scratch("check_regress");
+  const std::string& dir = scratch.dir();
+  Record(dir);
   std::string baseline_before = Slurp(dir + "/b.json");
   Write(dir + "/g.json", GraphJson(1100));  // h grows 1000 -> 1100: peak 2160 -> 2260
   CliResult result = RunIn(dir, "check g.json --budget 4KiB --baseline b.json --tolerance 2%");
@@ -107,7 +124,9 @@ TEST_CASE("check: a graph change past the tolerance fails, naming the category a
 }
 
 TEST_CASE("check: growth within the tolerance passes; the bound is inclusive") {
-  std::string dir = RecordedDir("check_within");
+  Scratch scratch("check_within");
+  const std::string& dir = scratch.dir();
+  Record(dir);
   Write(dir + "/g.json", GraphJson(1100));  // +100 B over 2160
   CliResult five = RunIn(dir, "check g.json --budget 4KiB --baseline b.json --tolerance 5%");
   CHECK(five.code == 0);  // 5% of 2160 = 108 >= 100
@@ -126,7 +145,8 @@ TEST_CASE("check: growth within the tolerance passes; the bound is inclusive") {
 }
 
 TEST_CASE("check: over budget fails in both modes, without a baseline too") {
-  std::string dir = ScratchDir("check_budget");
+  Scratch scratch("check_budget");
+  const std::string& dir = scratch.dir();
   Write(dir + "/g.json", GraphJson(1100));  // save-all peak 2260
   CliResult save_all = RunIn(dir, "check g.json --budget 2200 --no-plan");
   CHECK(save_all.code == 1);
@@ -144,7 +164,8 @@ TEST_CASE("check: over budget fails in both modes, without a baseline too") {
 }
 
 TEST_CASE("check: a missing or corrupt baseline is a clear error") {
-  std::string dir = ScratchDir("check_bad_baseline");
+  Scratch scratch("check_bad_baseline");
+  const std::string& dir = scratch.dir();
   Write(dir + "/g.json", GraphJson(1000));
   CliResult missing = RunIn(dir, "check g.json --budget 4KiB --baseline b.json");
   CHECK(missing.code == 5);
@@ -180,7 +201,8 @@ TEST_CASE("check: a missing or corrupt baseline is a clear error") {
 }
 
 TEST_CASE("check --update-baseline: atomic, byte-stable, keeps other graphs' entries") {
-  std::string dir = ScratchDir("check_update");
+  Scratch scratch("check_update");
+  const std::string& dir = scratch.dir();
   Write(dir + "/g.json", GraphJson(1000));
   Write(dir + "/other.json", GraphJson(500));
   // Over a corrupt file (e.g. a merge conflict) the update starts afresh.
@@ -225,7 +247,8 @@ TEST_CASE("check --update-baseline: atomic, byte-stable, keeps other graphs' ent
 }
 
 TEST_CASE("check --annotate github: escaped workflow commands and a job summary") {
-  std::string dir = ScratchDir("check_github");
+  Scratch scratch("check_github");
+  const std::string& dir = scratch.dir();
   Write(dir + "/m,1:x.json", GraphJson(1000));
   Write(dir + "/ok.json", GraphJson(1000));
   Write(dir + "/shrunk.json", GraphJson(1000));
@@ -278,7 +301,8 @@ TEST_CASE("check --annotate github: escaped workflow commands and a job summary"
 }
 
 TEST_CASE("check --junit: one case per graph, valid against the JUnit schema") {
-  std::string dir = ScratchDir("check_junit");
+  Scratch scratch("check_junit");
+  const std::string& dir = scratch.dir();
   Write(dir + "/a.json", GraphJson(1000));
   Write(dir + "/b.json", GraphJson(1000));
   Write(dir + "/check.json", R"({"format": "ckptplan.check", "version": 1, "baseline": "mb.json",
@@ -312,7 +336,8 @@ TEST_CASE("check --junit: one case per graph, valid against the JUnit schema") {
 }
 
 TEST_CASE("check --config: per-graph settings beat the command line, which beats defaults") {
-  std::string dir = ScratchDir("check_config");
+  Scratch scratch("check_config");
+  const std::string& dir = scratch.dir();
   for (const char* name : {"a.json", "b.json", "c.json"}) Write(dir + "/" + name, GraphJson(1000));
   Write(dir + "/check.json", R"({"format": "ckptplan.check", "version": 1, "baseline": "mb.json",
     "defaults": {"budget": "4KiB", "tolerance": "2%"},
@@ -393,7 +418,8 @@ TEST_CASE("the README's GitHub Actions job runs as written") {
     }
   }
   REQUIRE(!record.empty());
-  std::string dir = ScratchDir("check_readme");
+  Scratch scratch("check_readme");
+  const std::string& dir = scratch.dir();
   fs::copy(CKPTPLAN_SOURCE_DIR "/sample_graphs", dir + "/sample_graphs");
   Write(dir + "/record.sh", record + "\n");
   Write(dir + "/step.sh", commands);

@@ -48,8 +48,8 @@ TEST_CASE("peak record: where the peak is, its breakdown and largest tensors") {
   CHECK(at(Category::kParameters) == 100);
   CHECK(at(Category::kInputs) == 1000);
   CHECK(at(Category::kSavedActivations) == 1010);  // h 1000 + y 10
-  CHECK(at(Category::kTemporaries) == 50);          // dh
-  CHECK(at(Category::kGradients) == 0);             // dw comes one step later
+  CHECK(at(Category::kTemporaries) == 50);         // dh
+  CHECK(at(Category::kGradients) == 0);            // dw comes one step later
   // Top 2 storages live at the peak (resident state is not listed): h 1000
   // from fc, then dh 50 from act_bwd; y (10) is cut by the limit.
   REQUIRE(record.top_tensors.size() == 2);

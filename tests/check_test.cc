@@ -3,15 +3,14 @@
 // README's GitHub Actions job.
 #include "ckptplan/check.h"
 
+#include <doctest/doctest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
-
-#include <doctest/doctest.h>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "cli_util.h"
 
@@ -71,8 +70,8 @@ class Scratch {
 /// Runs `ckptplan ARGS` (shell text) in `dir` with `env` assignments before
 /// it; stdout and stderr are captured in dir/.out and dir/.err.
 CliResult RunIn(const std::string& dir, const std::string& args, const std::string& env = "") {
-  const std::string command = "cd '" + dir + "' && " + env + " '" CKPTPLAN_BINARY "' " + args +
-                              " >.out 2>.err";
+  const std::string command =
+      "cd '" + dir + "' && " + env + " '" CKPTPLAN_BINARY "' " + args + " >.out 2>.err";
   int status = std::system(command.c_str());
   CliResult result;
   result.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -105,18 +104,21 @@ TEST_CASE("check: a graph change past the tolerance fails, naming the category a
   CHECK(result.code == 1);
   CHECK(FirstLine(result.out) == "ckptplan check: FAIL: 1 of 1 graph failed: g.json (regressed)");
   // +100 / 2160 = +4.63%; 2% of 2160 = 43.2 -> 43 B allowed.
-  CHECK(Contains(result.out, "FAIL g.json: peak 2.2 KiB regressed by +100 B (+4.63%) over "
-                             "baseline 2.1 KiB, more than the tolerance 2% (43 B); grew most: "
-                             "saved_activations +100 B; tensor 'h' +100 B from op matmul in "
-                             "module 'blk/fc'\n"));
+  CHECK(Contains(result.out,
+                 "FAIL g.json: peak 2.2 KiB regressed by +100 B (+4.63%) over "
+                 "baseline 2.1 KiB, more than the tolerance 2% (43 B); grew most: "
+                 "saved_activations +100 B; tensor 'h' +100 B from op matmul in "
+                 "module 'blk/fc'\n"));
   CHECK(Contains(result.out, "peak                2.2 KiB (2260 B)"));
-  CHECK(Contains(result.out, "at op gelu_bwd in module 'blk/act' (node 'act_bwd', backward, step 2)"));
+  CHECK(Contains(result.out,
+                 "at op gelu_bwd in module 'blk/act' (node 'act_bwd', backward, step 2)"));
   CHECK(Contains(result.out, "budget              4.0 KiB (4096 B)"));
   CHECK(Contains(result.out, "headroom 1.8 KiB (44.82% of the budget)"));  // 1836 / 4096
   CHECK(Contains(result.out, "baseline            2.1 KiB (2160 B)"));
   CHECK(Contains(result.out, "delta +100 B (+100 B, +4.63%), allowed +43 B (tolerance 2%)"));
   // Per category: saved_activations h + y = 1010 -> 1110 (1.1 KiB), +100 / 1010 = +9.90%.
-  CHECK(Contains(result.out, "    saved_activations   1010 B     -> 1.1 KiB    +100 B (+100 B, +9.90%)\n"));
+  CHECK(Contains(result.out,
+                 "    saved_activations   1010 B     -> 1.1 KiB    +100 B (+100 B, +9.90%)\n"));
   CHECK(!Contains(result.out, "    temporaries "));  // unchanged categories are not listed
   CHECK(Contains(result.out, "    h                        1000 B        -> 1.1 KiB    +100 B"));
   CHECK(result.err.empty());
@@ -130,9 +132,11 @@ TEST_CASE("check: growth within the tolerance passes; the bound is inclusive") {
   Write(dir + "/g.json", GraphJson(1100));  // +100 B over 2160
   CliResult five = RunIn(dir, "check g.json --budget 4KiB --baseline b.json --tolerance 5%");
   CHECK(five.code == 0);  // 5% of 2160 = 108 >= 100
-  CHECK(FirstLine(five.out) == "ckptplan check: PASS: 1 graph within budget and baseline tolerance");
-  CHECK(Contains(five.out, "PASS g.json: peak 2.2 KiB within budget 4.0 KiB (1.8 KiB headroom), "
-                           "+100 B (+4.63%) vs baseline 2.1 KiB within tolerance 5%\n"));
+  CHECK(FirstLine(five.out) ==
+        "ckptplan check: PASS: 1 graph within budget and baseline tolerance");
+  CHECK(Contains(five.out,
+                 "PASS g.json: peak 2.2 KiB within budget 4.0 KiB (1.8 KiB headroom), "
+                 "+100 B (+4.63%) vs baseline 2.1 KiB within tolerance 5%\n"));
   CHECK(RunIn(dir, "check g.json --budget 4KiB --baseline b.json --tolerance 100B").code == 0);
   CliResult tight = RunIn(dir, "check g.json --budget 4KiB --baseline b.json --tolerance 99B");
   CHECK(tight.code == 1);
@@ -150,13 +154,15 @@ TEST_CASE("check: over budget fails in both modes, without a baseline too") {
   Write(dir + "/g.json", GraphJson(1100));  // save-all peak 2260
   CliResult save_all = RunIn(dir, "check g.json --budget 2200 --no-plan");
   CHECK(save_all.code == 1);
-  CHECK(Contains(save_all.out, "FAIL g.json: over budget: peak 2.2 KiB > budget 2.1 KiB by 60 B\n"));
+  CHECK(
+      Contains(save_all.out, "FAIL g.json: over budget: peak 2.2 KiB > budget 2.1 KiB by 60 B\n"));
   CHECK(Contains(save_all.out, "over by 60 B (2.73% of the budget)"));  // 60 / 2200
   // No plan helps: every step at act_bwd needs h, y and dh live (lower bound
   // 1100 resident + 1160 = 2260). `check` reports it as a failed check, not exit 3.
   CliResult plan = RunIn(dir, "check g.json --budget 2200");
   CHECK(plan.code == 1);
-  CHECK(Contains(plan.out, "FAIL g.json: over budget: no plan can fit: the lower bound is 2.2 KiB"));
+  CHECK(
+      Contains(plan.out, "FAIL g.json: over budget: no plan can fit: the lower bound is 2.2 KiB"));
   CliResult fits = RunIn(dir, "check g.json --budget 2260");
   CHECK(fits.code == 0);
   CHECK(Contains(fits.out, "PASS g.json: peak 2.2 KiB within budget 2.2 KiB (0 B headroom)\n"));
@@ -169,8 +175,9 @@ TEST_CASE("check: a missing or corrupt baseline is a clear error") {
   Write(dir + "/g.json", GraphJson(1000));
   CliResult missing = RunIn(dir, "check g.json --budget 4KiB --baseline b.json");
   CHECK(missing.code == 5);
-  CHECK(Contains(missing.err, "b.json: baseline file not found; create it with `ckptplan check "
-                              "... --baseline b.json --update-baseline` and commit it"));
+  CHECK(Contains(missing.err,
+                 "b.json: baseline file not found; create it with `ckptplan check "
+                 "... --baseline b.json --update-baseline` and commit it"));
   CHECK(missing.out.empty());
   CHECK(!fs::exists(dir + "/b.json"));
 
@@ -188,16 +195,20 @@ TEST_CASE("check: a missing or corrupt baseline is a clear error") {
   CHECK(Contains(invalid.err, "b.json: graph 'g.json': missing \"graph_sha256\""));
 
   // A valid baseline without this graph, or recorded in the other mode.
-  CHECK(RunIn(dir, "check g.json --budget 4KiB --baseline b.json --update-baseline --no-plan").code == 0);
+  CHECK(
+      RunIn(dir, "check g.json --budget 4KiB --baseline b.json --update-baseline --no-plan").code ==
+      0);
   CliResult other_mode = RunIn(dir, "check g.json --budget 4KiB --baseline b.json");
   CHECK(other_mode.code == 4);
-  CHECK(Contains(other_mode.err, "b.json: entry 'g.json' was recorded in save-all mode but this "
-                                 "check runs in plan mode"));
+  CHECK(Contains(other_mode.err,
+                 "b.json: entry 'g.json' was recorded in save-all mode but this "
+                 "check runs in plan mode"));
   fs::copy_file(dir + "/g.json", dir + "/h.json");
   CliResult no_entry = RunIn(dir, "check h.json --budget 4KiB --baseline b.json --no-plan");
   CHECK(no_entry.code == 4);
-  CHECK(Contains(no_entry.err, "b.json: no entry for graph key 'h.json' (h.json); add it with "
-                               "--update-baseline"));
+  CHECK(Contains(no_entry.err,
+                 "b.json: no entry for graph key 'h.json' (h.json); add it with "
+                 "--update-baseline"));
 }
 
 TEST_CASE("check --update-baseline: atomic, byte-stable, keeps other graphs' entries") {
@@ -207,10 +218,12 @@ TEST_CASE("check --update-baseline: atomic, byte-stable, keeps other graphs' ent
   Write(dir + "/other.json", GraphJson(500));
   // Over a corrupt file (e.g. a merge conflict) the update starts afresh.
   Write(dir + "/b.json", "<<<<<<< HEAD\n");
-  CliResult first = RunIn(dir, "check g.json other.json --budget 4KiB --baseline b.json --update-baseline");
+  CliResult first =
+      RunIn(dir, "check g.json other.json --budget 4KiB --baseline b.json --update-baseline");
   CHECK(first.code == 0);
   CHECK(Contains(first.err, "replacing a corrupt baseline"));
-  CHECK(FirstLine(first.out) == "ckptplan check: PASS: 2 graphs within budget; baseline b.json updated");
+  CHECK(FirstLine(first.out) ==
+        "ckptplan check: PASS: 2 graphs within budget; baseline b.json updated");
   std::string text = Slurp(dir + "/b.json");
   auto json = nlohmann::json::parse(text);
   CHECK(json["format"] == "ckptplan.baseline");
@@ -231,13 +244,16 @@ TEST_CASE("check --update-baseline: atomic, byte-stable, keeps other graphs' ent
   Write(dir + "/g.json", GraphJson(1100));
   CliResult grown = RunIn(dir, "check g.json --budget 4KiB --baseline b.json --update-baseline");
   CHECK(grown.code == 0);  // recording accepts the growth...
-  CHECK(Contains(grown.out, "PASS g.json: peak 2.2 KiB within budget 4.0 KiB (1.8 KiB headroom), "
-                            "+100 B (+4.63%) vs baseline 2.1 KiB; baseline updated"));
+  CHECK(Contains(grown.out,
+                 "PASS g.json: peak 2.2 KiB within budget 4.0 KiB (1.8 KiB headroom), "
+                 "+100 B (+4.63%) vs baseline 2.1 KiB; baseline updated"));
   auto updated = nlohmann::json::parse(Slurp(dir + "/b.json"));
   CHECK(updated["graphs"]["g.json"]["peak_bytes"] == 2260);
   CHECK(updated["graphs"]["other.json"] == json["graphs"]["other.json"]);
   // ...but not a graph over budget (the entry is still recorded).
-  CHECK(RunIn(dir, "check g.json --budget 2KiB --no-plan --baseline b.json --update-baseline").code == 1);
+  CHECK(
+      RunIn(dir, "check g.json --budget 2KiB --no-plan --baseline b.json --update-baseline").code ==
+      1);
   for (const auto& entry : fs::directory_iterator(dir)) {
     CHECK_MESSAGE(!Contains(entry.path().filename().string(), ".tmp"), entry.path());
   }
@@ -269,26 +285,29 @@ TEST_CASE("check --annotate github: escaped workflow commands and a job summary"
   for (std::string line; std::getline(lines, line);) commands.push_back(line);
   // One line per command: the multi-line report is folded with %0A.
   REQUIRE(commands.size() == 3);
-  CHECK(commands[0].rfind("::error file=m%2C1%3Ax.json,title=ckptplan check%3A zoo%3A gpt%2C "
-                          "50%25::FAIL zoo: gpt, 50%25: peak 2.2 KiB regressed by +100 B (+4.63%25) "
-                          "over baseline 2.1 KiB, more than the tolerance 2%25 (43 B); grew most: "
-                          "saved_activations +100 B; tensor 'h' +100 B from op matmul in module "
-                          "'blk/fc'%0A  graph               m,1:x.json (plan mode)%0A",
-                          0) == 0);
+  CHECK(
+      commands[0].rfind("::error file=m%2C1%3Ax.json,title=ckptplan check%3A zoo%3A gpt%2C "
+                        "50%25::FAIL zoo: gpt, 50%25: peak 2.2 KiB regressed by +100 B (+4.63%25) "
+                        "over baseline 2.1 KiB, more than the tolerance 2%25 (43 B); grew most: "
+                        "saved_activations +100 B; tensor 'h' +100 B from op matmul in module "
+                        "'blk/fc'%0A  graph               m,1:x.json (plan mode)%0A",
+                        0) == 0);
   CHECK(commands[1].rfind("::warning file=ok.json,title=ckptplan check%3A ok.json::peak grew +40 "
                           "B (+40 B, +1.85%25), within the tolerance 2%25%0APASS ok.json",
                           0) == 0);
-  CHECK(commands[2] == "::notice file=shrunk.json,title=ckptplan check%3A shrunk.json::peak "
-                       "shrank -500 B (-500 B, -23.15%25); run ckptplan check with "
-                       "--update-baseline to lock it in");
+  CHECK(commands[2] ==
+        "::notice file=shrunk.json,title=ckptplan check%3A shrunk.json::peak "
+        "shrank -500 B (-500 B, -23.15%25); run ckptplan check with "
+        "--update-baseline to lock it in");
   CHECK(!Contains(result.err, "\r"));
 
   std::string summary = Slurp(dir + "/summary.md");
   CHECK(summary.rfind("# earlier step\n### ckptplan check: FAIL: 1 of 3 graphs failed: zoo: gpt, "
                       "50% (regressed)\n",
                       0) == 0);
-  CHECK(Contains(summary, "| FAIL | zoo: gpt, 50% | 2.2 KiB | 4.0 KiB | 2.1 KiB | +100 B (+4.63%) | "
-                          "op gelu_bwd in module 'blk/act' |\n"));
+  CHECK(Contains(summary,
+                 "| FAIL | zoo: gpt, 50% | 2.2 KiB | 4.0 KiB | 2.1 KiB | +100 B (+4.63%) | "
+                 "op gelu_bwd in module 'blk/act' |\n"));
   CHECK(Contains(summary, "| PASS | ok.json | 2.1 KiB | 4.0 KiB | 2.1 KiB | +40 B (+1.85%) |"));
   CHECK(Contains(summary, "| saved_activations | 1010 B | 1.1 KiB | +100 B (+100 B, +9.90%) |\n"));
 
@@ -314,16 +333,19 @@ TEST_CASE("check --junit: one case per graph, valid against the JUnit schema") {
   CHECK(result.code == 1);
   std::string xml = Slurp(dir + "/report.xml");
   CHECK(Xmllint(dir + "/report.xml") == 0);
-  CHECK(Contains(xml, "<testsuites name=\"ckptplan check\" tests=\"2\" failures=\"1\" errors=\"0\">"));
-  CHECK(Contains(xml, "<testcase name=\"&lt;a &amp; &quot;b&quot; &apos;c&apos;&gt;\" "
-                      "classname=\"ckptplan.check\">"));
+  CHECK(Contains(xml,
+                 "<testsuites name=\"ckptplan check\" tests=\"2\" failures=\"1\" errors=\"0\">"));
+  CHECK(Contains(xml,
+                 "<testcase name=\"&lt;a &amp; &quot;b&quot; &apos;c&apos;&gt;\" "
+                 "classname=\"ckptplan.check\">"));
   CHECK(Contains(xml, "<property name=\"peak_bytes\" value=\"2260\"/>"));
   CHECK(Contains(xml, "<property name=\"baseline_peak_bytes\" value=\"2160\"/>"));
   CHECK(Contains(xml, "<property name=\"delta_bytes\" value=\"100\"/>"));
   CHECK(Contains(xml, "<property name=\"peak_saved_activations_bytes\" value=\"1110\"/>"));
   CHECK(Contains(xml, "<property name=\"peak_op\" value=\"gelu_bwd\"/>"));
-  CHECK(Contains(xml, "<failure message=\"FAIL &lt;a &amp; &quot;b&quot; &apos;c&apos;&gt;: peak "
-                      "2.2 KiB regressed"));
+  CHECK(Contains(xml,
+                 "<failure message=\"FAIL &lt;a &amp; &quot;b&quot; &apos;c&apos;&gt;: peak "
+                 "2.2 KiB regressed"));
   CHECK(Contains(xml, "type=\"regression\">"));
   // The schema check can fail: a count that is not a number is rejected.
   std::string broken = xml;
@@ -373,7 +395,8 @@ TEST_CASE("check --config: per-graph settings beat the command line, which beats
   CHECK(Contains(duplicate.err, "share the baseline key 'a.json'"));
   CHECK(RunIn(dir, "check --budget 4KiB").code == 2);
   CHECK(RunIn(dir, "check d.json --budget 4KiB --tolerance 2percent").code == 2);
-  Write(dir + "/bad.json", R"({"format": "ckptplan.check", "version": 1, "graphs": [{"path": "a.json"}]})");
+  Write(dir + "/bad.json",
+        R"({"format": "ckptplan.check", "version": 1, "graphs": [{"path": "a.json"}]})");
   CliResult bad = RunIn(dir, "check --config bad.json");
   CHECK(bad.code == 4);
   CHECK(Contains(bad.err, "bad.json: graphs[0]: unknown key \"path\""));
@@ -426,8 +449,9 @@ TEST_CASE("the README's GitHub Actions job runs as written") {
   Write(dir + "/summary.md", "");
   std::string path = fs::path(CKPTPLAN_BINARY).parent_path().string();
   auto run_step = [&](const std::string& script) {
-    std::string command = "cd '" + dir + "' && PATH='" + path + "':\"$PATH\" GITHUB_STEP_SUMMARY='" +
-                          dir + "/summary.md' bash -e " + script + " >out.txt 2>err.txt";
+    std::string command = "cd '" + dir + "' && PATH='" + path +
+                          "':\"$PATH\" GITHUB_STEP_SUMMARY='" + dir + "/summary.md' bash -e " +
+                          script + " >out.txt 2>err.txt";
     int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   };
@@ -451,8 +475,9 @@ TEST_CASE("the README's GitHub Actions job runs as written") {
   Write(mlp_path, mlp.dump(1));
   CHECK(run_step("step.sh") == 1);
   std::string err = Slurp(dir + "/err.txt");
-  CHECK(Contains(err, "::error file=sample_graphs/mlp.json,title=ckptplan check%3A "
-                      "sample_graphs/mlp.json::FAIL sample_graphs/mlp.json: peak"));
+  CHECK(Contains(err,
+                 "::error file=sample_graphs/mlp.json,title=ckptplan check%3A "
+                 "sample_graphs/mlp.json::FAIL sample_graphs/mlp.json: peak"));
   CHECK(Contains(err, "saved_activations +"));
   CHECK(Contains(err, "tensor 'a1' +"));
   CHECK(Contains(Slurp(dir + "/summary.md"), "### ckptplan check: FAIL"));
@@ -465,8 +490,8 @@ TEST_CASE("growth helpers: categories and tensors ordered by growth") {
   before.breakdown[static_cast<size_t>(Category::kSavedActivations)] = 100;
   now.breakdown[static_cast<size_t>(Category::kSavedActivations)] = 150;  // +50
   before.breakdown[static_cast<size_t>(Category::kTemporaries)] = 80;
-  now.breakdown[static_cast<size_t>(Category::kTemporaries)] = 60;        // -20
-  now.breakdown[static_cast<size_t>(Category::kRecomputed)] = 50;         // +50, later category
+  now.breakdown[static_cast<size_t>(Category::kTemporaries)] = 60;  // -20
+  now.breakdown[static_cast<size_t>(Category::kRecomputed)] = 50;   // +50, later category
   std::vector<CategoryDelta> categories = CategoryDeltas(before, now);
   REQUIRE(categories.size() == 3);
   CHECK(categories[0].category == Category::kSavedActivations);
@@ -475,10 +500,10 @@ TEST_CASE("growth helpers: categories and tensors ordered by growth") {
 
   before.top_tensors = {{"a", 100, Category::kSavedActivations, "n", "op", ""},
                         {"b", 50, Category::kSavedActivations, "n", "op", ""}};
-  now.top_tensors = {{"a", 100, Category::kSavedActivations, "n", "op", ""},   // same
-                     {"c", 70, Category::kSavedActivations, "n", "op", ""},    // new: +70
-                     {"b", 60, Category::kSavedActivations, "n", "op", ""},    // +10
-                     {"d", 10, Category::kTemporaries, "n", "op", ""}};        // new: +10
+  now.top_tensors = {{"a", 100, Category::kSavedActivations, "n", "op", ""},  // same
+                     {"c", 70, Category::kSavedActivations, "n", "op", ""},   // new: +70
+                     {"b", 60, Category::kSavedActivations, "n", "op", ""},   // +10
+                     {"d", 10, Category::kTemporaries, "n", "op", ""}};       // new: +10
   std::vector<TensorDelta> grown = GrownTensors(before, now, 3);
   REQUIRE(grown.size() == 3);
   CHECK(grown[0].now->tensor == "c");

@@ -21,8 +21,8 @@ TEST_CASE("github property escaping: also : and ,") {
 }
 
 TEST_CASE("github command puts escaped properties and message in place") {
-  std::string command = GithubCommand(
-      "error", {{"file", "m,1.json"}, {"title", "check: m"}}, "grew 5%\nby a: lot, really");
+  std::string command = GithubCommand("error", {{"file", "m,1.json"}, {"title", "check: m"}},
+                                      "grew 5%\nby a: lot, really");
   CHECK(command == "::error file=m%2C1.json,title=check%3A m::grew 5%25%0Aby a: lot, really\n");
   CHECK(GithubCommand("warning", {}, "x") == "::warning::x\n");
 }
@@ -37,14 +37,18 @@ TEST_CASE("xml escaping of attributes and text") {
   CHECK(XmlEscape("a\nb\tc\rd") == "a&#10;b&#9;c&#13;d");
   CHECK(XmlEscape("a\nb\tc", false) == "a\nb\tc");
   // C0 controls cannot appear in XML 1.0 at all, escaped or not.
-  CHECK(XmlEscape(std::string("a\x01" "b\x1f", 4)) == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  CHECK(XmlEscape(std::string("a\x01"
+                              "b\x1f",
+                              4)) ==
+        "a\xEF\xBF\xBD"
+        "b\xEF\xBF\xBD");
   CHECK(XmlEscape("mlp \xC3\xA9") == "mlp \xC3\xA9");  // UTF-8 passes through
 }
 
 TEST_CASE("junit document: one suite per case, counts, failure and properties") {
   JunitCase pass{"a", "ckptplan.check", "a.json", {{"peak_bytes", "10"}}, false, "", "", "", "ok"};
-  JunitCase fail{"b<&>", "ckptplan.check", "", {}, true, "FAIL b: \"x\"", "regression",
-                 "line 1\nline 2", ""};
+  JunitCase fail{"b<&>",       "ckptplan.check", "", {}, true, "FAIL b: \"x\"",
+                 "regression", "line 1\nline 2", ""};
   std::string xml = JunitXml("ckptplan check", {pass, fail});
   CHECK(xml.rfind("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", 0) == 0);
   CHECK(xml.find("<testsuites name=\"ckptplan check\" tests=\"2\" failures=\"1\" errors=\"0\">") !=

@@ -98,13 +98,19 @@ int main(int argc, char** argv) {
   try {
     if (check_cmd->parsed()) {
       CheckSettings& settings = check.settings;
-      if (!check_sizes.budget.empty()) settings.budget_bytes = ParseSize(check_sizes.budget, "--budget");
-      if (!check_sizes.reserve.empty()) settings.reserve_bytes = ParseSize(check_sizes.reserve, "--reserve");
+      if (!check_sizes.budget.empty()) {
+        settings.budget_bytes = ParseSize(check_sizes.budget, "--budget");
+      }
+      if (!check_sizes.reserve.empty()) {
+        settings.reserve_bytes = ParseSize(check_sizes.reserve, "--reserve");
+      }
       if (!check_sizes.tolerance.empty()) {
         settings.tolerance = ParseTolerance(check_sizes.tolerance, "--tolerance");
       }
       if (check_no_plan) settings.no_plan = true;
-      if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) check.step_summary_path = summary;
+      if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) {
+        check.step_summary_path = summary;
+      }
       return RunCheck(check, std::cout, std::cerr);
     }
     if (plan_cmd->parsed()) {

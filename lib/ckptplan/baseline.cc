@@ -134,8 +134,7 @@ class Reader {
   Problems* problems_;
 };
 
-void ReadPeak(const json& entry, const std::string& where, Problems* problems,
-              PeakRecord* record) {
+void ReadPeak(const json& entry, const std::string& where, Problems* problems, PeakRecord* record) {
   auto peak = entry.find("peak");
   if (peak == entry.end() || !peak->is_object()) {
     problems->Add(where + ": \"peak\" must be an object with step, node, op, scope, phase");
@@ -262,8 +261,9 @@ Baseline ParseBaseline(std::string_view text, const std::string& source) {
     }
   }
   if (!problems.empty()) {
-    problems.Add("corrupt baseline: fix the problems above, or regenerate the file with "
-                 "--update-baseline");
+    problems.Add(
+        "corrupt baseline: fix the problems above, or regenerate the file with "
+        "--update-baseline");
   }
   problems.ThrowIfAny();
   return baseline;

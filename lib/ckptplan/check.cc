@@ -1,14 +1,14 @@
 #include "ckptplan/check.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cinttypes>
-#include <cstdlib>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <sstream>
-
-#include <spdlog/spdlog.h>
 
 #include "ckptplan/check_report.h"
 #include "ckptplan/ci_report.h"
@@ -25,9 +25,9 @@ namespace {
 
 std::string ModeName(bool no_plan) { return no_plan ? "save-all" : "plan"; }
 
-CheckTarget MakeTarget(const std::string& path, const std::string& key,
-                       const CheckSettings& own, const CheckSettings& command_line,
-                       const CheckSettings& defaults, std::vector<std::string>* problems) {
+CheckTarget MakeTarget(const std::string& path, const std::string& key, const CheckSettings& own,
+                       const CheckSettings& command_line, const CheckSettings& defaults,
+                       std::vector<std::string>* problems) {
   auto pick = [](const auto& a, const auto& b, const auto& c) { return a ? a : b ? b : c; };
   CheckTarget target;
   target.graph_path = path;
@@ -68,7 +68,8 @@ std::vector<CheckTarget> ResolveTargets(const CheckOptions& options, std::string
     targets.push_back(
         MakeTarget(graph.path, key, graph.settings, options.settings, config.defaults, &problems));
   }
-  if (targets.empty()) problems.push_back("no graphs: name graph files, or --config a file listing them");
+  if (targets.empty())
+    problems.push_back("no graphs: name graph files, or --config a file listing them");
   for (size_t i = 0; i < targets.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (targets[i].key != targets[j].key) continue;
@@ -79,7 +80,8 @@ std::vector<CheckTarget> ResolveTargets(const CheckOptions& options, std::string
   }
   if (!problems.empty()) {
     std::string text;
-    for (const std::string& problem : problems) text += (text.empty() ? "check: " : "\ncheck: ") + problem;
+    for (const std::string& problem : problems)
+      text += (text.empty() ? "check: " : "\ncheck: ") + problem;
     throw InputError(text, kExitUsage);
   }
   return targets;
@@ -91,9 +93,10 @@ std::vector<CategoryDelta> CategoryDeltas(const PeakRecord& before, const PeakRe
     if (before.breakdown[c] == now.breakdown[c]) continue;
     deltas.push_back({static_cast<Category>(c), before.breakdown[c], now.breakdown[c]});
   }
-  std::stable_sort(deltas.begin(), deltas.end(), [](const CategoryDelta& a, const CategoryDelta& b) {
-    return a.now - a.before > b.now - b.before;
-  });
+  std::stable_sort(deltas.begin(), deltas.end(),
+                   [](const CategoryDelta& a, const CategoryDelta& b) {
+                     return a.now - a.before > b.now - b.before;
+                   });
   return deltas;
 }
 
@@ -124,8 +127,10 @@ namespace {
 Baseline LoadBaselineFile(const std::string& path, bool update) {
   if (!std::filesystem::exists(path)) {
     if (update) return {};
-    throw IoError(path + ": baseline file not found; create it with `ckptplan check ... "
-                         "--baseline " + path + " --update-baseline` and commit it");
+    throw IoError(path +
+                  ": baseline file not found; create it with `ckptplan check ... "
+                  "--baseline " +
+                  path + " --update-baseline` and commit it");
   }
   try {
     return ReadBaseline(path);

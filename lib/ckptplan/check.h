@@ -72,8 +72,8 @@ std::vector<CategoryDelta> CategoryDeltas(const PeakRecord& before, const PeakRe
 /// A tensor live at the peak now, against the baseline's record of it.
 struct TensorDelta {
   const PeakTensor* now;
-  int64_t before = 0;         ///< bytes in the baseline's list; 0 when absent
-  bool in_baseline = false;   ///< false: not among the baseline's largest at its peak
+  int64_t before = 0;        ///< bytes in the baseline's list; 0 when absent
+  bool in_baseline = false;  ///< false: not among the baseline's largest at its peak
 };
 /// Tensors of now.top_tensors that grew (or are new at the peak), most growth
 /// first (ties: name), at most `limit`.

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-
 #include <nlohmann/json.hpp>
 
 #include "ckptplan/errors.h"
@@ -172,8 +171,7 @@ CheckConfig ParseCheckConfig(std::string_view text, const std::string& source,
     problems.Add("top level must be a JSON object, got " + root.dump());
     problems.ThrowIfAny();
   }
-  CheckKeys(root, {"format", "version", "baseline", "defaults", "graphs"}, "top level",
-            &problems);
+  CheckKeys(root, {"format", "version", "baseline", "defaults", "graphs"}, "top level", &problems);
   if (root.value("format", json()) != "ckptplan.check") {
     problems.Add("\"format\" must be \"ckptplan.check\", got " +
                  (root.contains("format") ? root["format"].dump() : std::string("nothing")));

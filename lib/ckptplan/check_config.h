@@ -37,9 +37,9 @@ struct CheckSettings {
 };
 
 struct ConfigGraph {
-  std::string graph;      ///< path as written in the config
-  std::string path;       ///< resolved against the config file's folder
-  std::string key;        ///< empty: use `graph`
+  std::string graph;  ///< path as written in the config
+  std::string path;   ///< resolved against the config file's folder
+  std::string key;    ///< empty: use `graph`
   CheckSettings settings;
 };
 

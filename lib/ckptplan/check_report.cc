@@ -67,7 +67,6 @@ std::string GrowthText(const GraphCheck& check) {
   return text;
 }
 
-
 // "84.0 MiB (88080384 B)  ", padded so the columns after it line up.
 std::string Figure(int64_t bytes) {
   return Format("%-25s ", (FormatBytes(bytes) + Format(" (%" PRId64 " B)", bytes)).c_str());
@@ -91,9 +90,8 @@ void CategoryLines(const GraphCheck& check, std::ostringstream& out) {
   out << "  Change per category at the peak (baseline -> now):";
   out << (deltas.empty() ? " none\n" : "\n");
   for (const CategoryDelta& delta : deltas) {
-    out << Format("    %-19s %-10s -> %-10s %s\n",
-                  std::string(ToString(delta.category)).c_str(), FormatBytes(delta.before).c_str(),
-                  FormatBytes(delta.now).c_str(),
+    out << Format("    %-19s %-10s -> %-10s %s\n", std::string(ToString(delta.category)).c_str(),
+                  FormatBytes(delta.before).c_str(), FormatBytes(delta.now).c_str(),
                   DeltaText(delta.now - delta.before, delta.before).c_str());
   }
 }
@@ -121,8 +119,6 @@ void TensorLines(const GraphCheck& check, size_t top, std::ostringstream& out) {
   }
 }
 
-
-
 }  // namespace
 
 std::string CheckVerdictLine(const GraphCheck& check, bool update) {
@@ -138,10 +134,11 @@ std::string CheckVerdictLine(const GraphCheck& check, bool update) {
   if (check.regressed) {
     std::string growth = GrowthText(check);
     reasons.push_back("peak " + FormatBytes(now.peak_bytes) + " regressed by " +
-                      SignedBytes(check.delta) + " (" + Percent(check.delta, check.baseline->peak_bytes) +
-                      ") over baseline " + FormatBytes(check.baseline->peak_bytes) +
-                      ", more than the tolerance " + check.target.tolerance.ToString() + " (" +
-                      FormatBytes(check.allowed) + ")" + (growth.empty() ? "" : "; " + growth));
+                      SignedBytes(check.delta) + " (" +
+                      Percent(check.delta, check.baseline->peak_bytes) + ") over baseline " +
+                      FormatBytes(check.baseline->peak_bytes) + ", more than the tolerance " +
+                      check.target.tolerance.ToString() + " (" + FormatBytes(check.allowed) + ")" +
+                      (growth.empty() ? "" : "; " + growth));
   }
   if (!reasons.empty()) {
     std::string line = "FAIL " + check.target.key + ": ";
@@ -152,8 +149,9 @@ std::string CheckVerdictLine(const GraphCheck& check, bool update) {
                      " within budget " + FormatBytes(now.budget_bytes) + " (" +
                      FormatBytes(now.budget_bytes - now.peak_bytes) + " headroom)";
   if (check.baseline) {
-    line += ", " + SignedBytes(check.delta) + " (" + Percent(check.delta, check.baseline->peak_bytes) +
-            ") vs baseline " + FormatBytes(check.baseline->peak_bytes);
+    line += ", " + SignedBytes(check.delta) + " (" +
+            Percent(check.delta, check.baseline->peak_bytes) + ") vs baseline " +
+            FormatBytes(check.baseline->peak_bytes);
     if (!update) line += " within tolerance " + check.target.tolerance.ToString();
   }
   if (update) line += "; baseline updated";
@@ -165,25 +163,25 @@ std::string CheckVerdictLine(const GraphCheck& check, bool update) {
 std::string CheckDetailText(const GraphCheck& check, size_t top) {
   const PeakRecord& now = check.now;
   std::ostringstream out;
-  Row(out, "graph", now.graph + " (" + now.mode + " mode" +
-                        (now.reserve_bytes > 0 ? ", reserve " + FormatBytes(now.reserve_bytes) : "") +
-                        ")");
+  Row(out, "graph",
+      now.graph + " (" + now.mode + " mode" +
+          (now.reserve_bytes > 0 ? ", reserve " + FormatBytes(now.reserve_bytes) : "") + ")");
   Row(out, "peak", Figure(now.peak_bytes) + "at " + PeakWhere(now));
   int64_t headroom = now.budget_bytes - now.peak_bytes;
-  Row(out, "budget", Figure(now.budget_bytes) +
-                         (headroom >= 0 ? "headroom " + FormatBytes(headroom)
-                                        : "over by " + FormatBytes(-headroom)) +
-                         (now.budget_bytes > 0
-                              ? Format(" (%.2f%% of the budget)",
-                                       100.0 * static_cast<double>(std::abs(headroom)) /
-                                           static_cast<double>(now.budget_bytes))
-                              : ""));
+  Row(out, "budget",
+      Figure(now.budget_bytes) +
+          (headroom >= 0 ? "headroom " + FormatBytes(headroom)
+                         : "over by " + FormatBytes(-headroom)) +
+          (now.budget_bytes > 0
+               ? Format(" (%.2f%% of the budget)", 100.0 * static_cast<double>(std::abs(headroom)) /
+                                                       static_cast<double>(now.budget_bytes))
+               : ""));
   if (check.baseline) {
     const PeakRecord& before = *check.baseline;
-    Row(out, "baseline", Figure(before.peak_bytes) + "delta " +
-                             DeltaText(check.delta, before.peak_bytes) + ", allowed +" +
-                             FormatBytes(check.allowed) + " (tolerance " +
-                             check.target.tolerance.ToString() + ")");
+    Row(out, "baseline",
+        Figure(before.peak_bytes) + "delta " + DeltaText(check.delta, before.peak_bytes) +
+            ", allowed +" + FormatBytes(check.allowed) + " (tolerance " +
+            check.target.tolerance.ToString() + ")");
     Row(out, "baseline peak at", PeakWhere(before));
     if (now.mode == "plan" && before.budget_bytes != now.budget_bytes) {
       Row(out, "note", "the baseline was planned for budget " + FormatBytes(before.budget_bytes));
@@ -201,7 +199,7 @@ std::string CheckDetailText(const GraphCheck& check, size_t top) {
 }
 
 std::string CheckOverallLine(const std::vector<GraphCheck>& checks, bool update,
-                        const std::string& baseline_path) {
+                             const std::string& baseline_path) {
   std::string failed;
   size_t failures = 0;
   for (const GraphCheck& check : checks) {
@@ -215,16 +213,17 @@ std::string CheckOverallLine(const std::vector<GraphCheck>& checks, bool update,
   }
   std::string count = std::to_string(checks.size()) + (checks.size() == 1 ? " graph" : " graphs");
   if (failures > 0) {
-    return "ckptplan check: FAIL: " + std::to_string(failures) + " of " + count + " failed: " +
-           failed;
+    return "ckptplan check: FAIL: " + std::to_string(failures) + " of " + count +
+           " failed: " + failed;
   }
   std::string line = "ckptplan check: PASS: " + count + " within budget";
-  if (!baseline_path.empty()) line += update ? "; baseline " + baseline_path + " updated"
-                                             : " and baseline tolerance";
+  if (!baseline_path.empty())
+    line += update ? "; baseline " + baseline_path + " updated" : " and baseline tolerance";
   return line;
 }
 
-std::string CheckAnnotations(const std::vector<GraphCheck>& checks, const std::vector<std::string>& blocks) {
+std::string CheckAnnotations(const std::vector<GraphCheck>& checks,
+                             const std::vector<std::string>& blocks) {
   std::string out;
   for (size_t i = 0; i < checks.size(); ++i) {
     const GraphCheck& check = checks[i];
@@ -247,7 +246,7 @@ std::string CheckAnnotations(const std::vector<GraphCheck>& checks, const std::v
 }
 
 std::string CheckMarkdown(const std::vector<GraphCheck>& checks, const std::string& overall,
-                            const std::vector<std::string>& verdicts) {
+                          const std::vector<std::string>& verdicts) {
   std::string out = "### " + MarkdownCell(overall) + "\n\n";
   out += "| Result | Graph | Peak | Budget | Baseline | Change | Peak at |\n";
   out += "|---|---|---|---|---|---|---|\n";
@@ -255,8 +254,8 @@ std::string CheckMarkdown(const std::vector<GraphCheck>& checks, const std::stri
     const PeakRecord& now = check.now;
     std::string baseline = check.baseline ? FormatBytes(check.baseline->peak_bytes) : "-";
     std::string change = check.baseline ? SignedBytes(check.delta) + " (" +
-                                               Percent(check.delta, check.baseline->peak_bytes) + ")"
-                                         : "-";
+                                              Percent(check.delta, check.baseline->peak_bytes) + ")"
+                                        : "-";
     out += "| " + std::string(check.failed() ? "FAIL" : "PASS") + " | " +
            MarkdownCell(check.target.key) + " | " + FormatBytes(now.peak_bytes) + " | " +
            FormatBytes(now.budget_bytes) + " | " + baseline + " | " + change + " | " +
@@ -270,15 +269,15 @@ std::string CheckMarkdown(const std::vector<GraphCheck>& checks, const std::stri
     out += "\n| Category at the peak | Baseline | Now | Change |\n|---|---|---|---|\n";
     for (const CategoryDelta& delta : CategoryDeltas(*check.baseline, check.now)) {
       out += "| " + std::string(ToString(delta.category)) + " | " + FormatBytes(delta.before) +
-             " | " + FormatBytes(delta.now) + " | " + DeltaText(delta.now - delta.before, delta.before) +
-             " |\n";
+             " | " + FormatBytes(delta.now) + " | " +
+             DeltaText(delta.now - delta.before, delta.before) + " |\n";
     }
   }
   return out + "\n";
 }
 
 JunitCase CheckJunitCase(const GraphCheck& check, const std::string& verdict,
-                        const std::string& block) {
+                         const std::string& block) {
   const PeakRecord& now = check.now;
   JunitCase test;
   test.name = check.target.key;

@@ -40,13 +40,13 @@ std::string XmlEscape(std::string_view text, bool attribute = true);
 struct JunitCase {
   std::string name;
   std::string classname;
-  std::string file;      ///< the input it checked; empty: none
+  std::string file;  ///< the input it checked; empty: none
   Properties properties;
   bool failed = false;
   std::string failure_message;  ///< one line
   std::string failure_type;
-  std::string failure_text;     ///< details, several lines
-  std::string system_out;       ///< the case's full report
+  std::string failure_text;  ///< details, several lines
+  std::string system_out;    ///< the case's full report
 };
 
 /// A JUnit XML document: <testsuites name=...> with one <testsuite> per case.

@@ -405,6 +405,18 @@ TEST_CASE("check --config: per-graph settings beat the command line, which beats
   CHECK(RunIn(dir, "check broken.json --budget 4KiB").code == 4);
 }
 
+TEST_CASE("check: long names are reported whole") {
+  Scratch scratch("check_long");
+  const std::string& dir = scratch.dir();
+  std::string scope(3000, 'm');
+  std::string graph = GraphJson(1000);
+  graph.replace(graph.find("blk/act"), 7, scope);  // act's scope
+  Write(dir + "/g.json", graph);
+  CliResult result = RunIn(dir, "check g.json --budget 4KiB --no-plan");
+  CHECK(result.code == 0);
+  CHECK(Contains(result.out, "y [saved_activations] from op gelu in module '" + scope + "'\n"));
+}
+
 // Lines of the `run: |` block of the README's "Check training memory" step.
 std::string ReadmeStepCommands() {
   std::istringstream readme(Slurp(CKPTPLAN_SOURCE_DIR "/README.md"));

@@ -3,12 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cinttypes>
-#include <cstdarg>
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
-#include <sstream>
 
 #include "ckptplan/check_report.h"
 #include "ckptplan/ci_report.h"
@@ -18,7 +13,6 @@
 #include "ckptplan/output_file.h"
 #include "ckptplan/problems.h"
 #include "ckptplan/simulator.h"
-#include "ckptplan/size.h"
 
 namespace ckptplan {
 namespace {
@@ -68,8 +62,9 @@ std::vector<CheckTarget> ResolveTargets(const CheckOptions& options, std::string
     targets.push_back(
         MakeTarget(graph.path, key, graph.settings, options.settings, config.defaults, &problems));
   }
-  if (targets.empty())
+  if (targets.empty()) {
     problems.push_back("no graphs: name graph files, or --config a file listing them");
+  }
   for (size_t i = 0; i < targets.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (targets[i].key != targets[j].key) continue;
@@ -80,8 +75,9 @@ std::vector<CheckTarget> ResolveTargets(const CheckOptions& options, std::string
   }
   if (!problems.empty()) {
     std::string text;
-    for (const std::string& problem : problems)
+    for (const std::string& problem : problems) {
       text += (text.empty() ? "check: " : "\ncheck: ") + problem;
+    }
     throw InputError(text, kExitUsage);
   }
   return targets;
@@ -127,9 +123,7 @@ namespace {
 Baseline LoadBaselineFile(const std::string& path, bool update) {
   if (!std::filesystem::exists(path)) {
     if (update) return {};
-    throw IoError(path +
-                  ": baseline file not found; create it with `ckptplan check ... "
-                  "--baseline " +
+    throw IoError(path + ": baseline file not found; create it with `ckptplan check ... --baseline " +
                   path + " --update-baseline` and commit it");
   }
   try {

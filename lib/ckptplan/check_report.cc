@@ -12,13 +12,17 @@ namespace ckptplan {
 namespace {
 
 std::string Format(const char* format, ...) __attribute__((format(printf, 1, 2)));
+// printf into a string of any length (names in the graph can be long).
 std::string Format(const char* format, ...) {
-  char buffer[1024];
-  va_list args;
+  va_list args, copy;
   va_start(args, format);
-  std::vsnprintf(buffer, sizeof(buffer), format, args);
+  va_copy(copy, args);
+  int size = std::vsnprintf(nullptr, 0, format, copy);
+  va_end(copy);
+  std::string text(size > 0 ? static_cast<size_t>(size) : 0, '\0');
+  if (size > 0) std::vsnprintf(text.data(), text.size() + 1, format, args);
   va_end(args);
-  return buffer;
+  return text;
 }
 
 std::string SignedBytes(int64_t delta) {
@@ -217,8 +221,9 @@ std::string CheckOverallLine(const std::vector<GraphCheck>& checks, bool update,
            " failed: " + failed;
   }
   std::string line = "ckptplan check: PASS: " + count + " within budget";
-  if (!baseline_path.empty())
+  if (!baseline_path.empty()) {
     line += update ? "; baseline " + baseline_path + " updated" : " and baseline tolerance";
+  }
   return line;
 }
 

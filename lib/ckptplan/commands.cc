@@ -88,29 +88,39 @@ std::string PlanGraphFile(const std::string& plan_path) {
 
 }  // namespace
 
+PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
+                        int64_t reserve_bytes) {
+  PlanOutcome outcome;
+  outcome.bound = ComputeLowerBound(graph, reserve_bytes);
+  GreedyOptions greedy_options;
+  greedy_options.budget_bytes = budget_bytes;
+  greedy_options.reserve_bytes = reserve_bytes;
+  outcome.greedy = GreedyPlan(graph, start, greedy_options);
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), reserve_bytes);
+  outcome.planned = SimulateRecorded(graph, outcome.greedy.keep, reserve_bytes);
+  if (outcome.greedy.fits) return outcome;
+  const LowerBound& bound = outcome.bound;
+  outcome.infeasible =
+      budget_bytes < bound.bytes
+          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
+                DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
+          : "the best plan found peaks at " + FormatBytes(outcome.planned.peak_bytes) +
+                " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
+                FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
+  return outcome;
+}
+
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
-  LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
-  GreedyOptions greedy_options;
-  greedy_options.budget_bytes = options.budget_bytes;
-  greedy_options.reserve_bytes = options.reserve_bytes;
-  GreedyResult greedy = GreedyPlan(graph, StartSet(graph, options.start), greedy_options);
-
-  SimResult save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
-  SimResult planned = SimulateRecorded(graph, greedy.keep, options.reserve_bytes);
-  if (!greedy.fits) {
-    std::string why = options.budget_bytes < bound.bytes
-                          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) +
-                                " = " + DescribeLowerBound(graph, bound) + " > budget " +
-                                FormatBytes(options.budget_bytes)
-                          : "the best plan found peaks at " + FormatBytes(planned.peak_bytes) +
-                                " > budget " + FormatBytes(options.budget_bytes) +
-                                " (lower bound " + FormatBytes(bound.bytes) + " = " +
-                                DescribeLowerBound(graph, bound) + ")";
-    throw InfeasibleError(options.graph_path + ": " + why);
-  }
+  PlanOutcome outcome = ComputePlan(graph, StartSet(graph, options.start), options.budget_bytes,
+                                    options.reserve_bytes);
+  if (!outcome.greedy.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  const SimResult& save_all = outcome.save_all;
+  const SimResult& planned = outcome.planned;
+  const GreedyResult& greedy = outcome.greedy;
+  const LowerBound& bound = outcome.bound;
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
                   &save_all, &planned, &greedy.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.

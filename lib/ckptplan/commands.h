@@ -8,6 +8,8 @@
 #include <string>
 
 #include "ckptplan/loader.h"
+#include "ckptplan/selector.h"
+#include "ckptplan/simulator.h"
 
 namespace ckptplan {
 
@@ -40,6 +42,19 @@ struct ExportOptions {
   std::string output_path;  ///< empty: stdout
   LoadOptions load;
 };
+/// The planning path `plan` and `check` share: the greedy selector from
+/// `start` down to `budget_bytes`, then save-all and the plan simulated with
+/// categories recorded. Never throws for an unreachable budget: `infeasible`
+/// says why instead.
+struct PlanOutcome {
+  LowerBound bound;
+  GreedyResult greedy;
+  SimResult save_all;
+  SimResult planned;       ///< simulation of greedy.keep (the best found if it does not fit)
+  std::string infeasible;  ///< why no plan fits the budget; empty when greedy.fits
+};
+PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
+                        int64_t reserve_bytes);
 
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output

@@ -3,12 +3,16 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
+#include "ckptplan/export.h"
+#include "ckptplan/json_loader.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/report.h"
+#include "ckptplan/report_html.h"
 #include "ckptplan/selector.h"
 #include "ckptplan/simulator.h"
 #include "ckptplan/size.h"
+#include "ckptplan/trace.h"
 
 namespace ckptplan {
 namespace {
@@ -33,31 +37,90 @@ SaveSet StartSet(const Graph& graph, const std::string& start) {
   throw InputError("--start: unknown start set '" + start + "' (expected save-all)", kExitUsage);
 }
 
+struct OutputFile {
+  std::string path;
+  std::string text;
+};
+
+// Renders the --report, --trace and --timeline-csv files the options ask for.
+void RenderReports(const Graph& graph, const CommonOptions& options, const Summary& summary,
+                   std::vector<OutputFile>* files) {
+  // Without a plan the simulated run is save-all: one chart, not two.
+  const SimResult* planned = summary.has_plan ? summary.planned : summary.save_all;
+  if (!options.report_path.empty()) {
+    HtmlReportInput input;
+    input.command = summary.command;
+    input.graph_path = summary.graph_path;
+    input.budget_bytes = summary.budget_bytes;
+    input.reserve_bytes = summary.reserve_bytes;
+    input.save_all = summary.save_all;
+    input.planned = planned;
+    input.keep = summary.keep;
+    input.top = summary.top;
+    files->push_back({options.report_path, RenderHtmlReport(graph, input)});
+  }
+  if (!options.trace_path.empty()) {
+    std::string label = !summary.has_plan ? "save-all" : summary.command == "plan" ? "planned"
+                                                                                 : "simulated";
+    files->push_back({options.trace_path, TraceJson(graph, *planned, label)});
+  }
+  if (!options.timeline_csv_path.empty()) {
+    files->push_back({options.timeline_csv_path, TimelineCsv(graph, *planned)});
+  }
+}
+
+// The graph file a plan names, for `export` without --graph.
+std::string PlanGraphFile(const std::string& plan_path) {
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(ReadFile(plan_path));
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(plan_path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
+                     e.what());
+  }
+  if (root.is_object() && root.contains("graph") && root["graph"].is_object() &&
+      root["graph"].contains("file") && root["graph"]["file"].is_string()) {
+    return root["graph"]["file"].get<std::string>();
+  }
+  throw InputError(plan_path + ": names no graph file (\"graph\": {\"file\": ...}); pass --graph",
+                   kExitUsage);
+}
+
 }  // namespace
+
+PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
+                        int64_t reserve_bytes) {
+  PlanOutcome outcome;
+  outcome.bound = ComputeLowerBound(graph, reserve_bytes);
+  GreedyOptions greedy_options;
+  greedy_options.budget_bytes = budget_bytes;
+  greedy_options.reserve_bytes = reserve_bytes;
+  outcome.greedy = GreedyPlan(graph, start, greedy_options);
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), reserve_bytes);
+  outcome.planned = SimulateRecorded(graph, outcome.greedy.keep, reserve_bytes);
+  if (outcome.greedy.fits) return outcome;
+  const LowerBound& bound = outcome.bound;
+  outcome.infeasible =
+      budget_bytes < bound.bytes
+          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
+                DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
+          : "the best plan found peaks at " + FormatBytes(outcome.planned.peak_bytes) +
+                " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
+                FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
+  return outcome;
+}
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
-  LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
-  GreedyOptions greedy_options;
-  greedy_options.budget_bytes = options.budget_bytes;
-  greedy_options.reserve_bytes = options.reserve_bytes;
-  GreedyResult greedy = GreedyPlan(graph, StartSet(graph, options.start), greedy_options);
-
-  SimResult save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
-  SimResult planned = SimulateRecorded(graph, greedy.keep, options.reserve_bytes);
-  if (!greedy.fits) {
-    std::string why = options.budget_bytes < bound.bytes
-                          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) +
-                                " = " + DescribeLowerBound(graph, bound) + " > budget " +
-                                FormatBytes(options.budget_bytes)
-                          : "the best plan found peaks at " + FormatBytes(planned.peak_bytes) +
-                                " > budget " + FormatBytes(options.budget_bytes) +
-                                " (lower bound " + FormatBytes(bound.bytes) + " = " +
-                                DescribeLowerBound(graph, bound) + ")";
-    throw InfeasibleError(options.graph_path + ": " + why);
-  }
+  PlanOutcome outcome = ComputePlan(graph, StartSet(graph, options.start), options.budget_bytes,
+                                    options.reserve_bytes);
+  if (!outcome.greedy.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  const SimResult& save_all = outcome.save_all;
+  const SimResult& planned = outcome.planned;
+  const GreedyResult& greedy = outcome.greedy;
+  const LowerBound& bound = outcome.bound;
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
                   &save_all, &planned, &greedy.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
@@ -69,8 +132,11 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
     plan_text = PlanToJson(graph, record).dump(2) + "\n";
   }
   if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2) + "\n";
+  std::vector<OutputFile> reports;
+  RenderReports(graph, options, summary, &reports);
   if (!plan_text.empty()) WriteFileAtomic(options.output_path, plan_text);
   if (!timeline_text.empty()) WriteFileAtomic(options.timeline_path, timeline_text);
+  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }
@@ -96,10 +162,41 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   Summary summary{"simulate", options.graph_path, budget, reserve, &save_all, &simulated,
                   &keep, ComputeLowerBound(graph, reserve), options.top,
                   !options.plan_path.empty()};
+  std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {
-    WriteFileAtomic(options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n");
+    reports.push_back({options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n"});
   }
+  RenderReports(graph, options, summary, &reports);
+  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {
+  ExportTarget target;
+  if (!ParseExportTarget(options.target, &target)) {
+    throw InputError("--to: unknown target '" + options.target +
+                         "' (expected pytorch-sac, jax, megatron, torchtitan or deepspeed)",
+                     kExitUsage);
+  }
+  std::string graph_path =
+      options.graph_path.empty() ? PlanGraphFile(options.plan_path) : options.graph_path;
+  LoadedGraph loaded = LoadGraph(graph_path, options.load);
+  LoadedPlan plan = ReadPlan(loaded.graph, options.plan_path);
+  if (!plan.graph_sha256.empty() && plan.graph_sha256 != loaded.sha256) {
+    spdlog::warn("{}: plan was made for a graph with a different digest than {}",
+                 options.plan_path, graph_path);
+  }
+  ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
+                    plan.reserve_bytes};
+  ExportResult result = ExportPlan(loaded.graph, input, target);
+  if (options.output_path.empty()) {
+    out << result.text;
+    err << result.report;
+  } else {
+    WriteFileAtomic(options.output_path, result.text);
+    out << result.report;
+  }
   return kExitOk;
 }
 

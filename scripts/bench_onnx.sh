@@ -18,13 +18,14 @@ for model in gpt2_small_noweights gpt2_small; do
   file="$dir/$model.onnx"
   times=()
   for ((i = 0; i < runs; i++)); do
-    start=$(date +%s.%N)
+    start=$(date +%s%N)
     "$build/ckptplan" plan "$file" "${args[@]}" >/dev/null
-    end=$(date +%s.%N)
-    times+=("$(echo "$end - $start" | bc)")
+    end=$(date +%s%N)
+    times+=("$(((end - start) / 1000000))")
   done
   median=$(printf '%s\n' "${times[@]}" | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
   size=$(stat -c %s "$file")
-  printf '%-22s %10d bytes  load+plan median %.3f s over %d runs\n' "$model" "$size" "$median" "$runs"
+  printf '%-22s %10d bytes  load+plan median %d.%03d s over %d runs\n' "$model" "$size" \
+    $((median / 1000)) $((median % 1000)) "$runs"
 done
 "$build/ckptplan" plan "$dir/gpt2_small_noweights.onnx" "${args[@]}" | head -8

@@ -475,9 +475,16 @@ class Builder {
       AddTensor(init.name(), Elements(init.name()) * ElementBytes(init.name()), kind);
     }
     for (const ForwardOp& op : ops_) {
-      for (const std::string& out : op.outputs) {
+      // Normalisation statistics (LayerNorm Mean/InvStdDev) stay fp32 under
+      // mixed precision.
+      bool stats = op.op == "LayerNormalization" || op.op == "BatchNormalization";
+      for (size_t i = 0; i < op.outputs.size(); ++i) {
+        const std::string& out = op.outputs[i];
         if (out.empty() || ids_.count(out)) continue;
-        AddTensor(out, Elements(out) * ElementBytes(out),
+        const TensorShape* shape = Shape(out);
+        uint32_t element_bytes = stats && i > 0 && shape ? OnnxElementBytes(shape->elem_type)
+                                                         : ElementBytes(out);
+        AddTensor(out, Elements(out) * element_bytes,
                   op.folded ? TensorKind::kBuffer : TensorKind::kActivation);
       }
     }

@@ -115,6 +115,32 @@ std::string PlanGraphFile(const std::string& plan_path) {
 
 }  // namespace
 
+PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
+                        int64_t reserve_bytes, const std::string& planner) {
+  PlanOutcome outcome;
+  outcome.bound = ComputeLowerBound(graph, reserve_bytes);
+  GreedyOptions greedy_options;
+  greedy_options.budget_bytes = budget_bytes;
+  greedy_options.reserve_bytes = reserve_bytes;
+  auto clock = std::chrono::steady_clock::now();
+  outcome.greedy = RunPlanner(graph, start, greedy_options, planner);
+  outcome.plan_seconds = SecondsSince(clock);
+  clock = std::chrono::steady_clock::now();
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), reserve_bytes);
+  outcome.simulate_seconds = SecondsSince(clock);
+  outcome.planned = SimulateRecorded(graph, outcome.greedy.keep, reserve_bytes);
+  if (outcome.greedy.fits) return outcome;
+  const LowerBound& bound = outcome.bound;
+  outcome.infeasible =
+      budget_bytes < bound.bytes
+          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
+                DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
+          : "the best plan found peaks at " + FormatBytes(outcome.planned.peak_bytes) +
+                " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
+                FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
+  return outcome;
+}
+
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
   auto clock = std::chrono::steady_clock::now();
@@ -122,38 +148,21 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   const double parse_s = SecondsSince(clock);
   const long parse_rss_kib = options.timings ? PeakRssKib() : 0;
   const Graph& graph = loaded.graph;
-  LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
-  GreedyOptions greedy_options;
-  greedy_options.budget_bytes = options.budget_bytes;
-  greedy_options.reserve_bytes = options.reserve_bytes;
-  const SaveSet start = StartSet(graph, options.start);
-  clock = std::chrono::steady_clock::now();
-  GreedyResult greedy = RunPlanner(graph, start, greedy_options, options.planner);
-  const double plan_s = SecondsSince(clock);
-
-  clock = std::chrono::steady_clock::now();
-  SimResult save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
-  const double simulate_s = SecondsSince(clock);
-  SimResult planned = SimulateRecorded(graph, greedy.keep, options.reserve_bytes);
+  PlanOutcome outcome = ComputePlan(graph, StartSet(graph, options.start), options.budget_bytes,
+                                    options.reserve_bytes, options.planner);
+  const SimResult& save_all = outcome.save_all;
+  const SimResult& planned = outcome.planned;
+  const GreedyResult& greedy = outcome.greedy;
+  const LowerBound& bound = outcome.bound;
   if (options.timings) {
     // One line for scripts/bench_scale.py; the peak is in exact bytes.
-    std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << simulate_s
-              << " plan_s=" << plan_s << " nodes=" << graph.nodes.size()
+    std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << outcome.simulate_seconds
+              << " plan_s=" << outcome.plan_seconds << " nodes=" << graph.nodes.size()
               << " drops=" << greedy.drops.size() << " save_all_peak=" << save_all.peak_bytes
               << " peak=" << planned.peak_bytes << " fits=" << greedy.fits
               << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';
   }
-  if (!greedy.fits) {
-    std::string why = options.budget_bytes < bound.bytes
-                          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) +
-                                " = " + DescribeLowerBound(graph, bound) + " > budget " +
-                                FormatBytes(options.budget_bytes)
-                          : "the best plan found peaks at " + FormatBytes(planned.peak_bytes) +
-                                " > budget " + FormatBytes(options.budget_bytes) +
-                                " (lower bound " + FormatBytes(bound.bytes) + " = " +
-                                DescribeLowerBound(graph, bound) + ")";
-    throw InfeasibleError(options.graph_path + ": " + why);
-  }
+  if (!greedy.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
                   &save_all, &planned, &greedy.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "ckptplan/loader.h"
+#include "ckptplan/selector.h"
+#include "ckptplan/simulator.h"
 #include "ckptplan/synth.h"
 
 namespace ckptplan {
@@ -54,6 +56,23 @@ struct ExportOptions {
   std::string output_path;  ///< empty: stdout
   LoadOptions load;
 };
+/// The planning path `plan` and `check` share: the greedy selector from
+/// `start` down to `budget_bytes`, then save-all and the plan simulated with
+/// categories recorded. Never throws for an unreachable budget: `infeasible`
+/// says why instead.
+struct PlanOutcome {
+  LowerBound bound;
+  GreedyResult greedy;
+  SimResult save_all;
+  SimResult planned;       ///< simulation of greedy.keep (the best found if it does not fit)
+  std::string infeasible;  ///< why no plan fits the budget; empty when greedy.fits
+  double plan_seconds = 0;      ///< the planner alone
+  double simulate_seconds = 0;  ///< the save-all simulation alone
+};
+/// `planner`: "incremental" (IncrementalPlan) or "reference" (GreedyPlan);
+/// both give the same plan. Throws InputError (usage) for any other name.
+PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
+                        int64_t reserve_bytes, const std::string& planner = "incremental");
 
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output

@@ -5,10 +5,11 @@
 #include "ckptplan/errors.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
+#include "ckptplan/planner.h"
 #include "ckptplan/report.h"
-#include "ckptplan/selector.h"
 #include "ckptplan/simulator.h"
 #include "ckptplan/size.h"
+#include "ckptplan/sweep.h"
 
 namespace ckptplan {
 namespace {
@@ -28,22 +29,36 @@ void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::os
   }
 }
 
-SaveSet StartSet(const Graph& graph, const std::string& start) {
-  if (start == "save-all") return SaveAll(graph);
-  throw InputError("--start: unknown start set '" + start + "' (expected save-all)", kExitUsage);
+PlannerOptions MakePlannerOptions(const SearchFlags& flags, int64_t reserve_bytes) {
+  PlannerOptions options;
+  options.reserve_bytes = reserve_bytes;
+  if (!ParseStrategy(flags.strategy, &options.strategy)) {
+    std::string names;
+    for (Strategy s : AllStrategies()) names += (names.empty() ? "" : ", ") + std::string(ToString(s));
+    throw InputError("--strategy: unknown strategy '" + flags.strategy + "' (expected one of " +
+                         names + ")",
+                     kExitUsage);
+  }
+  if (flags.start != "mincut" && flags.start != "save-all") {
+    throw InputError("--start: unknown start set '" + flags.start +
+                         "' (expected mincut or save-all)",
+                     kExitUsage);
+  }
+  options.start = flags.start;
+  options.policy = MakeRecomputePolicy(flags.policy_path, flags.recomputable_ops);
+  return options;
 }
 
 }  // namespace
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  planner_options.budget_bytes = options.budget_bytes;
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
   LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
-  GreedyOptions greedy_options;
-  greedy_options.budget_bytes = options.budget_bytes;
-  greedy_options.reserve_bytes = options.reserve_bytes;
-  GreedyResult greedy = GreedyPlan(graph, StartSet(graph, options.start), greedy_options);
+  PlannerResult greedy = PlanGraph(graph, planner_options);
 
   SimResult save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
   SimResult planned = SimulateRecorded(graph, greedy.keep, options.reserve_bytes);
@@ -52,12 +67,13 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
                           ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) +
                                 " = " + DescribeLowerBound(graph, bound) + " > budget " +
                                 FormatBytes(options.budget_bytes)
-                          : "the best plan found peaks at " + FormatBytes(planned.peak_bytes) +
+                          : "the lowest peak reached is " + FormatBytes(planned.peak_bytes) +
                                 " > budget " + FormatBytes(options.budget_bytes) +
                                 " (lower bound " + FormatBytes(bound.bytes) + " = " +
                                 DescribeLowerBound(graph, bound) + ")";
     throw InfeasibleError(options.graph_path + ": " + why);
   }
+  spdlog::info("plan: {}", greedy.method);
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
                   &save_all, &planned, &greedy.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
@@ -100,6 +116,21 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
     WriteFileAtomic(options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n");
   }
   PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunSweep(const SweepOptions& options, std::ostream& out) {
+  if (options.budgets.empty()) {
+    throw InputError("sweep: give --from, --to and --steps, or --budgets", kExitUsage);
+  }
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  SweepResult sweep = RunSweep(loaded.graph, options.budgets, planner_options);
+  if (options.json) {
+    out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2) << '\n';
+  } else {
+    out << SweepText(loaded.graph, options.graph_path, sweep);
+  }
   return kExitOk;
 }
 

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "ckptplan/loader.h"
 
@@ -20,10 +21,21 @@ struct CommonOptions {
   size_t top = 10;            ///< tensors listed at the peak
 };
 
-struct PlanOptions : CommonOptions {
+/// How plans are searched for (see planner.h and recompute_policy.h).
+struct SearchFlags {
+  std::string strategy = "ckptplan";  ///< a strategy name (strategies.h)
+  std::string start = "mincut";       ///< greedy start: mincut or save-all
+  std::string policy_path;            ///< recompute policy file; empty: the default list
+  std::string recomputable_ops;       ///< comma-separated ops added to the policy
+};
+
+struct PlanOptions : CommonOptions, SearchFlags {
   int64_t budget_bytes = -1;
   std::string output_path;  ///< plan file; empty: none
-  std::string start = "save-all";
+};
+
+struct SweepOptions : CommonOptions, SearchFlags {
+  std::vector<int64_t> budgets;  ///< every budget to plan, bytes
 };
 
 struct SimulateOptions : CommonOptions {
@@ -35,6 +47,7 @@ struct SimulateOptions : CommonOptions {
 /// files are written only on success, atomically.
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
+int RunSweep(const SweepOptions& options, std::ostream& out);
 
 }  // namespace ckptplan
 

@@ -1,0 +1,161 @@
+#include "ckptplan/planner.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "ckptplan/cleanup.h"
+#include "ckptplan/errors.h"
+#include "ckptplan/local_search.h"
+#include "ckptplan/mincut.h"
+#include "ckptplan/selector.h"
+
+namespace ckptplan {
+namespace {
+
+// Most segment counts the every-k-th search tries.
+constexpr int kMaxSegments = 64;
+
+class Candidates {
+ public:
+  Candidates(const Graph& graph, const PlannerOptions& options)
+      : graph_(graph), options_(options) {
+    sim_options_.reserve_bytes = options.reserve_bytes;
+  }
+
+  PlannerResult Measure(SaveSet keep, std::string method) const {
+    SimResult sim = Simulate(graph_, keep, sim_options_);
+    PlannerResult result;
+    result.keep = std::move(keep);
+    result.peak = sim.peak_bytes;
+    result.recompute_cost = sim.recompute_cost;
+    result.fits = sim.peak_bytes <= options_.budget_bytes;
+    result.method = std::move(method);
+    return result;
+  }
+
+  // Adds a plan; fitting plans are cleaned up first.
+  void Add(SaveSet keep, std::string method) {
+    PlannerResult result = Measure(std::move(keep), method);
+    if (result.fits) {
+      CleanupResult cleaned = ResaveDropped(graph_, result.keep, options_.budget_bytes,
+                                            options_.reserve_bytes);
+      if (!cleaned.resaved.empty()) {
+        result = Measure(std::move(cleaned.keep), method + " + cleanup");
+      }
+    }
+    spdlog::debug("planner: {}: peak {} bytes, cost {}, {}", result.method, result.peak,
+                  result.recompute_cost, result.fits ? "fits" : "does not fit");
+    if (!has_best_ || Better(result, best_)) {
+      best_ = std::move(result);
+      has_best_ = true;
+    }
+  }
+
+  const PlannerResult& best() const { return best_; }
+
+ private:
+  // Fitting beats not fitting; then lower cost (fitting) or lower peak.
+  // Ties keep the earlier plan.
+  static bool Better(const PlannerResult& a, const PlannerResult& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.fits) return a.recompute_cost < b.recompute_cost ||
+                       (a.recompute_cost == b.recompute_cost && a.peak < b.peak);
+    return a.peak < b.peak || (a.peak == b.peak && a.recompute_cost < b.recompute_cost);
+  }
+
+  const Graph& graph_;
+  const PlannerOptions& options_;
+  SimOptions sim_options_;
+  PlannerResult best_;
+  bool has_best_ = false;
+};
+
+SaveSet Greedy(const Graph& graph, const SaveSet& start, const PlannerOptions& options) {
+  GreedyOptions greedy;
+  greedy.budget_bytes = options.budget_bytes;
+  greedy.reserve_bytes = options.reserve_bytes;
+  return GreedyPlan(graph, start, greedy).keep;
+}
+
+// Every-k-th: the fitting segment plan of least cost, else the lowest peak.
+void AddBestSegments(const Graph& graph, const PlannerOptions& options,
+                     Candidates* candidates) {
+  size_t forward = 0;
+  for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
+  Candidates segments(graph, options);
+  const int most = static_cast<int>(std::min<size_t>(forward, kMaxSegments));
+  for (int k = 1; k <= most; ++k) {
+    segments.Add(SegmentPlan(graph, k), std::to_string(k) + " segments");
+  }
+  const PlannerResult& best = segments.best();
+  if (best.keep.empty()) return;
+  candidates->Add(best.keep, best.method);
+  if (!best.fits) candidates->Add(Greedy(graph, best.keep, options), "greedy from " + best.method);
+}
+
+PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
+  Candidates candidates(graph, options);
+  const std::string other = options.start == "mincut" ? "save-all" : "mincut";
+  for (const std::string& start : {options.start, other}) {
+    candidates.Add(Greedy(graph, StartSet(graph, start, options.policy), options),
+                   "greedy from " + start);
+  }
+  AddBestSegments(graph, options, &candidates);
+  candidates.Add(SaveAll(graph), "save-all");
+  candidates.Add(ScopeCheckpointPlan(graph), "scope-checkpoint");
+  candidates.Add(SqrtSegmentsPlan(graph), "sqrt-segments");
+  candidates.Add(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes), "knapsack");
+
+  PlannerResult best = candidates.best();
+  LocalSearchOptions search;
+  search.budget_bytes = options.budget_bytes;
+  search.reserve_bytes = options.reserve_bytes;
+  LocalSearchResult improved = ImprovePlan(graph, best.keep, search);
+  if (improved.moves > 0) best = candidates.Measure(improved.keep, best.method + " + local search");
+  return best;
+}
+
+}  // namespace
+
+SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePolicy& policy) {
+  if (start == "save-all") return SaveAll(graph);
+  if (start == "mincut") return MinCutStart(graph, policy).keep;
+  throw InputError("--start: unknown start set '" + start + "' (expected mincut or save-all)",
+                   kExitUsage);
+}
+
+PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {
+  Candidates one(graph, options);
+  PlannerResult result;
+  switch (options.strategy) {
+    case Strategy::kCkptplan:
+      result = PlanDefault(graph, options);
+      break;
+    case Strategy::kGreedy:
+      one.Add(Greedy(graph, StartSet(graph, options.start, options.policy), options),
+              "greedy from " + options.start);
+      result = one.best();
+      break;
+    case Strategy::kSaveAll:
+      result = one.Measure(SaveAll(graph), "save-all");
+      break;
+    case Strategy::kScopeCheckpoint:
+      result = one.Measure(ScopeCheckpointPlan(graph), "scope-checkpoint");
+      break;
+    case Strategy::kSqrtSegments:
+      result = one.Measure(SqrtSegmentsPlan(graph), "sqrt-segments");
+      break;
+    case Strategy::kKnapsack:
+      result = one.Measure(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes),
+                           "knapsack");
+      break;
+  }
+  spdlog::info("planner: {}: {}, peak {} bytes (budget {}), recompute cost {}",
+               ToString(options.strategy), result.method, result.peak, options.budget_bytes,
+               result.recompute_cost);
+  return result;
+}
+
+}  // namespace ckptplan

@@ -22,6 +22,9 @@ namespace {
 
 using namespace ckptplan;
 
+// Graphs with at most this many candidates are also solved exhaustively.
+constexpr size_t kSmallCandidates = 18;
+
 struct NamedGraph {
   std::string name;
   Graph graph;
@@ -51,6 +54,16 @@ std::vector<NamedGraph> BenchGraphs(const std::string& samples) {
     r.optimizer = false;
     graphs.push_back({"random-" + std::to_string(seed), RandomTrainingGraph(r)});
   }
+  for (uint64_t seed : {11, 12, 13, 14, 15, 16}) {
+    RandomGraphOptions r;
+    r.seed = seed;
+    r.layers = 6;
+    r.width = 3;
+    r.max_inputs = 3;
+    r.param_probability = 0.2;
+    r.optimizer = false;
+    graphs.push_back({"random-" + std::to_string(seed), RandomTrainingGraph(r)});
+  }
   for (uint64_t seed : {5, 6}) {
     RandomGraphOptions r;
     r.seed = seed;
@@ -60,7 +73,7 @@ std::vector<NamedGraph> BenchGraphs(const std::string& samples) {
     r.optimizer = false;
     graphs.push_back({"random-big-" + std::to_string(seed), RandomTrainingGraph(r)});
   }
-  for (int levels : {2, 3, 5}) {
+  for (int levels : {2, 3, 4, 5}) {
     UNetOptions u;
     u.levels = levels;
     u.optimizer = false;
@@ -93,7 +106,7 @@ void BenchGraph(const NamedGraph& named, Checks* checks) {
   const double step_cost = save_all.step_cost;
   const LowerBound bound = ComputeLowerBound(graph, 0);
   std::vector<FrontPoint> front;
-  const bool small = k <= 16;
+  const bool small = k <= kSmallCandidates;
   if (small) front = ExhaustiveFront(graph, 0);
   for (int percent = 40; percent <= 90; percent += 10) {
     const int64_t budget = save_all.peak_bytes * percent / 100;
@@ -158,7 +171,7 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::warn);
   auto start = std::chrono::steady_clock::now();
   std::printf("Total step cost (forward + backward + recompute) relative to ckptplan's plan;\n"
-              "'-': the strategy does not fit the budget; optimum: exhaustive search (<= 16\n"
+              "'-': the strategy does not fit the budget; optimum: exhaustive search (<= 18\n"
               "candidates). budget and peak in %% of the save-all peak.\n\n");
   std::printf("%-22s %4s %5s %6s %3s", "graph", "cand", "budg", "peak", "fit");
   for (Strategy s : AllStrategies()) {

@@ -44,6 +44,17 @@ class Search {
         }
       }
     }
+    const size_t k = candidates_.size();
+    if (best_move.empty() && k <= options_.triple_limit) {
+      for (size_t i = 0; i < k; ++i) {
+        for (size_t j = i + 1; j < k; ++j) {
+          for (size_t l = j + 1; l < k; ++l) {
+            if (Exhausted()) return false;
+            Try({candidates_[i], candidates_[j], candidates_[l]}, &best, &best_move);
+          }
+        }
+      }
+    }
     if (best_move.empty()) return false;
     for (TensorId t : best_move) keep_[t] ^= 1;
     current_ = best;

@@ -2,7 +2,7 @@
 //
 // Moves flip one candidate (drop a saved one or re-save a dropped one) or,
 // when no single flip improves, two candidates at once (a swap, a double
-// drop, a double re-save). A move is taken when it improves the key
+// drop, a double re-save), then three on small graphs. A move is taken when it improves the key
 // (bytes over budget, recompute cost, peak) lexicographically: first the
 // plan is pushed under the budget, then made cheaper while it stays under.
 // Each round takes the best move of the smallest neighbourhood that has one.
@@ -21,6 +21,7 @@ struct LocalSearchOptions {
   int64_t budget_bytes = 0;
   int64_t reserve_bytes = 0;
   size_t pair_limit = 64;          ///< no two-flip moves above this many candidates
+  size_t triple_limit = 20;        ///< no three-flip moves above this many candidates
   size_t max_simulations = 20000;  ///< stop after this many simulations
 };
 

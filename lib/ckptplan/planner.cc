@@ -16,11 +16,15 @@ namespace {
 
 // Most segment counts the every-k-th search tries.
 constexpr int kMaxSegments = 64;
+// Local search runs from this many of the best plans when the graph has at
+// most kManyStartsLimit candidates, from the best one otherwise.
+constexpr size_t kLocalSearchStarts = 4;
+constexpr size_t kManyStartsLimit = 64;
 
 class Candidates {
  public:
-  Candidates(const Graph& graph, const PlannerOptions& options)
-      : graph_(graph), options_(options) {
+  Candidates(const Graph& graph, const PlannerOptions& options, bool cleanup = true)
+      : graph_(graph), options_(options), cleanup_(cleanup) {
     sim_options_.reserve_bytes = options.reserve_bytes;
   }
 
@@ -38,7 +42,7 @@ class Candidates {
   // Adds a plan; fitting plans are cleaned up first.
   void Add(SaveSet keep, std::string method) {
     PlannerResult result = Measure(std::move(keep), method);
-    if (result.fits) {
+    if (result.fits && cleanup_) {
       CleanupResult cleaned = ResaveDropped(graph_, result.keep, options_.budget_bytes,
                                             options_.reserve_bytes);
       if (!cleaned.resaved.empty()) {
@@ -48,12 +52,27 @@ class Candidates {
     spdlog::debug("planner: {}: peak {} bytes, cost {}, {}", result.method, result.peak,
                   result.recompute_cost, result.fits ? "fits" : "does not fit");
     if (!has_best_ || Better(result, best_)) {
-      best_ = std::move(result);
+      best_ = result;
       has_best_ = true;
     }
+    all_.push_back(std::move(result));
   }
 
   const PlannerResult& best() const { return best_; }
+
+  // The `count` best plans with distinct save sets, best first.
+  std::vector<PlannerResult> Top(size_t count) const {
+    std::vector<PlannerResult> sorted = all_;
+    std::stable_sort(sorted.begin(), sorted.end(), Better);
+    std::vector<PlannerResult> top;
+    for (PlannerResult& plan : sorted) {
+      if (top.size() == count) break;
+      bool seen = false;
+      for (const PlannerResult& other : top) seen = seen || other.keep == plan.keep;
+      if (!seen) top.push_back(std::move(plan));
+    }
+    return top;
+  }
 
  private:
   // Fitting beats not fitting; then lower cost (fitting) or lower peak.
@@ -67,9 +86,11 @@ class Candidates {
 
   const Graph& graph_;
   const PlannerOptions& options_;
+  const bool cleanup_;
   SimOptions sim_options_;
   PlannerResult best_;
   bool has_best_ = false;
+  std::vector<PlannerResult> all_;  // every plan added, in order
 };
 
 SaveSet Greedy(const Graph& graph, const SaveSet& start, const PlannerOptions& options) {
@@ -84,7 +105,8 @@ void AddBestSegments(const Graph& graph, const PlannerOptions& options,
                      Candidates* candidates) {
   size_t forward = 0;
   for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
-  Candidates segments(graph, options);
+  // Compared raw; only the chosen one is cleaned up (by `candidates`).
+  Candidates segments(graph, options, /*cleanup=*/false);
   const int most = static_cast<int>(std::min<size_t>(forward, kMaxSegments));
   for (int k = 1; k <= most; ++k) {
     segments.Add(SegmentPlan(graph, k), std::to_string(k) + " segments");
@@ -108,13 +130,16 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
   candidates.Add(SqrtSegmentsPlan(graph), "sqrt-segments");
   candidates.Add(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes), "knapsack");
 
-  PlannerResult best = candidates.best();
+  // Local search from the best few distinct plans (one on large graphs).
   LocalSearchOptions search;
   search.budget_bytes = options.budget_bytes;
   search.reserve_bytes = options.reserve_bytes;
-  LocalSearchResult improved = ImprovePlan(graph, best.keep, search);
-  if (improved.moves > 0) best = candidates.Measure(improved.keep, best.method + " + local search");
-  return best;
+  const size_t starts = SaveCandidates(graph).size() <= kManyStartsLimit ? kLocalSearchStarts : 1;
+  for (const PlannerResult& start : candidates.Top(starts)) {
+    LocalSearchResult improved = ImprovePlan(graph, start.keep, search);
+    if (improved.moves > 0) candidates.Add(improved.keep, start.method + " + local search");
+  }
+  return candidates.best();
 }
 
 }  // namespace

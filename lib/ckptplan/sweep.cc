@@ -15,6 +15,23 @@ namespace {
 
 double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
+// "59.1 GFLOP" or "812.5 us", as the plan summary writes costs.
+std::string Cost(const Graph& graph, double cost) {
+  char buffer[64];
+  if (graph.cost_unit == CostUnit::kMicroseconds) {
+    std::snprintf(buffer, sizeof(buffer), "%.1f us", cost);
+    return buffer;
+  }
+  static const char* kPrefixes[] = {"", "K", "M", "G", "T", "P", "E"};
+  int prefix = 0;
+  while (cost >= 1000.0 && prefix < 6) {
+    cost /= 1000.0;
+    ++prefix;
+  }
+  std::snprintf(buffer, sizeof(buffer), "%.1f %sFLOP", cost, kPrefixes[prefix]);
+  return buffer;
+}
+
 }  // namespace
 
 std::vector<int64_t> LinearBudgets(int64_t from, int64_t to, int steps) {
@@ -94,19 +111,18 @@ std::string SweepText(const Graph& graph, const std::string& graph_path,
                 "recompute", "overhead", "feasible", "plan");
   out << line;
   for (const SweepRow& row : sweep.rows) {
-    char cost[32];
-    std::snprintf(cost, sizeof(cost), "%.4g", row.recompute_cost);
+    const std::string cost = Cost(graph, row.recompute_cost);
     char overhead[32];
     std::snprintf(overhead, sizeof(overhead), "%.2f%%", Percent(row.recompute_cost, sweep.step_cost));
     std::string method = row.method + (row.reused ? " (reused from a smaller budget)" : "");
     std::snprintf(line, sizeof(line), "  %-12s %-12s %14s %10s  %-8s %s\n",
                   FormatBytes(row.budget_bytes).c_str(), FormatBytes(row.peak_bytes).c_str(),
-                  row.feasible ? cost : "-", row.feasible ? overhead : "-",
+                  row.feasible ? cost.c_str() : "-", row.feasible ? overhead : "-",
                   row.feasible ? "yes" : "NO", row.feasible ? method.c_str() : "");
     out << line;
   }
-  out << "\n  recompute in " << ToString(graph.cost_unit) << "; overhead = recompute / step cost "
-      << std::to_string(sweep.step_cost) << "\n";
+  out << "\n  overhead = recompute / the step's " << Cost(graph, sweep.step_cost)
+      << " (forward + backward + optimizer, run once)\n";
   return out.str();
 }
 

@@ -15,6 +15,7 @@
 
 #include "ckptplan/graph.h"
 #include "ckptplan/json_loader.h"
+#include "test_graphs.h"
 
 namespace ckptplan::testing {
 
@@ -67,13 +68,6 @@ inline Graph TinyGraph(const std::string& text) {
     root["nodes"].push_back(std::move(node));
   }
   return ParseJsonGraph(root.dump(), "tiny.json");
-}
-
-inline TensorId Id(const Graph& graph, const std::string& name) {
-  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
-    if (graph.tensors[t].name == name) return t;
-  }
-  return kNoId;
 }
 
 }  // namespace ckptplan::testing

@@ -41,7 +41,7 @@ int64_t ShapeElements(const json& shape, const std::string& where, Problems& pro
   return static_cast<int64_t>(elements);
 }
 
-// Reads an optional non-negative number field; returns `fallback` when absent.
+// Reads an optional non-negative number field; -1 when absent.
 double OptionalCost(const json& object, const char* key, const std::string& where,
                     Problems& problems) {
   auto it = object.find(key);
@@ -346,6 +346,8 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source) {
   } catch (const json::parse_error& e) {
     throw InputError(source + ": malformed JSON at byte " + std::to_string(e.byte) +
                      ": " + e.what());
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    throw InputError(source + ": malformed JSON: " + e.what());
   }
   return Loader(root, source).Run();
 }

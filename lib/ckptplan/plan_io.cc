@@ -115,6 +115,8 @@ LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
   } catch (const ordered_json::parse_error& e) {
     throw InputError(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
                      e.what());
+  } catch (const ordered_json::exception& e) {
+    throw InputError(path + ": malformed JSON: " + e.what());
   }
   Problems problems(path);
   if (!root.is_object() || root.value("format", ordered_json()) != "ckptplan.plan") {
@@ -129,8 +131,9 @@ LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
   plan.budget_bytes = ReadBytesField(root, "budget_bytes", problems);
   plan.reserve_bytes = ReadBytesField(root, "reserve_bytes", problems);
   plan.predicted_peak_bytes = ReadBytesField(root, "predicted_peak_bytes", problems);
-  if (root.contains("graph") && root["graph"].is_object()) {
-    plan.graph_sha256 = root["graph"].value("sha256", "");
+  if (root.contains("graph") && root["graph"].is_object() &&
+      root["graph"].contains("sha256") && root["graph"]["sha256"].is_string()) {
+    plan.graph_sha256 = root["graph"]["sha256"].get<std::string>();
   }
   std::unordered_map<std::string, TensorId> ids;
   for (TensorId t = 0; t < graph.tensors.size(); ++t) ids.emplace(graph.tensors[t].name, t);
@@ -149,7 +152,9 @@ LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
       continue;
     }
     std::string name = entry["tensor"].get<std::string>();
-    std::string action = entry.value("action", "");
+    std::string action = entry.contains("action") && entry["action"].is_string()
+                             ? entry["action"].get<std::string>()
+                             : "";
     auto it = ids.find(name);
     if (it == ids.end()) {
       problems.Add(where + ": unknown tensor '" + name + "' (not in " + graph.source + ")");

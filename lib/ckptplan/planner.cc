@@ -135,9 +135,17 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
   search.budget_bytes = options.budget_bytes;
   search.reserve_bytes = options.reserve_bytes;
   const size_t starts = SaveCandidates(graph).size() <= kManyStartsLimit ? kLocalSearchStarts : 1;
+  search.triple_limit = 0;
   for (const PlannerResult& start : candidates.Top(starts)) {
     LocalSearchResult improved = ImprovePlan(graph, start.keep, search);
     if (improved.moves > 0) candidates.Add(improved.keep, start.method + " + local search");
+  }
+  // Three-flip moves (small graphs only), from the best plan found.
+  search.triple_limit = LocalSearchOptions().triple_limit;
+  if (SaveCandidates(graph).size() <= search.triple_limit) {
+    const PlannerResult best = candidates.best();
+    LocalSearchResult improved = ImprovePlan(graph, best.keep, search);
+    if (improved.moves > 0) candidates.Add(improved.keep, best.method + " + local search");
   }
   return candidates.best();
 }

@@ -1,6 +1,6 @@
 #include "ckptplan/planner.h"
 
-#include <cstdio>
+#include <fstream>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -9,6 +9,7 @@
 #include "ckptplan/loader.h"
 #include "ckptplan/selector.h"
 #include "ckptplan/synth.h"
+#include "cli_util.h"
 
 namespace ckptplan {
 namespace {
@@ -71,35 +72,33 @@ TEST_CASE("planner: start sets") {
   CHECK_THROWS_AS(StartSet(graph, "random", DefaultRecomputePolicy()), InputError);
 }
 
-int RunCli(const std::string& args, std::string* err) {
-  std::string command = std::string(CKPTPLAN_BINARY) + " " + args + " 2>&1 >/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  err->clear();
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) err->append(buffer, n);
-  int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST_CASE("planner: CLI strategies, starts and the infeasible message") {
-  const std::string graph =
-      std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/transformer_block.json";
-  std::string err;
-  CHECK(RunCli("plan " + graph + " --budget 300MiB", &err) == kExitOk);
-  CHECK(RunCli("plan " + graph + " --budget 300MiB --strategy greedy --start save-all", &err) ==
-        kExitInfeasible);
-  CHECK(err.find("lowest peak reached is 312.1 MiB") != std::string::npos);
-  CHECK(err.find("lower bound 280.1 MiB") != std::string::npos);
-  CHECK(RunCli("plan " + graph + " --budget 320MiB --strategy greedy --start mincut", &err) ==
+  using testing::RunCli;
+  const std::string graph = "sample_graphs/transformer_block.json";
+  testing::CliResult run = RunCli("plan " + graph + " --budget 300MiB");
+  CHECK(run.code == kExitOk);
+  CHECK(run.out.find("peak, planned       296.1 MiB") != std::string::npos);
+  run = RunCli("plan " + graph + " --budget 300MiB --strategy greedy --start save-all");
+  CHECK(run.code == kExitInfeasible);
+  CHECK(run.err.find("lowest peak reached is 312.1 MiB") != std::string::npos);
+  CHECK(run.err.find("lower bound 280.1 MiB") != std::string::npos);
+  CHECK(RunCli("plan " + graph + " --budget 320MiB --strategy greedy --start mincut").code ==
         kExitOk);
-  CHECK(RunCli("plan " + graph + " --budget 300MiB --start nowhere", &err) == kExitUsage);
-  CHECK(err.find("--start: unknown start set 'nowhere'") != std::string::npos);
-  CHECK(RunCli("plan " + graph + " --budget 300MiB --recomputable-ops 'bad op'", &err) ==
+  run = RunCli("plan " + graph + " --budget 300MiB --start nowhere");
+  CHECK(run.code == kExitUsage);
+  CHECK(run.err.find("--start: unknown start set 'nowhere'") != std::string::npos);
+  CHECK(RunCli("plan " + graph + " --budget 300MiB --recomputable-ops 'bad op'").code ==
         kExitUsage);
-  CHECK(RunCli("plan " + graph + " --budget 300MiB --policy /nonexistent/policy.txt", &err) ==
+  CHECK(RunCli("plan " + graph + " --budget 300MiB --policy /nonexistent/policy.txt").code ==
         kExitIo);
+  // A policy file that allows everything the block runs: the min-cut start
+  // then recomputes more, and the plan still fits.
+  const std::string dir = testing::ScratchDir("planner_policy");
+  {
+    std::ofstream(dir + "/policy.txt") << "+default\nmatmul  # allow\nbmm\ndropout\n";
+  }
+  CHECK(RunCli("plan " + graph + " --budget 300MiB --policy " + dir + "/policy.txt").code ==
+        kExitOk);
 }
 
 }  // namespace

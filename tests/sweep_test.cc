@@ -1,6 +1,5 @@
 #include "ckptplan/sweep.h"
 
-#include <cstdio>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -8,6 +7,7 @@
 
 #include "ckptplan/errors.h"
 #include "ckptplan/loader.h"
+#include "cli_util.h"
 
 namespace ckptplan {
 namespace {
@@ -16,19 +16,6 @@ constexpr int64_t kMiB = 1 << 20;
 
 std::string Sample(const std::string& name) {
   return std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/" + name;
-}
-
-// Runs the CLI; returns its exit status and fills `out` with stdout.
-int RunCli(const std::string& args, std::string* out) {
-  std::string command = std::string(CKPTPLAN_BINARY) + " " + args + " 2>/dev/null";
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  char buffer[4096];
-  size_t n;
-  out->clear();
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out->append(buffer, n);
-  int status = pclose(pipe);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 // More budget never means more recompute, and never infeasible again.
@@ -78,25 +65,29 @@ TEST_CASE("sweep: transformer block trade-off is monotone") {
 }
 
 TEST_CASE("sweep: CLI table and JSON") {
-  const std::string graph = Sample("transformer_block.json");
-  std::string out;
-  REQUIRE(RunCli("sweep " + graph + " --budgets 250MiB,300MiB,340MiB --json", &out) == kExitOk);
-  nlohmann::json json = nlohmann::json::parse(out);
+  using testing::RunCli;
+  const std::string graph = "sample_graphs/transformer_block.json";
+  testing::CliResult run = RunCli("sweep " + graph + " --budgets 250MiB,300MiB,340MiB --json");
+  REQUIRE(run.code == kExitOk);
+  nlohmann::json json = nlohmann::json::parse(run.out);
   REQUIRE(json["rows"].size() == 3);
   CHECK(json["rows"][0]["feasible"] == false);  // below the 280.1 MiB lower bound
   CHECK(json["rows"][2]["feasible"] == true);
   CHECK(json["rows"][2]["recompute_cost"] == 0);
   CHECK(json["lower_bound_bytes"].get<int64_t>() <= json["lowest_peak_bytes"].get<int64_t>());
-  std::string again;
-  RunCli("sweep " + graph + " --budgets 250MiB,300MiB,340MiB --json", &again);
-  CHECK(again == out);  // deterministic
+  CHECK(RunCli("sweep " + graph + " --budgets 250MiB,300MiB,340MiB --json").out ==
+        run.out);  // deterministic
 
-  REQUIRE(RunCli("sweep " + graph + " --from 280MiB --to 340MiB --steps 4", &out) == kExitOk);
-  CHECK(out.find("lowest peak reached") != std::string::npos);
-  CHECK(out.find("NO") != std::string::npos);  // 280 MiB is infeasible
-  CHECK(RunCli("sweep " + graph + " --from 280MiB --steps 4", &out) == kExitUsage);
-  CHECK(RunCli("sweep " + graph + " --budgets 1GiB --steps 4", &out) == kExitUsage);
-  CHECK(RunCli("sweep " + graph + " --budgets 1GiB --strategy best", &out) == kExitUsage);
+  run = RunCli("sweep " + graph + " --from 280MiB --to 340MiB --steps 4");
+  REQUIRE(run.code == kExitOk);
+  CHECK(run.out.find("lowest peak reached 296.1 MiB, lower bound 280.1 MiB") !=
+        std::string::npos);
+  CHECK(run.out.find("NO") != std::string::npos);  // 280 MiB is infeasible
+  CHECK(RunCli("sweep " + graph + " --from 280MiB --steps 4").code == kExitUsage);
+  CHECK(RunCli("sweep " + graph + " --budgets 1GiB --steps 4").code == kExitUsage);
+  run = RunCli("sweep " + graph + " --budgets 1GiB --strategy best");
+  CHECK(run.code == kExitUsage);
+  CHECK(run.err.find("--strategy: unknown strategy 'best'") != std::string::npos);
 }
 
 }  // namespace

@@ -20,6 +20,10 @@ constexpr int kMaxSegments = 64;
 // most kManyStartsLimit candidates, from the best one otherwise.
 constexpr size_t kLocalSearchStarts = 4;
 constexpr size_t kManyStartsLimit = 64;
+// Local search simulations are capped at this many node-steps per search
+// (e.g. 20000 simulations of a 200-node graph), so that it stays a small
+// part of the planning time on large graphs.
+constexpr size_t kLocalSearchNodeSteps = 4'000'000;
 
 class Candidates {
  public:
@@ -134,6 +138,9 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
   LocalSearchOptions search;
   search.budget_bytes = options.budget_bytes;
   search.reserve_bytes = options.reserve_bytes;
+  search.max_simulations = std::clamp<size_t>(
+      kLocalSearchNodeSteps / std::max<size_t>(graph.nodes.size(), 1), 200,
+      search.max_simulations);
   const size_t starts = SaveCandidates(graph).size() <= kManyStartsLimit ? kLocalSearchStarts : 1;
   search.triple_limit = 0;
   for (const PlannerResult& start : candidates.Top(starts)) {

@@ -1,5 +1,6 @@
 #include "ckptplan/sweep.h"
 
+#include <filesystem>
 #include <string>
 
 #include <doctest/doctest.h>
@@ -84,6 +85,13 @@ TEST_CASE("sweep: CLI table and JSON") {
         std::string::npos);
   CHECK(run.out.find("NO") != std::string::npos);  // 280 MiB is infeasible
   CHECK(RunCli("sweep " + graph + " --from 280MiB --steps 4").code == kExitUsage);
+  const std::string dir = testing::ScratchDir("sweep_report");
+  REQUIRE(RunCli("sweep " + graph + " --budgets 250MiB,340MiB --report " + dir + "/r.html").code ==
+        kExitOk);
+  CHECK(testing::Slurp(dir + "/r.html").find("Budget sweep") != std::string::npos);
+  CHECK(RunCli("sweep " + graph + " --budgets 340MiB --trace " + dir + "/t.json").code ==
+        kExitUsage);
+  CHECK_FALSE(std::filesystem::exists(dir + "/t.json"));
   CHECK(RunCli("sweep " + graph + " --budgets 1GiB --steps 4").code == kExitUsage);
   run = RunCli("sweep " + graph + " --budgets 1GiB --strategy best");
   CHECK(run.code == kExitUsage);

@@ -7,9 +7,11 @@
 #include "ckptplan/plan_io.h"
 #include "ckptplan/planner.h"
 #include "ckptplan/report.h"
+#include "ckptplan/report_html.h"
 #include "ckptplan/simulator.h"
 #include "ckptplan/size.h"
 #include "ckptplan/sweep.h"
+#include "ckptplan/trace.h"
 
 namespace ckptplan {
 namespace {
@@ -49,6 +51,38 @@ PlannerOptions MakePlannerOptions(const SearchFlags& flags, int64_t reserve_byte
   return options;
 }
 
+struct OutputFile {
+  std::string path;
+  std::string text;
+};
+
+// Renders the --report, --trace and --timeline-csv files the options ask for.
+void RenderReports(const Graph& graph, const CommonOptions& options, const Summary& summary,
+                   std::vector<OutputFile>* files) {
+  // Without a plan the simulated run is save-all: one chart, not two.
+  const SimResult* planned = summary.has_plan ? summary.planned : summary.save_all;
+  if (!options.report_path.empty()) {
+    HtmlReportInput input;
+    input.command = summary.command;
+    input.graph_path = summary.graph_path;
+    input.budget_bytes = summary.budget_bytes;
+    input.reserve_bytes = summary.reserve_bytes;
+    input.save_all = summary.save_all;
+    input.planned = planned;
+    input.keep = summary.keep;
+    input.top = summary.top;
+    files->push_back({options.report_path, RenderHtmlReport(graph, input)});
+  }
+  if (!options.trace_path.empty()) {
+    std::string label = !summary.has_plan ? "save-all" : summary.command == "plan" ? "planned"
+                                                                                 : "simulated";
+    files->push_back({options.trace_path, TraceJson(graph, *planned, label)});
+  }
+  if (!options.timeline_csv_path.empty()) {
+    files->push_back({options.timeline_csv_path, TimelineCsv(graph, *planned)});
+  }
+}
+
 }  // namespace
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
@@ -58,11 +92,11 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
   LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
-  PlannerResult greedy = PlanGraph(graph, planner_options);
+  PlannerResult found = PlanGraph(graph, planner_options);
 
   SimResult save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
-  SimResult planned = SimulateRecorded(graph, greedy.keep, options.reserve_bytes);
-  if (!greedy.fits) {
+  SimResult planned = SimulateRecorded(graph, found.keep, options.reserve_bytes);
+  if (!found.fits) {
     std::string why = options.budget_bytes < bound.bytes
                           ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) +
                                 " = " + DescribeLowerBound(graph, bound) + " > budget " +
@@ -73,20 +107,23 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
                                 DescribeLowerBound(graph, bound) + ")";
     throw InfeasibleError(options.graph_path + ": " + why);
   }
-  spdlog::info("plan: {}", greedy.method);
+  spdlog::info("plan: {}", found.method);
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
-                  &save_all, &planned, &greedy.keep, bound, options.top};
+                  &save_all, &planned, &found.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
   std::string plan_text, timeline_text;
   if (!options.output_path.empty()) {
     PlanRecord record{options.graph_path, loaded.sha256, options.budget_bytes,
-                      options.reserve_bytes, options.start, &save_all, &planned, &greedy.keep,
+                      options.reserve_bytes, options.start, &save_all, &planned, &found.keep,
                       bound};
     plan_text = PlanToJson(graph, record).dump(2) + "\n";
   }
   if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2) + "\n";
+  std::vector<OutputFile> reports;
+  RenderReports(graph, options, summary, &reports);
   if (!plan_text.empty()) WriteFileAtomic(options.output_path, plan_text);
   if (!timeline_text.empty()) WriteFileAtomic(options.timeline_path, timeline_text);
+  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }
@@ -112,9 +149,12 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   Summary summary{"simulate", options.graph_path, budget, reserve, &save_all, &simulated,
                   &keep, ComputeLowerBound(graph, reserve), options.top,
                   !options.plan_path.empty()};
+  std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {
-    WriteFileAtomic(options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n");
+    reports.push_back({options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n"});
   }
+  RenderReports(graph, options, summary, &reports);
+  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }
@@ -123,9 +163,25 @@ int RunSweep(const SweepOptions& options, std::ostream& out) {
   if (options.budgets.empty()) {
     throw InputError("sweep: give --from, --to and --steps, or --budgets", kExitUsage);
   }
+  if (!options.timeline_path.empty() || !options.trace_path.empty() ||
+      !options.timeline_csv_path.empty()) {
+    throw InputError("sweep: --timeline, --trace and --timeline-csv describe one plan; use them "
+                     "with `plan` (sweep takes --report)",
+                     kExitUsage);
+  }
   PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   SweepResult sweep = RunSweep(loaded.graph, options.budgets, planner_options);
+  if (!options.report_path.empty()) {
+    HtmlReportInput input;
+    input.command = "sweep";
+    input.graph_path = options.graph_path;
+    input.reserve_bytes = options.reserve_bytes;
+    for (const SweepRow& row : sweep.rows) {
+      input.sweep.push_back({row.budget_bytes, row.peak_bytes, row.recompute_cost, row.feasible});
+    }
+    WriteFileAtomic(options.report_path, RenderHtmlReport(loaded.graph, input));
+  }
   if (options.json) {
     out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2) << '\n';
   } else {

@@ -4,13 +4,13 @@
 // "done when" checks of issue 4; exits 1 when a check fails.
 //
 // Usage: ckptplan_bench_quality SAMPLE_GRAPHS_DIR
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "ckptplan/exhaustive.h"
 #include "ckptplan/loader.h"
@@ -84,8 +84,8 @@ std::vector<NamedGraph> BenchGraphs(const std::string& samples) {
 }
 
 struct Checks {
-  int fit_failures = 0;   // a baseline or the optimum fits, ckptplan does not
-  int cost_failures = 0;  // a baseline fits cheaper than ckptplan
+  int fit_failures = 0;      // a baseline or the optimum fits, ckptplan does not
+  int cost_failures = 0;     // a baseline fits cheaper than ckptplan
   double log_ratio_sum = 0;  // ckptplan / optimum, over small graphs
   int ratio_count = 0;
   double worst_ratio = 1;
@@ -106,8 +106,8 @@ void ReachRow(const NamedGraph& named) {
   PlannerOptions options;
   options.budget_bytes = bound.bytes;
   const int64_t ours = PlanGraph(graph, options).peak;
-  std::printf("%-22s %11.1f%% %11.1f%% %11.1f%%", named.name.c_str(), Percent(bound.bytes, save_all),
-              Percent(plain, save_all), Percent(ours, save_all));
+  std::printf("%-22s %11.1f%% %11.1f%% %11.1f%%", named.name.c_str(),
+              Percent(bound.bytes, save_all), Percent(plain, save_all), Percent(ours, save_all));
   if (SaveCandidates(graph).size() <= kSmallCandidates) {
     std::printf(" %11.1f%%\n", Percent(ExhaustiveFront(graph, 0).front().peak, save_all));
   } else {
@@ -149,10 +149,9 @@ void BenchGraph(const NamedGraph& named, Checks* checks) {
     }
     const PlannerResult& ours = plans[0];
     const FrontPoint* optimum = small ? CheapestUnder(front, budget) : nullptr;
-    const double reference =
-        ours.fits ? step_cost + ours.recompute_cost
-        : optimum ? step_cost + optimum->recompute_cost
-                  : step_cost;
+    const double reference = ours.fits ? step_cost + ours.recompute_cost
+                             : optimum ? step_cost + optimum->recompute_cost
+                                       : step_cost;
     std::printf("%-22s %4zu %4d%% %5.0f%% %s", named.name.c_str(), k, percent,
                 100.0 * static_cast<double>(ours.peak) / static_cast<double>(save_all.peak_bytes),
                 ours.fits ? "yes" : "NO ");
@@ -209,7 +208,8 @@ int main(int argc, char** argv) {
   Checks checks;
   const std::vector<NamedGraph> graphs = BenchGraphs(argv[1]);
   for (const NamedGraph& graph : graphs) BenchGraph(graph, &checks);
-  std::printf("\nReach: lowest peak found when asked for the lower bound (%% of save-all peak)\n\n");
+  std::printf(
+      "\nReach: lowest peak found when asked for the lower bound (%% of save-all peak)\n\n");
   std::printf("%-22s %12s %12s %12s %12s\n", "graph", "lower bound", "plain greedy", "ckptplan",
               "optimum");
   for (const NamedGraph& graph : graphs) ReachRow(graph);
@@ -222,8 +222,7 @@ int main(int argc, char** argv) {
   std::printf("  ckptplan / optimum over %d small-graph budgets: geomean %.4f, worst %.4f\n",
               checks.ratio_count, geomean, checks.worst_ratio);
   std::printf("  %s\n", ok ? "PASS" : "FAIL");
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   std::fprintf(stderr, "bench_quality: %.1f s\n", seconds);
   return ok ? 0 : 1;
 }

@@ -85,7 +85,8 @@ TEST_CASE("mincut: an attention block recomputes nothing random or bmm unless al
       "T q 10; T k 10; T v 10; T scores 40; T probs 40; T pd 40; T mask 10; T ctx 10;"
       "T loss 4; T dctx 10; T dpd 40; T dv 10; T dprobs 40; T dscores 40; T dq 10; T dk 10;"
       "F fq matmul x wq -> q 10; F fk matmul x wk -> k 10; F fv matmul x wv -> v 10;"
-      "F qk bmm q k -> scores 40; F sm softmax scores -> probs 5; F drop dropout probs -> pd mask 2;"
+      "F qk bmm q k -> scores 40; F sm softmax scores -> probs 5; F drop dropout probs -> pd mask "
+      "2;"
       "F av bmm pd v -> ctx 40; F s sum ctx -> loss 1;"
       "B s_bwd sum_bwd loss -> dctx 1; B av_bwd bmm_bwd dctx pd v -> dpd dv 80;"
       "B drop_bwd dropout_bwd dpd mask -> dprobs 2; B sm_bwd softmax_bwd dprobs probs -> dscores 5;"
@@ -109,7 +110,8 @@ TEST_CASE("mincut: an attention block recomputes nothing random or bmm unless al
 }
 
 TEST_CASE("recompute policy: file entries, +default, and bad names") {
-  RecomputePolicy policy = ParseRecomputePolicy("# mine\nmatmul\n\n+default  # and the rest\n", "p.txt");
+  RecomputePolicy policy =
+      ParseRecomputePolicy("# mine\nmatmul\n\n+default  # and the rest\n", "p.txt");
   CHECK(policy.Allows("matmul"));
   CHECK(policy.Allows("relu"));
   CHECK_FALSE(policy.Allows("dropout"));

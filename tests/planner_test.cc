@@ -1,9 +1,9 @@
 #include "ckptplan/planner.h"
 
+#include <doctest/doctest.h>
+
 #include <fstream>
 #include <string>
-
-#include <doctest/doctest.h>
 
 #include "ckptplan/errors.h"
 #include "ckptplan/loader.h"
@@ -94,9 +94,7 @@ TEST_CASE("planner: CLI strategies, starts and the infeasible message") {
   // A policy file that allows everything the block runs: the min-cut start
   // then recomputes more, and the plan still fits.
   const std::string dir = testing::ScratchDir("planner_policy");
-  {
-    std::ofstream(dir + "/policy.txt") << "+default\nmatmul  # allow\nbmm\ndropout\n";
-  }
+  { std::ofstream(dir + "/policy.txt") << "+default\nmatmul  # allow\nbmm\ndropout\n"; }
   CHECK(RunCli("plan " + graph + " --budget 300MiB --policy " + dir + "/policy.txt").code ==
         kExitOk);
 }

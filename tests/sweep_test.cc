@@ -1,10 +1,10 @@
 #include "ckptplan/sweep.h"
 
-#include <filesystem>
-#include <string>
-
 #include <doctest/doctest.h>
+
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "ckptplan/errors.h"
 #include "ckptplan/loader.h"
@@ -81,13 +81,12 @@ TEST_CASE("sweep: CLI table and JSON") {
 
   run = RunCli("sweep " + graph + " --from 280MiB --to 340MiB --steps 4");
   REQUIRE(run.code == kExitOk);
-  CHECK(run.out.find("lowest peak reached 296.1 MiB, lower bound 280.1 MiB") !=
-        std::string::npos);
+  CHECK(run.out.find("lowest peak reached 296.1 MiB, lower bound 280.1 MiB") != std::string::npos);
   CHECK(run.out.find("NO") != std::string::npos);  // 280 MiB is infeasible
   CHECK(RunCli("sweep " + graph + " --from 280MiB --steps 4").code == kExitUsage);
   const std::string dir = testing::ScratchDir("sweep_report");
   REQUIRE(RunCli("sweep " + graph + " --budgets 250MiB,340MiB --report " + dir + "/r.html").code ==
-        kExitOk);
+          kExitOk);
   CHECK(testing::Slurp(dir + "/r.html").find("Budget sweep") != std::string::npos);
   CHECK(RunCli("sweep " + graph + " --budgets 340MiB --trace " + dir + "/t.json").code ==
         kExitUsage);

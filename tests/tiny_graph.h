@@ -8,10 +8,9 @@
 #ifndef CKPTPLAN_TESTS_TINY_GRAPH_H_
 #define CKPTPLAN_TESTS_TINY_GRAPH_H_
 
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "ckptplan/graph.h"
 #include "ckptplan/json_loader.h"

@@ -1,8 +1,8 @@
 #include "ckptplan/cleanup.h"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 namespace ckptplan {
 namespace {
@@ -60,8 +60,8 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
   result.peak_after = current.peak_bytes;
   result.cost_after = current.recompute_cost;
   spdlog::info("cleanup: {} re-saved, recompute cost {} -> {}, peak {} -> {} bytes",
-               result.resaved.size(), result.cost_before, result.cost_after,
-               result.peak_before, result.peak_after);
+               result.resaved.size(), result.cost_before, result.cost_after, result.peak_before,
+               result.peak_after);
   return result;
 }
 

@@ -17,8 +17,8 @@
 namespace ckptplan {
 
 struct CleanupResult {
-  SaveSet keep;                   ///< the plan after re-saving
-  std::vector<TensorId> resaved;  ///< candidates re-saved, in order
+  SaveSet keep;                             ///< the plan after re-saving
+  std::vector<TensorId> resaved;            ///< candidates re-saved, in order
   int64_t peak_before = 0, peak_after = 0;  ///< bytes
   double cost_before = 0, cost_after = 0;   ///< recompute cost
 };

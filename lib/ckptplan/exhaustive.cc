@@ -10,8 +10,8 @@ std::vector<FrontPoint> ExhaustiveFront(const Graph& graph, int64_t reserve_byte
   const std::vector<TensorId> candidates = SaveCandidates(graph);
   const size_t k = candidates.size();
   if (k > kMaxExhaustiveCandidates) {
-    throw std::invalid_argument("exhaustive search: " + std::to_string(k) +
-                                " candidates > " + std::to_string(kMaxExhaustiveCandidates));
+    throw std::invalid_argument("exhaustive search: " + std::to_string(k) + " candidates > " +
+                                std::to_string(kMaxExhaustiveCandidates));
   }
   SimOptions options;
   options.reserve_bytes = reserve_bytes;

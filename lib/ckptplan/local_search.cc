@@ -1,10 +1,10 @@
 #include "ckptplan/local_search.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <tuple>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 namespace ckptplan {
 namespace {
@@ -22,7 +22,9 @@ struct Key {
 class Search {
  public:
   Search(const Graph& graph, const LocalSearchOptions& options, SaveSet keep)
-      : graph_(graph), options_(options), keep_(std::move(keep)),
+      : graph_(graph),
+        options_(options),
+        keep_(std::move(keep)),
         candidates_(SaveCandidates(graph)) {
     sim_options_.reserve_bytes = options.reserve_bytes;
     current_ = Evaluate();
@@ -111,8 +113,8 @@ LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,
   while (search.Step()) {
   }
   LocalSearchResult result = search.Result();
-  spdlog::info("local search: {} moves in {} simulations, peak {} bytes, cost {}, {}",
-               result.moves, result.simulations, result.peak, result.recompute_cost,
+  spdlog::info("local search: {} moves in {} simulations, peak {} bytes, cost {}, {}", result.moves,
+               result.simulations, result.peak, result.recompute_cost,
                result.fits ? "fits" : "does not fit");
   return result;
 }

@@ -1,11 +1,11 @@
 #include "ckptplan/mincut.h"
 
-#include <deque>
-#include <limits>
+#include <spdlog/spdlog.h>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
-#include <spdlog/spdlog.h>
+#include <deque>
+#include <limits>
 
 namespace ckptplan {
 namespace {
@@ -13,10 +13,10 @@ namespace {
 using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
 using FlowGraph = boost::adjacency_list<
     boost::vecS, boost::vecS, boost::directedS, boost::no_property,
-    boost::property<boost::edge_capacity_t, int64_t,
-                    boost::property<boost::edge_residual_capacity_t, int64_t,
-                                    boost::property<boost::edge_reverse_t,
-                                                    Traits::edge_descriptor>>>>;
+    boost::property<
+        boost::edge_capacity_t, int64_t,
+        boost::property<boost::edge_residual_capacity_t, int64_t,
+                        boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
 using Vertex = Traits::vertex_descriptor;
 
 constexpr Vertex kSource = 0;
@@ -115,9 +115,8 @@ MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
       result.dropped.push_back(t);
     }
   }
-  spdlog::info("mincut: {} of {} candidates saved ({} bytes), {} recomputed",
-               result.saved.size(), candidates.size(), result.cut_bytes,
-               result.dropped.size());
+  spdlog::info("mincut: {} of {} candidates saved ({} bytes), {} recomputed", result.saved.size(),
+               candidates.size(), result.cut_bytes, result.dropped.size());
   return result;
 }
 

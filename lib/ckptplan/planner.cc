@@ -1,9 +1,9 @@
 #include "ckptplan/planner.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "ckptplan/cleanup.h"
 #include "ckptplan/errors.h"
@@ -47,8 +47,8 @@ class Candidates {
   void Add(SaveSet keep, std::string method) {
     PlannerResult result = Measure(std::move(keep), method);
     if (result.fits && cleanup_) {
-      CleanupResult cleaned = ResaveDropped(graph_, result.keep, options_.budget_bytes,
-                                            options_.reserve_bytes);
+      CleanupResult cleaned =
+          ResaveDropped(graph_, result.keep, options_.budget_bytes, options_.reserve_bytes);
       if (!cleaned.resaved.empty()) {
         result = Measure(std::move(cleaned.keep), method + " + cleanup");
       }
@@ -83,8 +83,9 @@ class Candidates {
   // Ties keep the earlier plan.
   static bool Better(const PlannerResult& a, const PlannerResult& b) {
     if (a.fits != b.fits) return a.fits;
-    if (a.fits) return a.recompute_cost < b.recompute_cost ||
-                       (a.recompute_cost == b.recompute_cost && a.peak < b.peak);
+    if (a.fits)
+      return a.recompute_cost < b.recompute_cost ||
+             (a.recompute_cost == b.recompute_cost && a.peak < b.peak);
     return a.peak < b.peak || (a.peak == b.peak && a.recompute_cost < b.recompute_cost);
   }
 
@@ -105,8 +106,7 @@ SaveSet Greedy(const Graph& graph, const SaveSet& start, const PlannerOptions& o
 }
 
 // Every-k-th: the fitting segment plan of least cost, else the lowest peak.
-void AddBestSegments(const Graph& graph, const PlannerOptions& options,
-                     Candidates* candidates) {
+void AddBestSegments(const Graph& graph, const PlannerOptions& options, Candidates* candidates) {
   size_t forward = 0;
   for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
   // Compared raw; only the chosen one is cleaned up (by `candidates`).
@@ -139,8 +139,7 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
   search.budget_bytes = options.budget_bytes;
   search.reserve_bytes = options.reserve_bytes;
   search.max_simulations = std::clamp<size_t>(
-      kLocalSearchNodeSteps / std::max<size_t>(graph.nodes.size(), 1), 200,
-      search.max_simulations);
+      kLocalSearchNodeSteps / std::max<size_t>(graph.nodes.size(), 1), 200, search.max_simulations);
   const size_t starts = SaveCandidates(graph).size() <= kManyStartsLimit ? kLocalSearchStarts : 1;
   search.triple_limit = 0;
   for (const PlannerResult& start : candidates.Top(starts)) {
@@ -188,8 +187,8 @@ PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {
       result = one.Measure(SqrtSegmentsPlan(graph), "sqrt-segments");
       break;
     case Strategy::kKnapsack:
-      result = one.Measure(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes),
-                           "knapsack");
+      result =
+          one.Measure(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes), "knapsack");
       break;
   }
   spdlog::info("planner: {}: {}, peak {} bytes (budget {}), recompute cost {}",

@@ -34,11 +34,11 @@ const std::vector<std::string>& DefaultRecomputableOps() {
   static const std::vector<std::string> kOps = {
       // elementwise
       "abs", "add", "cast", "clamp", "cos", "div", "elu", "erf", "exp", "gelu", "hardswish",
-      "leaky_relu", "log", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid",
-      "silu", "sin", "sqrt", "square", "sub", "tanh", "where",
+      "leaky_relu", "log", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu",
+      "sin", "sqrt", "square", "sub", "tanh", "where",
       // views and data movement
-      "cat", "contiguous", "expand", "flatten", "permute", "reshape", "select", "slice",
-      "split", "squeeze", "transpose", "unsqueeze", "view",
+      "cat", "contiguous", "expand", "flatten", "permute", "reshape", "select", "slice", "split",
+      "squeeze", "transpose", "unsqueeze", "view",
       // normalisations
       "batch_norm", "group_norm", "layer_norm", "log_softmax", "rms_norm", "softmax"};
   return kOps;
@@ -79,8 +79,7 @@ RecomputePolicy ReadRecomputePolicy(const std::string& path) {
   return ParseRecomputePolicy(text.str(), path);
 }
 
-RecomputePolicy MakeRecomputePolicy(const std::string& policy_path,
-                                    const std::string& extra_ops) {
+RecomputePolicy MakeRecomputePolicy(const std::string& policy_path, const std::string& extra_ops) {
   RecomputePolicy policy =
       policy_path.empty() ? DefaultRecomputePolicy() : ReadRecomputePolicy(policy_path);
   std::istringstream items(extra_ops);

@@ -7,12 +7,12 @@
 namespace ckptplan {
 namespace {
 
-constexpr std::string_view kNames[] = {"ckptplan",          "greedy",       "save-all",
+constexpr std::string_view kNames[] = {"ckptplan",         "greedy",        "save-all",
                                        "scope-checkpoint", "sqrt-segments", "knapsack"};
 
 bool IsDigits(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(),
-                                      [](char c) { return c >= '0' && c <= '9'; });
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 }  // namespace
@@ -30,9 +30,9 @@ bool ParseStrategy(std::string_view name, Strategy* strategy) {
 }
 
 const std::vector<Strategy>& AllStrategies() {
-  static const std::vector<Strategy> kAll = {
-      Strategy::kCkptplan,        Strategy::kGreedy,       Strategy::kSaveAll,
-      Strategy::kScopeCheckpoint, Strategy::kSqrtSegments, Strategy::kKnapsack};
+  static const std::vector<Strategy> kAll = {Strategy::kCkptplan,     Strategy::kGreedy,
+                                             Strategy::kSaveAll,      Strategy::kScopeCheckpoint,
+                                             Strategy::kSqrtSegments, Strategy::kKnapsack};
   return kAll;
 }
 
@@ -60,9 +60,8 @@ std::string ScopeBlock(std::string_view scope) {
   size_t first = scope.find_first_of("./");
   if (first == std::string_view::npos) return std::string(scope);
   size_t second = scope.find_first_of("./", first + 1);
-  std::string_view next = scope.substr(first + 1, second == std::string_view::npos
-                                                      ? std::string_view::npos
-                                                      : second - first - 1);
+  std::string_view next = scope.substr(
+      first + 1, second == std::string_view::npos ? std::string_view::npos : second - first - 1);
   if (IsDigits(next)) return std::string(scope.substr(0, second));
   return std::string(scope.substr(0, first));
 }
@@ -73,8 +72,7 @@ SaveSet ScopeCheckpointPlan(const Graph& graph) {
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     if (node.phase != Phase::kForward || node.scope.empty()) continue;
-    auto [it, inserted] =
-        ids.emplace(ScopeBlock(node.scope), static_cast<uint32_t>(ids.size()));
+    auto [it, inserted] = ids.emplace(ScopeBlock(node.scope), static_cast<uint32_t>(ids.size()));
     group[n] = it->second;
   }
   return CheckpointGroups(graph, group);
@@ -87,8 +85,8 @@ SaveSet SegmentPlan(const Graph& graph, int segments) {
   }
   std::vector<uint32_t> group(graph.nodes.size(), kNoId);
   if (forward.empty()) return SaveAll(graph);
-  const size_t count = std::clamp<size_t>(static_cast<size_t>(std::max(segments, 1)), 1,
-                                          forward.size());
+  const size_t count =
+      std::clamp<size_t>(static_cast<size_t>(std::max(segments, 1)), 1, forward.size());
   for (size_t i = 0; i < forward.size(); ++i) {
     group[forward[i]] = static_cast<uint32_t>(i * count / forward.size());
   }

@@ -1,10 +1,10 @@
 #include "ckptplan/sweep.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
-
-#include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
 #include "ckptplan/report.h"
@@ -35,7 +35,8 @@ std::string Cost(const Graph& graph, double cost) {
 }  // namespace
 
 std::vector<int64_t> LinearBudgets(int64_t from, int64_t to, int steps) {
-  if (steps < 1) throw InputError("--steps: expected at least 1, got " + std::to_string(steps), kExitUsage);
+  if (steps < 1)
+    throw InputError("--steps: expected at least 1, got " + std::to_string(steps), kExitUsage);
   if (from > to) {
     throw InputError("--from " + FormatBytes(from) + " is above --to " + FormatBytes(to),
                      kExitUsage);
@@ -81,8 +82,8 @@ SweepResult RunSweep(const Graph& graph, std::vector<int64_t> budgets,
     PlannerResult plan = PlanGraph(graph, planner);
     SweepRow row{budget, plan.fits, plan.peak, plan.recompute_cost, plan.method, false};
     sweep.lowest_peak_bytes = std::min(sweep.lowest_peak_bytes, plan.peak);
-    if (cheapest_fit >= 0 && (!row.feasible ||
-                              sweep.rows[cheapest_fit].recompute_cost < row.recompute_cost)) {
+    if (cheapest_fit >= 0 &&
+        (!row.feasible || sweep.rows[cheapest_fit].recompute_cost < row.recompute_cost)) {
       row = sweep.rows[cheapest_fit];
       row.budget_bytes = budget;
       row.reused = true;
@@ -98,8 +99,7 @@ SweepResult RunSweep(const Graph& graph, std::vector<int64_t> budgets,
   return sweep;
 }
 
-std::string SweepText(const Graph& graph, const std::string& graph_path,
-                      const SweepResult& sweep) {
+std::string SweepText(const Graph& graph, const std::string& graph_path, const SweepResult& sweep) {
   std::ostringstream out;
   char line[512];
   out << "ckptplan sweep: " << graph_path << " (" << graph.nodes.size() << " nodes, strategy "
@@ -113,7 +113,8 @@ std::string SweepText(const Graph& graph, const std::string& graph_path,
   for (const SweepRow& row : sweep.rows) {
     const std::string cost = Cost(graph, row.recompute_cost);
     char overhead[32];
-    std::snprintf(overhead, sizeof(overhead), "%.2f%%", Percent(row.recompute_cost, sweep.step_cost));
+    std::snprintf(overhead, sizeof(overhead), "%.2f%%",
+                  Percent(row.recompute_cost, sweep.step_cost));
     std::string method = row.method + (row.reused ? " (reused from a smaller budget)" : "");
     std::snprintf(line, sizeof(line), "  %-12s %-12s %14s %10s  %-8s %s\n",
                   FormatBytes(row.budget_bytes).c_str(), FormatBytes(row.peak_bytes).c_str(),

@@ -8,11 +8,10 @@
 #define CKPTPLAN_SWEEP_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "ckptplan/graph.h"
 #include "ckptplan/planner.h"
@@ -34,7 +33,7 @@ struct SweepRow {
   bool feasible = false;
   int64_t peak_bytes = 0;  ///< of the plan; when infeasible, the lowest peak found
   double recompute_cost = 0;
-  std::string method;  ///< how the plan was found
+  std::string method;   ///< how the plan was found
   bool reused = false;  ///< the plan of a smaller budget, which was cheaper
 };
 
@@ -52,8 +51,7 @@ SweepResult RunSweep(const Graph& graph, std::vector<int64_t> budgets,
                      const PlannerOptions& options);
 
 /// Table: budget, peak, recompute cost and % of the step, feasible, method.
-std::string SweepText(const Graph& graph, const std::string& graph_path,
-                      const SweepResult& sweep);
+std::string SweepText(const Graph& graph, const std::string& graph_path, const SweepResult& sweep);
 nlohmann::ordered_json SweepJson(const Graph& graph, const std::string& graph_path,
                                  const SweepResult& sweep);
 

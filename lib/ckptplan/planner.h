@@ -1,11 +1,15 @@
 // The `plan` command's search: one strategy, or (the default) the cheapest
 // fitting plan among several searches and the baselines.
 //
-// The default strategy runs the greedy (selector.h) from the min-cut start
-// (mincut.h) and from save-all, takes the best every-k-th segment plan and
-// the baselines (strategies.h), cleans each fitting plan up (cleanup.h),
-// then improves the winner by local search (local_search.h). It returns the
-// cheapest plan that fits; when none fits, the one with the lowest peak.
+// The default strategy runs the greedy (selector.h) from the --start set and
+// from the other start (min-cut, mincut.h, and save-all), takes the best
+// every-k-th segment plan (k = 1..64; when none fits, also the greedy from
+// the lowest-peak one) and the baselines (strategies.h), and cleans each
+// fitting plan up (cleanup.h). Local search (local_search.h) then runs from
+// the best four distinct plans (the best one on graphs of more than 64
+// candidates), with three-flip moves from the best plan on graphs of at most
+// 20 candidates. It returns the cheapest plan that fits; when none fits, the
+// one with the lowest peak. Ties keep the plan found first.
 #ifndef CKPTPLAN_PLANNER_H_
 #define CKPTPLAN_PLANNER_H_
 

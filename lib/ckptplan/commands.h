@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "ckptplan/loader.h"
+#include "ckptplan/planner.h"
+#include "ckptplan/simulator.h"
 
 namespace ckptplan {
 
@@ -45,12 +47,34 @@ struct SimulateOptions : CommonOptions {
   std::string plan_path;  ///< apply this plan; empty: save everything
 };
 
+struct ExportOptions {
+  std::string plan_path;
+  std::string graph_path;   ///< empty: the graph file the plan names
+  std::string target;       ///< pytorch-sac, jax, megatron, torchtitan, deepspeed
+  std::string output_path;  ///< empty: stdout
+  LoadOptions load;
+};
+/// The planning path `plan` and `check` share: PlanGraph (planner.h) with
+/// `options`, then save-all and the plan simulated with categories recorded.
+/// Never throws for an unreachable budget: `infeasible` says why instead.
+struct PlanOutcome {
+  LowerBound bound;
+  PlannerResult found;     ///< the plan; the lowest peak found if it does not fit
+  SimResult save_all;
+  SimResult planned;       ///< simulation of found.keep
+  std::string infeasible;  ///< why no plan fits the budget; empty when found.fits
+};
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options);
+
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output
 /// files are written only on success, atomically.
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
 int RunSweep(const SweepOptions& options, std::ostream& out);
+/// Writes the framework's file to output_path (report on `out`) or, without
+/// one, the file on `out` and the report on `err`.
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace ckptplan
 

@@ -4,13 +4,13 @@
 // "done when" checks of issue 4; exits 1 when a check fails.
 //
 // Usage: ckptplan_bench_quality SAMPLE_GRAPHS_DIR
-#include <spdlog/spdlog.h>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "ckptplan/exhaustive.h"
 #include "ckptplan/loader.h"

@@ -1,8 +1,8 @@
 #include "ckptplan/local_search.h"
 
-#include <doctest/doctest.h>
-
 #include <string>
+
+#include <doctest/doctest.h>
 
 #include "ckptplan/loader.h"
 #include "ckptplan/selector.h"

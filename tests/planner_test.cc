@@ -1,9 +1,9 @@
 #include "ckptplan/planner.h"
 
-#include <doctest/doctest.h>
-
 #include <fstream>
 #include <string>
+
+#include <doctest/doctest.h>
 
 #include "ckptplan/errors.h"
 #include "ckptplan/loader.h"

@@ -1,10 +1,10 @@
 #include "ckptplan/sweep.h"
 
-#include <doctest/doctest.h>
-
 #include <filesystem>
-#include <nlohmann/json.hpp>
 #include <string>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
 
 #include "ckptplan/errors.h"
 #include "ckptplan/loader.h"

@@ -1,8 +1,8 @@
 #include "ckptplan/cleanup.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
+
+#include <spdlog/spdlog.h>
 
 namespace ckptplan {
 namespace {

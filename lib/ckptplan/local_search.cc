@@ -1,10 +1,10 @@
 #include "ckptplan/local_search.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <tuple>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 namespace ckptplan {
 namespace {

@@ -1,11 +1,11 @@
 #include "ckptplan/mincut.h"
 
-#include <spdlog/spdlog.h>
+#include <deque>
+#include <limits>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
-#include <deque>
-#include <limits>
+#include <spdlog/spdlog.h>
 
 namespace ckptplan {
 namespace {

@@ -1,9 +1,9 @@
 #include "ckptplan/planner.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <vector>
+
+#include <spdlog/spdlog.h>
 
 #include "ckptplan/cleanup.h"
 #include "ckptplan/errors.h"

@@ -1,10 +1,10 @@
 #include "ckptplan/sweep.h"
 
-#include <spdlog/spdlog.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+
+#include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
 #include "ckptplan/report.h"

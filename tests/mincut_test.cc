@@ -116,6 +116,15 @@ TEST_CASE("recompute policy: file entries, +default, and bad names") {
   CHECK(policy.Allows("relu"));
   CHECK_FALSE(policy.Allows("dropout"));
   CHECK_FALSE(ParseRecomputePolicy("matmul\n", "p.txt").Allows("relu"));
+  // Names compare without case or '_': ONNX spellings match too.
+  CHECK(policy.Allows("MatMul"));
+  RecomputePolicy defaults = DefaultRecomputePolicy();
+  for (const char* op : {"LayerNormalization", "Relu", "Reshape", "Softmax", "layer_norm", "Gelu"}) {
+    CHECK_MESSAGE(defaults.Allows(op), op);
+  }
+  for (const char* op : {"MatMul", "Gemm", "Conv", "Dropout", "dropout", "bmm", "attention"}) {
+    CHECK_FALSE_MESSAGE(defaults.Allows(op), op);
+  }
   CHECK_THROWS_WITH(ParseRecomputePolicy("relu\nbad op\n", "p.txt"),
                     doctest::Contains("p.txt:2: 'bad op' is not an op name"));
 }

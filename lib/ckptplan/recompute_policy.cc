@@ -27,26 +27,36 @@ std::string Trim(std::string_view text) {
 
 }  // namespace
 
+std::string NormalizeOpName(std::string_view op) {
+  std::string name;
+  for (char c : op) {
+    if (c == '_') continue;
+    name += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  return name;
+}
+
 const std::vector<std::string>& DefaultRecomputableOps() {
   // Elementwise (unary and binary), views and normalisations. Not here on
   // purpose: matmul, bmm, linear, conv, attention (compute-bound) and
   // dropout or other random ops (their RNG state would have to be replayed).
   static const std::vector<std::string> kOps = {
-      // elementwise
-      "abs", "add", "cast", "clamp", "cos", "div", "elu", "erf", "exp", "gelu", "hardswish",
-      "leaky_relu", "log", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt", "sigmoid", "silu",
-      "sin", "sqrt", "square", "sub", "tanh", "where",
+      // elementwise (aten / ONNX)
+      "abs", "add", "cast", "clamp", "clip", "cos", "div", "elu", "erf", "exp", "gelu",
+      "hardswish", "leaky_relu", "log", "mul", "neg", "pow", "reciprocal", "relu", "rsqrt",
+      "sigmoid", "silu", "sin", "sqrt", "square", "sub", "tanh", "where",
       // views and data movement
-      "cat", "contiguous", "expand", "flatten", "permute", "reshape", "select", "slice", "split",
-      "squeeze", "transpose", "unsqueeze", "view",
+      "cat", "concat", "contiguous", "expand", "flatten", "identity", "permute", "reshape",
+      "select", "slice", "split", "squeeze", "transpose", "unsqueeze", "view",
       // normalisations
-      "batch_norm", "group_norm", "layer_norm", "log_softmax", "rms_norm", "softmax"};
+      "batch_norm", "batch_normalization", "group_norm", "group_normalization", "layer_norm",
+      "layer_normalization", "log_softmax", "rms_norm", "rms_normalization", "softmax"};
   return kOps;
 }
 
 RecomputePolicy DefaultRecomputePolicy() {
   RecomputePolicy policy;
-  for (const std::string& op : DefaultRecomputableOps()) policy.ops.insert(op);
+  for (const std::string& op : DefaultRecomputableOps()) policy.ops.insert(NormalizeOpName(op));
   return policy;
 }
 
@@ -58,7 +68,9 @@ RecomputePolicy ParseRecomputePolicy(std::string_view text, const std::string& s
     std::string entry = Trim(std::string_view(line).substr(0, line.find('#')));
     if (entry.empty()) continue;
     if (entry == "+default") {
-      for (const std::string& op : DefaultRecomputableOps()) policy.ops.insert(op);
+      for (const std::string& op : DefaultRecomputableOps()) {
+        policy.ops.insert(NormalizeOpName(op));
+      }
       continue;
     }
     if (!ValidOpName(entry)) {
@@ -66,7 +78,7 @@ RecomputePolicy ParseRecomputePolicy(std::string_view text, const std::string& s
                        "' is not an op name (expected one name per line: letters, digits, "
                        "'_', '.', ':', '-')");
     }
-    policy.ops.insert(entry);
+    policy.ops.insert(NormalizeOpName(entry));
   }
   return policy;
 }
@@ -90,7 +102,7 @@ RecomputePolicy MakeRecomputePolicy(const std::string& policy_path, const std::s
     if (!ValidOpName(op)) {
       throw InputError("--recomputable-ops: '" + op + "' is not an op name", kExitUsage);
     }
-    policy.ops.insert(op);
+    policy.ops.insert(NormalizeOpName(op));
   }
   return policy;
 }

@@ -16,12 +16,17 @@
 
 namespace ckptplan {
 
+/// An op name as the policy compares it: lower case, without '_' (so
+/// "layer_norm", "LayerNorm" and "layernorm" are one op).
+std::string NormalizeOpName(std::string_view op);
+
 struct RecomputePolicy {
-  std::set<std::string> ops;  ///< op names (Node::op) that may be recomputed
-  bool Allows(std::string_view op) const { return ops.count(std::string(op)) != 0; }
+  std::set<std::string> ops;  ///< normalised op names (Node::op) that may be recomputed
+  bool Allows(std::string_view op) const { return ops.count(NormalizeOpName(op)) != 0; }
 };
 
-/// The documented default: elementwise, view and normalisation ops.
+/// The documented default: elementwise, view and normalisation ops, in
+/// PyTorch (aten) and ONNX spellings.
 const std::vector<std::string>& DefaultRecomputableOps();
 RecomputePolicy DefaultRecomputePolicy();
 

@@ -14,11 +14,12 @@
 #include "ckptplan/json_loader.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
+#include "ckptplan/planner.h"
 #include "ckptplan/report.h"
 #include "ckptplan/report_html.h"
-#include "ckptplan/selector.h"
 #include "ckptplan/simulator.h"
 #include "ckptplan/size.h"
+#include "ckptplan/sweep.h"
 #include "ckptplan/trace.h"
 
 namespace ckptplan {
@@ -39,9 +40,24 @@ void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::os
   }
 }
 
-SaveSet StartSet(const Graph& graph, const std::string& start) {
-  if (start == "save-all") return SaveAll(graph);
-  throw InputError("--start: unknown start set '" + start + "' (expected save-all)", kExitUsage);
+PlannerOptions MakePlannerOptions(const SearchFlags& flags, int64_t reserve_bytes) {
+  PlannerOptions options;
+  options.reserve_bytes = reserve_bytes;
+  if (!ParseStrategy(flags.strategy, &options.strategy)) {
+    std::string names;
+    for (Strategy s : AllStrategies()) names += (names.empty() ? "" : ", ") + std::string(ToString(s));
+    throw InputError("--strategy: unknown strategy '" + flags.strategy + "' (expected one of " +
+                         names + ")",
+                     kExitUsage);
+  }
+  if (flags.start != "mincut" && flags.start != "save-all") {
+    throw InputError("--start: unknown start set '" + flags.start +
+                         "' (expected mincut or save-all)",
+                     kExitUsage);
+  }
+  options.start = flags.start;
+  options.policy = MakeRecomputePolicy(flags.policy_path, flags.recomputable_ops);
+  return options;
 }
 
 // Peak resident set size so far, in KiB.
@@ -53,15 +69,6 @@ long PeakRssKib() {
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
-GreedyResult RunPlanner(const Graph& graph, const SaveSet& start, const GreedyOptions& options,
-                        const std::string& planner) {
-  if (planner == "incremental") return IncrementalPlan(graph, start, options);
-  if (planner == "reference") return GreedyPlan(graph, start, options);
-  throw InputError("--planner: unknown planner '" + planner +
-                       "' (expected incremental or reference)",
-                   kExitUsage);
 }
 
 struct OutputFile {
@@ -115,27 +122,24 @@ std::string PlanGraphFile(const std::string& plan_path) {
 
 }  // namespace
 
-PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
-                        int64_t reserve_bytes, const std::string& planner) {
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options) {
   PlanOutcome outcome;
-  outcome.bound = ComputeLowerBound(graph, reserve_bytes);
-  GreedyOptions greedy_options;
-  greedy_options.budget_bytes = budget_bytes;
-  greedy_options.reserve_bytes = reserve_bytes;
+  outcome.bound = ComputeLowerBound(graph, options.reserve_bytes);
   auto clock = std::chrono::steady_clock::now();
-  outcome.greedy = RunPlanner(graph, start, greedy_options, planner);
+  outcome.found = PlanGraph(graph, options);
   outcome.plan_seconds = SecondsSince(clock);
   clock = std::chrono::steady_clock::now();
-  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), reserve_bytes);
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
   outcome.simulate_seconds = SecondsSince(clock);
-  outcome.planned = SimulateRecorded(graph, outcome.greedy.keep, reserve_bytes);
-  if (outcome.greedy.fits) return outcome;
+  outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes);
+  if (outcome.found.fits) return outcome;
   const LowerBound& bound = outcome.bound;
+  const int64_t budget_bytes = options.budget_bytes;
   outcome.infeasible =
       budget_bytes < bound.bytes
           ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
                 DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
-          : "the best plan found peaks at " + FormatBytes(outcome.planned.peak_bytes) +
+          : "the lowest peak reached is " + FormatBytes(outcome.planned.peak_bytes) +
                 " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
                 FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
   return outcome;
@@ -143,33 +147,41 @@ PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  planner_options.budget_bytes = options.budget_bytes;
+  if (options.planner != "incremental" && options.planner != "reference") {
+    throw InputError("--planner: unknown planner '" + options.planner +
+                         "' (expected incremental or reference)",
+                     kExitUsage);
+  }
+  planner_options.reference_greedy = options.planner == "reference";
   auto clock = std::chrono::steady_clock::now();
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const double parse_s = SecondsSince(clock);
   const long parse_rss_kib = options.timings ? PeakRssKib() : 0;
   const Graph& graph = loaded.graph;
-  PlanOutcome outcome = ComputePlan(graph, StartSet(graph, options.start), options.budget_bytes,
-                                    options.reserve_bytes, options.planner);
+  PlanOutcome outcome = ComputePlan(graph, planner_options);
+  spdlog::info("plan: {}", outcome.found.method);
   const SimResult& save_all = outcome.save_all;
   const SimResult& planned = outcome.planned;
-  const GreedyResult& greedy = outcome.greedy;
+  const PlannerResult& found = outcome.found;
   const LowerBound& bound = outcome.bound;
   if (options.timings) {
     // One line for scripts/bench_scale.py; the peak is in exact bytes.
     std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << outcome.simulate_seconds
               << " plan_s=" << outcome.plan_seconds << " nodes=" << graph.nodes.size()
-              << " drops=" << greedy.drops.size() << " save_all_peak=" << save_all.peak_bytes
-              << " peak=" << planned.peak_bytes << " fits=" << greedy.fits
+              << " save_all_peak=" << save_all.peak_bytes
+              << " peak=" << planned.peak_bytes << " fits=" << found.fits
               << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';
   }
-  if (!greedy.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  if (!found.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
-                  &save_all, &planned, &greedy.keep, bound, options.top};
+                  &save_all, &planned, &found.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
   std::string plan_text, timeline_text;
   if (!options.output_path.empty()) {
     PlanRecord record{options.graph_path, loaded.sha256, options.budget_bytes,
-                      options.reserve_bytes, options.start, &save_all, &planned, &greedy.keep,
+                      options.reserve_bytes, options.start, &save_all, &planned, &found.keep,
                       bound};
     plan_text = PlanToJson(graph, record).dump(2) + "\n";
   }
@@ -246,6 +258,37 @@ int RunGenerate(const GenerateOptions& options, std::ostream& out) {
   WriteFileAtomic(options.output_path, GraphToJson(graph));
   out << "generated " << graph.source << ": " << graph.nodes.size() << " nodes, "
       << graph.tensors.size() << " tensors -> " << options.output_path << '\n';
+  return kExitOk;
+}
+
+int RunSweep(const SweepOptions& options, std::ostream& out) {
+  if (options.budgets.empty()) {
+    throw InputError("sweep: give --from, --to and --steps, or --budgets", kExitUsage);
+  }
+  if (!options.timeline_path.empty() || !options.trace_path.empty() ||
+      !options.timeline_csv_path.empty()) {
+    throw InputError("sweep: --timeline, --trace and --timeline-csv describe one plan; use them "
+                     "with `plan` (sweep takes --report)",
+                     kExitUsage);
+  }
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  SweepResult sweep = RunSweep(loaded.graph, options.budgets, planner_options);
+  if (!options.report_path.empty()) {
+    HtmlReportInput input;
+    input.command = "sweep";
+    input.graph_path = options.graph_path;
+    input.reserve_bytes = options.reserve_bytes;
+    for (const SweepRow& row : sweep.rows) {
+      input.sweep.push_back({row.budget_bytes, row.peak_bytes, row.recompute_cost, row.feasible});
+    }
+    WriteFileAtomic(options.report_path, RenderHtmlReport(loaded.graph, input));
+  }
+  if (options.json) {
+    out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2) << '\n';
+  } else {
+    out << SweepText(loaded.graph, options.graph_path, sweep);
+  }
   return kExitOk;
 }
 

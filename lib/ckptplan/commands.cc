@@ -167,10 +167,12 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   const PlannerResult& found = outcome.found;
   const LowerBound& bound = outcome.bound;
   if (options.timings) {
+    size_t drops = 0;  // candidates the plan recomputes
+    for (TensorId t : SaveCandidates(graph)) drops += found.keep[t] == 0;
     // One line for scripts/bench_scale.py; the peak is in exact bytes.
     std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << outcome.simulate_seconds
               << " plan_s=" << outcome.plan_seconds << " nodes=" << graph.nodes.size()
-              << " save_all_peak=" << save_all.peak_bytes
+              << " drops=" << drops << " save_all_peak=" << save_all.peak_bytes
               << " peak=" << planned.peak_bytes << " fits=" << found.fits
               << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';
   }

@@ -1,5 +1,7 @@
 #include "ckptplan/incremental.h"
 
+#include "ckptplan/selector.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -14,50 +16,9 @@ constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 // Recomputed nodes a bound walks through before giving up on pulled inputs.
 constexpr size_t kMaxPulledWalk = 16;
 
-// The reference's ordering of drops (selector.cc): tier, then score, then
-// bytes freed, then id. Must stay identical to it; the differential test in
-// tests/incremental_test.cc checks that.
-struct Choice {
-  TensorId tensor = kNoId;
-  int tier = 2;       // 0: lowers the peak; 1: flattens a tied peak
-  double score = 0;   // added cost per byte freed
-  int64_t freed = 0;  // bytes freed (tier 0: at the peak; tier 1: at peak nodes)
-
-  bool BetterThan(const Choice& other) const {
-    if (other.tensor == kNoId) return true;
-    if (tier != other.tier) return tier < other.tier;
-    if (score != other.score) return score < other.score;
-    if (freed != other.freed) return freed > other.freed;
-    return tensor < other.tensor;
-  }
-};
-
-size_t CountAtPeak(const SimResult& sim) {
-  return static_cast<size_t>(
-      std::count(sim.node_peak.begin(), sim.node_peak.end(), sim.peak_bytes));
-}
-
-// Scores dropping `t` exactly as selector.cc does.
-Choice Score(TensorId t, const SimResult& current, const SimResult& trial) {
-  Choice choice;
-  if (trial.peak_bytes > current.peak_bytes) return choice;
-  double added_cost = std::max(0.0, trial.recompute_cost - current.recompute_cost);
-  if (trial.peak_bytes < current.peak_bytes) {
-    choice.tier = 0;
-    choice.freed = current.peak_bytes - trial.peak_bytes;
-  } else {
-    if (CountAtPeak(trial) >= CountAtPeak(current)) return choice;
-    for (size_t n = 0; n < current.node_peak.size(); ++n) {
-      if (current.node_peak[n] != current.peak_bytes) continue;
-      choice.freed += std::max<int64_t>(0, current.node_peak[n] - trial.node_peak[n]);
-    }
-    if (choice.freed <= 0) return choice;
-    choice.tier = 1;
-  }
-  choice.score = added_cost / static_cast<double>(choice.freed);
-  choice.tensor = t;
-  return choice;
-}
+// Drops are ranked exactly as the reference ranks them (DropChoice in
+// selector.h); tests/incremental_test.cc checks the two stay identical.
+using Choice = DropChoice;
 
 // Facts no plan changes.
 struct StaticInfo {
@@ -422,7 +383,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
         Simulate(context, result.keep, sim_options, &trial);
         result.keep[t] = 1;
         ++counters.simulations;
-        Choice choice = Score(t, current, trial);
+        Choice choice = ScoreDrop(t, current, trial);
         tried_at[t] = iteration;
         if (choice.tensor != kNoId && choice.BetterThan(best)) {
           best = choice;

@@ -13,25 +13,18 @@ size_t CountAtPeak(const SimResult& sim) {
       std::count(sim.node_peak.begin(), sim.node_peak.end(), sim.peak_bytes));
 }
 
-struct Choice {
-  TensorId tensor = kNoId;
-  int tier = 2;         // 0: lowers the peak; 1: flattens a tied peak
-  double score = 0;     // added cost per byte freed
-  int64_t freed = 0;    // bytes freed (tier 0: at the peak; tier 1: at peak nodes)
+}  // namespace
 
-  bool BetterThan(const Choice& other) const {
-    if (other.tensor == kNoId) return true;
-    if (tier != other.tier) return tier < other.tier;
-    if (score != other.score) return score < other.score;
-    if (freed != other.freed) return freed > other.freed;
-    return tensor < other.tensor;
-  }
-};
+bool DropChoice::BetterThan(const DropChoice& other) const {
+  if (other.tensor == kNoId) return true;
+  if (tier != other.tier) return tier < other.tier;
+  if (score != other.score) return score < other.score;
+  if (freed != other.freed) return freed > other.freed;
+  return tensor < other.tensor;
+}
 
-// Scores dropping `t` from the current plan; tensor stays kNoId when the drop
-// makes no progress.
-Choice Score(TensorId t, const SimResult& current, const SimResult& trial) {
-  Choice choice;
+DropChoice ScoreDrop(TensorId t, const SimResult& current, const SimResult& trial) {
+  DropChoice choice;
   if (trial.peak_bytes > current.peak_bytes) return choice;
   double added_cost = std::max(0.0, trial.recompute_cost - current.recompute_cost);
   if (trial.peak_bytes < current.peak_bytes) {
@@ -51,8 +44,6 @@ Choice Score(TensorId t, const SimResult& current, const SimResult& trial) {
   return choice;
 }
 
-}  // namespace
-
 GreedyResult GreedyPlan(const Graph& graph, const SaveSet& start,
                         const GreedyOptions& options) {
   SimOptions sim_options;
@@ -63,14 +54,14 @@ GreedyResult GreedyPlan(const Graph& graph, const SaveSet& start,
   result.start_peak = current.peak_bytes;
   const std::vector<TensorId> candidates = SaveCandidates(graph);
   while (current.peak_bytes > options.budget_bytes) {
-    Choice best;
+    DropChoice best;
     SimResult best_sim;
     for (TensorId t : candidates) {
       if (!result.keep[t]) continue;
       result.keep[t] = 0;
       SimResult trial = Simulate(graph, result.keep, sim_options);
       result.keep[t] = 1;
-      Choice choice = Score(t, current, trial);
+      DropChoice choice = ScoreDrop(t, current, trial);
       if (choice.tensor != kNoId && choice.BetterThan(best)) {
         best = choice;
         best_sim = std::move(trial);

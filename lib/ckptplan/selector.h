@@ -24,6 +24,22 @@ struct GreedyResult {
   bool fits = false;            ///< peak <= budget
 };
 
+/// How the greedy ranks dropping one saved candidate. Shared by GreedyPlan and
+/// IncrementalPlan so that both pick the same drops.
+struct DropChoice {
+  TensorId tensor = kNoId;  ///< kNoId: the drop makes no progress
+  int tier = 2;             ///< 0: lowers the peak; 1: flattens a tied peak
+  double score = 0;         ///< added recompute cost per byte freed
+  int64_t freed = 0;        ///< bytes freed (tier 0: at the peak; tier 1: at peak nodes)
+
+  /// Lower tier, then lower score, then more bytes freed, then lower id.
+  bool BetterThan(const DropChoice& other) const;
+};
+
+/// Scores dropping `t`, given the simulations before (`current`) and after
+/// (`trial`) the drop.
+DropChoice ScoreDrop(TensorId t, const SimResult& current, const SimResult& trial);
+
 /// From `start`, repeatedly drops the saved candidate with the least added
 /// recompute cost per byte of peak it frees, re-simulating each time, until
 /// the peak fits the budget. When no single drop lowers the peak (equal peaks

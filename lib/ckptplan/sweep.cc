@@ -15,23 +15,6 @@ namespace {
 
 double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
 
-// "59.1 GFLOP" or "812.5 us", as the plan summary writes costs.
-std::string Cost(const Graph& graph, double cost) {
-  char buffer[64];
-  if (graph.cost_unit == CostUnit::kMicroseconds) {
-    std::snprintf(buffer, sizeof(buffer), "%.1f us", cost);
-    return buffer;
-  }
-  static const char* kPrefixes[] = {"", "K", "M", "G", "T", "P", "E"};
-  int prefix = 0;
-  while (cost >= 1000.0 && prefix < 6) {
-    cost /= 1000.0;
-    ++prefix;
-  }
-  std::snprintf(buffer, sizeof(buffer), "%.1f %sFLOP", cost, kPrefixes[prefix]);
-  return buffer;
-}
-
 }  // namespace
 
 std::vector<int64_t> LinearBudgets(int64_t from, int64_t to, int steps) {
@@ -111,7 +94,7 @@ std::string SweepText(const Graph& graph, const std::string& graph_path, const S
                 "recompute", "overhead", "feasible", "plan");
   out << line;
   for (const SweepRow& row : sweep.rows) {
-    const std::string cost = Cost(graph, row.recompute_cost);
+    const std::string cost = CostText(graph.cost_unit, row.recompute_cost);
     char overhead[32];
     std::snprintf(overhead, sizeof(overhead), "%.2f%%",
                   Percent(row.recompute_cost, sweep.step_cost));
@@ -122,7 +105,7 @@ std::string SweepText(const Graph& graph, const std::string& graph_path, const S
                   row.feasible ? "yes" : "NO", row.feasible ? method.c_str() : "");
     out << line;
   }
-  out << "\n  overhead = recompute / the step's " << Cost(graph, sweep.step_cost)
+  out << "\n  overhead = recompute / the step's " << CostText(graph.cost_unit, sweep.step_cost)
       << " (forward + backward + optimizer, run once)\n";
   return out.str();
 }

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
+#include "ckptplan/limits.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/report.h"
@@ -37,6 +38,7 @@ SaveSet StartSet(const Graph& graph, const std::string& start) {
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
+  CheckReserve(options.reserve_bytes, "--reserve");
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
   LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
@@ -76,6 +78,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
 }
 
 int RunSimulate(const SimulateOptions& options, std::ostream& out) {
+  CheckReserve(options.reserve_bytes, "--reserve");
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
   SaveSet keep = SaveAll(graph);

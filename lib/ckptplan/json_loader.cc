@@ -21,9 +21,15 @@ std::string TypeName(const json& value) { return value.type_name(); }
 
 // Elements of `shape`, or -1 (with a problem added) when it is not a list of
 // non-negative integers or its product overflows 64 bits.
-int64_t ShapeElements(const json& shape, const std::string& where, Problems& problems) {
+int64_t ShapeElements(const json& shape, const std::string& where, Problems& problems,
+                      uint32_t max_rank) {
   if (!shape.is_array()) {
     problems.Add(where + ": shape must be an array of integers, got " + TypeName(shape));
+    return -1;
+  }
+  if (shape.size() > max_rank) {
+    problems.Add(where + ": shape has " + std::to_string(shape.size()) +
+                 " dims, over the limit of " + std::to_string(max_rank));
     return -1;
   }
   unsigned __int128 elements = 1;
@@ -39,6 +45,17 @@ int64_t ShapeElements(const json& shape, const std::string& where, Problems& pro
     }
   }
   return static_cast<int64_t>(elements);
+}
+
+// Byte arithmetic on values read from the file: INT64_MAX instead of
+// overflow, so that ValidateGraph's total-bytes limit reports it.
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  __int128 sum = static_cast<__int128>(a) + b;
+  return sum > INT64_MAX ? INT64_MAX : static_cast<int64_t>(sum);
+}
+int64_t SaturatingMul(int64_t a, int64_t b) {
+  __int128 product = static_cast<__int128>(a) * b;
+  return product > INT64_MAX ? INT64_MAX : static_cast<int64_t>(product);
 }
 
 // Reads an optional non-negative number field; returns `fallback` when absent.
@@ -82,7 +99,8 @@ std::string OptionalString(const json& object, const char* key, const std::strin
 }
 
 // Bytes of one tensor entry from "bytes" or "shape" + "dtype".
-int64_t TensorBytes(const json& entry, const std::string& where, Problems& problems) {
+int64_t TensorBytes(const json& entry, const std::string& where, Problems& problems,
+                    uint32_t max_rank) {
   bool has_bytes = entry.contains("bytes");
   bool has_shape = entry.contains("shape");
   int64_t bytes = OptionalBytes(entry, "bytes", where, problems, -1);
@@ -103,7 +121,7 @@ int64_t TensorBytes(const json& entry, const std::string& where, Problems& probl
                  " (expected e.g. float32, bfloat16, float16, int64, bool)");
     return 0;
   }
-  int64_t elements = ShapeElements(entry["shape"], where, problems);
+  int64_t elements = ShapeElements(entry["shape"], where, problems, max_rank);
   if (elements < 0) return 0;
   if (elements > INT64_MAX / element_bytes) {
     problems.Add(where + ": shape " + entry["shape"].dump() + " x " + dtype +
@@ -120,8 +138,8 @@ int64_t TensorBytes(const json& entry, const std::string& where, Problems& probl
 
 class Loader {
  public:
-  Loader(const json& root, const std::string& source)
-      : root_(root), problems_(source) {
+  Loader(const json& root, const std::string& source, const Limits& limits)
+      : root_(root), limits_(limits), problems_(source) {
     graph_.source = source;
   }
 
@@ -134,7 +152,7 @@ class Loader {
     graph_.Finalize();
     ReadTraining();
     problems_.ThrowIfAny();
-    ValidateGraph(graph_);
+    ValidateGraph(graph_, limits_);
     return std::move(graph_);
   }
 
@@ -158,6 +176,15 @@ class Loader {
     for (const char* key : {"tensors", "nodes"}) {
       if (!root_.contains(key) || !root_[key].is_array()) {
         problems_.Add(std::string("\"") + key + "\" must be an array");
+        continue;
+      }
+      // Checked before anything is sized from these counts.
+      const bool is_nodes = key[0] == 'n';
+      const uint64_t limit = is_nodes ? limits_.max_nodes : limits_.max_tensors;
+      if (root_[key].size() > limit) {
+        problems_.Add(std::to_string(root_[key].size()) + " " + key +
+                      " is over the limit of " + std::to_string(limit) + " (raise it with " +
+                      (is_nodes ? "--max-nodes)" : "--max-tensors)"));
       }
     }
   }
@@ -184,7 +211,7 @@ class Loader {
                       " (expected activation, input, parameter, buffer, gradient or "
                       "optimizer_state)");
       }
-      tensor.bytes = TensorBytes(entry, where, problems_);
+      tensor.bytes = TensorBytes(entry, where, problems_, limits_.max_rank);
       alias_names[i] = OptionalString(entry, "alias_of", where, problems_, "");
       if (!tensor.name.empty() &&
           !tensor_ids_.emplace(tensor.name, static_cast<TensorId>(i)).second) {
@@ -304,25 +331,27 @@ class Loader {
       if (tensor.alias_of != kNoId) continue;
       if (tensor.kind == TensorKind::kParameter) {
         ++listed_params;
-        listed_param_bytes += tensor.bytes;
+        listed_param_bytes = SaturatingAdd(listed_param_bytes, tensor.bytes);
       }
       has_gradients |= tensor.kind == TensorKind::kGradient;
       has_optimizer_state |= tensor.kind == TensorKind::kOptimizerState;
     }
     state.parameter_count = OptionalBytes(training, "parameter_count", where, problems_,
                                           listed_param_bytes / param_size);
-    int64_t default_extra = listed_params == 0 ? state.parameter_count * param_size : 0;
+    int64_t default_extra = listed_params == 0 ? SaturatingMul(state.parameter_count, param_size) : 0;
     state.extra_parameter_bytes =
         OptionalBytes(training, "parameter_bytes", where, problems_, default_extra);
     state.extra_buffer_bytes = OptionalBytes(training, "buffer_bytes", where, problems_, 0);
     if (!has_optimizer_state) {
-      state.extra_optimizer_bytes = static_cast<int64_t>(
-          std::llround(state.optimizer_bytes_per_param * static_cast<double>(state.parameter_count)));
+      double bytes = std::round(state.optimizer_bytes_per_param *
+                                static_cast<double>(state.parameter_count));
+      state.extra_optimizer_bytes = bytes < 0x1p63 ? static_cast<int64_t>(bytes) : INT64_MAX;
     }
-    if (!has_gradients) state.implicit_gradient_bytes = state.parameter_count * grad_size;
+    if (!has_gradients) state.implicit_gradient_bytes = SaturatingMul(state.parameter_count, grad_size);
   }
 
   const json& root_;
+  const Limits& limits_;
   Problems problems_;
   Graph graph_;
   std::unordered_map<std::string, TensorId> tensor_ids_;
@@ -339,17 +368,23 @@ std::string ReadFile(const std::string& path) {
   return buffer.str();
 }
 
-Graph ParseJsonGraph(std::string_view text, const std::string& source) {
+Graph ParseJsonGraph(std::string_view text, const std::string& source, const Limits& limits) {
+  CheckJsonDepth(text, limits.max_depth, source);
   json root;
   try {
     root = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     throw InputError(source + ": malformed JSON at byte " + std::to_string(e.byte) +
                      ": " + e.what());
+  } catch (const json::exception& e) {
+    // e.g. out_of_range 406: a number like 1e400 that overflows a double.
+    throw InputError(source + ": malformed JSON: " + e.what());
   }
-  return Loader(root, source).Run();
+  return Loader(root, source, limits).Run();
 }
 
-Graph LoadJsonGraph(const std::string& path) { return ParseJsonGraph(ReadFile(path), path); }
+Graph LoadJsonGraph(const std::string& path, const Limits& limits) {
+  return ParseJsonGraph(ReadFile(path), path, limits);
+}
 
 }  // namespace ckptplan

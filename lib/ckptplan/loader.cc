@@ -14,12 +14,12 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 
 }  // namespace
 
-LoadedGraph LoadGraph(const std::string& path, const LoadOptions& /*options*/) {
+LoadedGraph LoadGraph(const std::string& path, const LoadOptions& options) {
   if (EndsWith(path, ".onnx")) {
     throw InputError(path + ": ONNX input is not supported by this build yet");
   }
   std::string text = ReadFile(path);
-  LoadedGraph loaded{ParseJsonGraph(text, path), Sha256Hex(text)};
+  LoadedGraph loaded{ParseJsonGraph(text, path, options.limits), Sha256Hex(text)};
   return loaded;
 }
 

@@ -5,11 +5,14 @@
 #include <string>
 
 #include "ckptplan/graph.h"
+#include "ckptplan/limits.h"
 
 namespace ckptplan {
 
 /// Format-specific settings; a loader ignores what it does not use.
-struct LoadOptions {};
+struct LoadOptions {
+  Limits limits;  ///< caps on counts, nesting and bytes (every format)
+};
 
 /// A loaded graph and the digest of the bytes it came from.
 struct LoadedGraph {

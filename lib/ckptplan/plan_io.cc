@@ -5,6 +5,7 @@
 
 #include "ckptplan/errors.h"
 #include "ckptplan/json_loader.h"
+#include "ckptplan/limits.h"
 #include "ckptplan/problems.h"
 
 namespace ckptplan {
@@ -108,13 +109,20 @@ int64_t ReadBytesField(const ordered_json& root, const char* key, Problems& prob
 }  // namespace
 
 LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
-  std::string text = ReadFile(path);
+  return ParsePlan(graph, ReadFile(path), path);
+}
+
+LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::string& path) {
+  CheckJsonDepth(text, Limits().max_depth, path);
   ordered_json root;
   try {
-    root = ordered_json::parse(text);
+    root = ordered_json::parse(text.begin(), text.end());
   } catch (const ordered_json::parse_error& e) {
     throw InputError(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
                      e.what());
+  } catch (const ordered_json::exception& e) {
+    // e.g. out_of_range 406: a number like 1e400 that overflows a double.
+    throw InputError(path + ": malformed JSON: " + e.what());
   }
   Problems problems(path);
   if (!root.is_object() || root.value("format", ordered_json()) != "ckptplan.plan") {
@@ -128,9 +136,15 @@ LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
   plan.keep = SaveAll(graph);
   plan.budget_bytes = ReadBytesField(root, "budget_bytes", problems);
   plan.reserve_bytes = ReadBytesField(root, "reserve_bytes", problems);
+  if (plan.reserve_bytes > kMaxReserveBytes) {
+    problems.Add("\"reserve_bytes\" " + std::to_string(plan.reserve_bytes) +
+                 " is over the limit of " + std::to_string(kMaxReserveBytes));
+    plan.reserve_bytes = 0;
+  }
   plan.predicted_peak_bytes = ReadBytesField(root, "predicted_peak_bytes", problems);
   if (root.contains("graph") && root["graph"].is_object()) {
-    plan.graph_sha256 = root["graph"].value("sha256", "");
+    const ordered_json& sha = root["graph"].value("sha256", ordered_json());
+    if (sha.is_string()) plan.graph_sha256 = sha.get<std::string>();
   }
   std::unordered_map<std::string, TensorId> ids;
   for (TensorId t = 0; t < graph.tensors.size(); ++t) ids.emplace(graph.tensors[t].name, t);
@@ -149,7 +163,8 @@ LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
       continue;
     }
     std::string name = entry["tensor"].get<std::string>();
-    std::string action = entry.value("action", "");
+    const ordered_json& action_json = entry.value("action", ordered_json());
+    std::string action = action_json.is_string() ? action_json.get<std::string>() : action_json.dump();
     auto it = ids.find(name);
     if (it == ids.end()) {
       problems.Add(where + ": unknown tensor '" + name + "' (not in " + graph.source + ")");

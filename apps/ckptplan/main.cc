@@ -44,6 +44,7 @@ int main(int argc, char** argv) {
   CLI::App app{"ckptplan: plans activation checkpointing to fit a peak-memory budget"};
   app.set_version_flag("--version", "ckptplan " CKPTPLAN_VERSION);
   app.require_subcommand(1);
+  app.fallthrough();  // -v works before or after the subcommand
   int verbosity = 0;
   app.add_flag("-v,--verbose", verbosity, "More log output on stderr (-v info, -vv debug)");
 

@@ -58,7 +58,7 @@ int64_t SaturatingMul(int64_t a, int64_t b) {
   return product > INT64_MAX ? INT64_MAX : static_cast<int64_t>(product);
 }
 
-// Reads an optional non-negative number field; returns `fallback` when absent.
+// Reads an optional non-negative number field; -1 when absent.
 double OptionalCost(const json& object, const char* key, const std::string& where,
                     Problems& problems) {
   auto it = object.find(key);
@@ -376,8 +376,7 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source, const Lim
   } catch (const json::parse_error& e) {
     throw InputError(source + ": malformed JSON at byte " + std::to_string(e.byte) +
                      ": " + e.what());
-  } catch (const json::exception& e) {
-    // e.g. out_of_range 406: a number like 1e400 that overflows a double.
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
     throw InputError(source + ": malformed JSON: " + e.what());
   }
   return Loader(root, source, limits).Run();

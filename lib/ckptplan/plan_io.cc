@@ -121,7 +121,6 @@ LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::strin
     throw InputError(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
                      e.what());
   } catch (const ordered_json::exception& e) {
-    // e.g. out_of_range 406: a number like 1e400 that overflows a double.
     throw InputError(path + ": malformed JSON: " + e.what());
   }
   Problems problems(path);
@@ -142,9 +141,9 @@ LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::strin
     plan.reserve_bytes = 0;
   }
   plan.predicted_peak_bytes = ReadBytesField(root, "predicted_peak_bytes", problems);
-  if (root.contains("graph") && root["graph"].is_object()) {
-    const ordered_json& sha = root["graph"].value("sha256", ordered_json());
-    if (sha.is_string()) plan.graph_sha256 = sha.get<std::string>();
+  if (root.contains("graph") && root["graph"].is_object() &&
+      root["graph"].contains("sha256") && root["graph"]["sha256"].is_string()) {
+    plan.graph_sha256 = root["graph"]["sha256"].get<std::string>();
   }
   std::unordered_map<std::string, TensorId> ids;
   for (TensorId t = 0; t < graph.tensors.size(); ++t) ids.emplace(graph.tensors[t].name, t);
@@ -163,8 +162,9 @@ LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::strin
       continue;
     }
     std::string name = entry["tensor"].get<std::string>();
-    const ordered_json& action_json = entry.value("action", ordered_json());
-    std::string action = action_json.is_string() ? action_json.get<std::string>() : action_json.dump();
+    std::string action = entry.contains("action") && entry["action"].is_string()
+                             ? entry["action"].get<std::string>()
+                             : "";
     auto it = ids.find(name);
     if (it == ids.end()) {
       problems.Add(where + ": unknown tensor '" + name + "' (not in " + graph.source + ")");

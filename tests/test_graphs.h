@@ -1,0 +1,38 @@
+// Small hand-made graphs shared by the tests.
+#ifndef CKPTPLAN_TESTS_TEST_GRAPHS_H_
+#define CKPTPLAN_TESTS_TEST_GRAPHS_H_
+
+#include <string>
+
+#include "ckptplan/graph.h"
+#include "ckptplan/json_loader.h"
+
+namespace ckptplan::testing {
+
+inline Graph FromJson(const std::string& text) { return ParseJsonGraph(text, "test.json"); }
+
+inline TensorId Id(const Graph& graph, const std::string& name) {
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
+    if (graph.tensors[t].name == name) return t;
+  }
+  return kNoId;
+}
+
+// x -> f -> a -> g -> b -> h -> loss; the backward reads b (h_bwd) and a
+// (g_bwd). Resident: x 100 + w 8 + Adam state 2 params x 8 B = 124 bytes.
+inline const char* kChainGraph = R"({"format":"ckptplan.graph","version":1,
+"training":{"optimizer":"adam"},
+"tensors":[{"id":"x","bytes":100,"kind":"input"},{"id":"w","bytes":8,"kind":"parameter"},
+ {"id":"a","bytes":1000},{"id":"b","bytes":2000},{"id":"loss","bytes":4},
+ {"id":"db","bytes":2000},{"id":"da","bytes":1000},{"id":"dw","bytes":8,"kind":"gradient"}],
+"nodes":[{"id":"f","op":"matmul","phase":"forward","inputs":["x","w"],"outputs":["a"],"flops":100},
+ {"id":"g","op":"matmul","phase":"forward","inputs":["a"],"outputs":["b"],"flops":200},
+ {"id":"h","op":"loss","phase":"forward","inputs":["b"],"outputs":["loss"],"flops":10},
+ {"id":"h_bwd","op":"loss_bwd","phase":"backward","inputs":["b"],"outputs":["db"],"flops":10},
+ {"id":"g_bwd","op":"mm_bwd","phase":"backward","inputs":["db","a"],"outputs":["da"],"flops":400},
+ {"id":"f_bwd","op":"mm_bwd","phase":"backward","inputs":["da","x"],"outputs":["dw"],"flops":200},
+ {"id":"opt","op":"adam","phase":"optimizer","inputs":["w","dw"],"outputs":[]}]})";
+
+}  // namespace ckptplan::testing
+
+#endif  // CKPTPLAN_TESTS_TEST_GRAPHS_H_

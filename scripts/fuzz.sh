@@ -22,11 +22,18 @@ cmake --build build-fuzz -j2 --target "${fuzzers[@]}"
 # Seeds per fuzzer: directories and single files copied into its corpus.
 seeds_for() {
   case "$1" in
-    json_graph_fuzzer) echo sample_graphs tests/bad_inputs/graphs tests/fuzz/seeds/graph ;;
+    json_graph_fuzzer) echo sample_graphs tests/bad_inputs/graphs ;;
     plan_reader_fuzzer) echo tests/fuzz/seeds/plan tests/bad_inputs/plans ;;
     size_fuzzer) echo tests/fuzz/seeds/size ;;
     onnx_fuzzer) echo sample_graphs tests/bad_inputs/onnx tests/fuzz/seeds/onnx ;;
     baseline_fuzzer) echo tests/fuzz/seeds/baseline tests/bad_inputs/baselines ;;
+  esac
+}
+
+# Dictionary per fuzzer: JSON tokens for the JSON readers.
+dict_for() {
+  case "$1" in
+    json_graph_fuzzer | plan_reader_fuzzer | baseline_fuzzer) echo "-dict=tests/fuzz/json.dict" ;;
   esac
 }
 
@@ -46,7 +53,8 @@ for fuzzer in "${fuzzers[@]}"; do
   log="build-fuzz/logs/$fuzzer.log"
   echo "fuzz: $fuzzer for ${seconds}s (log $log)"
   # -rss_limit_mb: 2 GiB, so a memory blow-up is a reported failure, not an OOM.
-  if nice -n 19 "build-fuzz/$fuzzer" "$corpus" -dict=tests/fuzz/json.dict \
+  # shellcheck disable=SC2046
+  if nice -n 19 "build-fuzz/$fuzzer" "$corpus" $(dict_for "$fuzzer") \
       -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
       -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$fuzzer-" \
       >"$log" 2>&1; then

@@ -1,0 +1,112 @@
+#include "ckptplan/output_file.h"
+
+#include <doctest/doctest.h>
+#include <stdlib.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "ckptplan/errors.h"
+#include "cli_runner.h"
+
+namespace ckptplan {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+void Spill(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A fresh empty directory per test.
+fs::path ScratchDir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("ckptplan_output_file_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+TEST_CASE("WriteFileAtomic replaces the file and leaves nothing else") {
+  fs::path dir = ScratchDir("replace");
+  Spill(dir / "out.json", "old");
+  WriteFileAtomic((dir / "out.json").string(), "new contents");
+  CHECK(Slurp(dir / "out.json") == "new contents");
+  CHECK(testing::ListDir(dir) == std::vector<std::string>{"out.json"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("WriteFileAtomic: an injected write failure keeps the old file, no temp file") {
+  fs::path dir = ScratchDir("inject");
+  Spill(dir / "out.json", "old");
+  setenv("CKPTPLAN_FAIL_WRITE_AFTER", "5", 1);
+  std::string message;
+  try {
+    WriteFileAtomic((dir / "out.json").string(), "0123456789");  // fails after 5 of 10 bytes
+  } catch (const IoError& e) {
+    message = e.what();
+  }
+  unsetenv("CKPTPLAN_FAIL_WRITE_AFTER");
+  CHECK(message.find("out.json: cannot write file: writing: No space left on device") !=
+        std::string::npos);
+  CHECK(Slurp(dir / "out.json") == "old");
+  CHECK(testing::ListDir(dir) == std::vector<std::string>{"out.json"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("WriteFileAtomic: a missing directory is an IoError naming the file") {
+  fs::path dir = ScratchDir("missing");
+  CHECK_THROWS_AS(WriteFileAtomic((dir / "no" / "out.json").string(), "x"), IoError);
+  CHECK(testing::ListDir(dir).empty());
+  fs::remove_all(dir);
+}
+
+// The CLI: plan writes a plan file of ~1 KiB for the sample graph; failing
+// or killing it after 100 bytes must leave the previous plan untouched.
+std::vector<std::string> PlanArgs(const fs::path& out) {
+  return {"plan", std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/diamond.json", "--budget",
+          "100GiB", "-o", out.string()};
+}
+
+TEST_CASE("ckptplan plan: a write failing mid-file exits 5 and keeps the old plan") {
+  fs::path dir = ScratchDir("cli_fail");
+  const fs::path out = dir / "plan.json";
+  REQUIRE(testing::RunCli(PlanArgs(out)).exit_code == 0);
+  const std::string before = Slurp(out);
+  REQUIRE(before.size() > 100);
+  Spill(out, "previous plan");
+  testing::CliResult failed = testing::RunCli(PlanArgs(out), {"CKPTPLAN_FAIL_WRITE_AFTER=100"});
+  CHECK(failed.exit_code == 5);
+  CHECK(failed.err.find("plan.json: cannot write file: writing: No space left on device") !=
+        std::string::npos);
+  CHECK(Slurp(out) == "previous plan");
+  CHECK(testing::ListDir(dir) == std::vector<std::string>{"plan.json"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("ckptplan plan: killed mid-write, the old plan is intact and no temp file is left") {
+  fs::path dir = ScratchDir("cli_kill");
+  const fs::path out = dir / "plan.json";
+  Spill(out, "previous plan");
+  testing::CliResult killed = testing::RunCli(PlanArgs(out), {"CKPTPLAN_KILL_WRITE_AFTER=100"});
+  CHECK(killed.signal == SIGKILL);
+  CHECK(Slurp(out) == "previous plan");
+  // The temp file is unnamed (O_TMPFILE) until complete, so SIGKILL leaves none.
+  CHECK(testing::ListDir(dir) == std::vector<std::string>{"plan.json"});
+  // Without the hook the same run replaces it.
+  CHECK(testing::RunCli(PlanArgs(out)).exit_code == 0);
+  CHECK(Slurp(out).find("\"format\": \"ckptplan.plan\"") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace ckptplan

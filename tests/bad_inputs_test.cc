@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli_runner.h"
+#include "spawn_util.h"
 
 namespace ckptplan {
 namespace {
@@ -41,7 +41,7 @@ TEST_CASE("bad inputs: every manifest case fails cleanly with its code and messa
       std::string text = Replace(arg.get<std::string>(), "{dir}", dir.string());
       args.push_back(Replace(text, "{out}", (out_dir / "out.json").string()));
     }
-    const testing::CliResult result = testing::RunCli(args);
+    const testing::SpawnResult result = testing::Spawn(args);
     CAPTURE(result.err);
     CHECK(result.signal == 0);
     CHECK(result.exit_code == entry.at("exit").get<int>());

@@ -10,30 +10,22 @@
 #include <string>
 
 #include "ckptplan/errors.h"
-#include "cli_runner.h"
+#include "cli_util.h"
+#include "spawn_util.h"
 
 namespace ckptplan {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+using testing::Slurp;
 
 void Spill(const fs::path& path, const std::string& text) {
   std::ofstream(path, std::ios::binary) << text;
 }
 
-// A fresh empty directory per test.
 fs::path ScratchDir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("ckptplan_output_file_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
+  return testing::ScratchDir("output_file_" + name);
 }
 
 TEST_CASE("WriteFileAtomic replaces the file and leaves nothing else") {
@@ -80,11 +72,11 @@ std::vector<std::string> PlanArgs(const fs::path& out) {
 TEST_CASE("ckptplan plan: a write failing mid-file exits 5 and keeps the old plan") {
   fs::path dir = ScratchDir("cli_fail");
   const fs::path out = dir / "plan.json";
-  REQUIRE(testing::RunCli(PlanArgs(out)).exit_code == 0);
+  REQUIRE(testing::Spawn(PlanArgs(out)).exit_code == 0);
   const std::string before = Slurp(out);
   REQUIRE(before.size() > 100);
   Spill(out, "previous plan");
-  testing::CliResult failed = testing::RunCli(PlanArgs(out), {"CKPTPLAN_FAIL_WRITE_AFTER=100"});
+  testing::SpawnResult failed = testing::Spawn(PlanArgs(out), {"CKPTPLAN_FAIL_WRITE_AFTER=100"});
   CHECK(failed.exit_code == 5);
   CHECK(failed.err.find("plan.json: cannot write file: writing: No space left on device") !=
         std::string::npos);
@@ -97,13 +89,13 @@ TEST_CASE("ckptplan plan: killed mid-write, the old plan is intact and no temp f
   fs::path dir = ScratchDir("cli_kill");
   const fs::path out = dir / "plan.json";
   Spill(out, "previous plan");
-  testing::CliResult killed = testing::RunCli(PlanArgs(out), {"CKPTPLAN_KILL_WRITE_AFTER=100"});
+  testing::SpawnResult killed = testing::Spawn(PlanArgs(out), {"CKPTPLAN_KILL_WRITE_AFTER=100"});
   CHECK(killed.signal == SIGKILL);
   CHECK(Slurp(out) == "previous plan");
   // The temp file is unnamed (O_TMPFILE) until complete, so SIGKILL leaves none.
   CHECK(testing::ListDir(dir) == std::vector<std::string>{"plan.json"});
   // Without the hook the same run replaces it.
-  CHECK(testing::RunCli(PlanArgs(out)).exit_code == 0);
+  CHECK(testing::Spawn(PlanArgs(out)).exit_code == 0);
   CHECK(Slurp(out).find("\"format\": \"ckptplan.plan\"") != std::string::npos);
   fs::remove_all(dir);
 }

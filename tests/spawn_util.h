@@ -1,7 +1,8 @@
-// Runs the ckptplan binary (CKPTPLAN_BINARY) with exact arguments and extra
-// environment variables, capturing its exit status and stderr.
-#ifndef CKPTPLAN_TESTS_CLI_RUNNER_H_
-#define CKPTPLAN_TESTS_CLI_RUNNER_H_
+// Runs the ckptplan binary (CKPTPLAN_BINARY) with exact arguments (no shell:
+// empty and odd arguments pass as they are) and extra environment variables,
+// capturing its exit status, the signal that killed it, and stderr.
+#ifndef CKPTPLAN_TESTS_SPAWN_UTIL_H_
+#define CKPTPLAN_TESTS_SPAWN_UTIL_H_
 
 #include <fcntl.h>
 #include <spawn.h>
@@ -19,7 +20,7 @@ extern char** environ;
 
 namespace ckptplan::testing {
 
-struct CliResult {
+struct SpawnResult {
   int exit_code = -1;  ///< -1 when killed by a signal
   int signal = 0;      ///< the signal that ended it, 0 if it exited
   std::string err;     ///< stderr
@@ -27,11 +28,11 @@ struct CliResult {
 
 /// Runs CKPTPLAN_BINARY with `args` (no shell), adding `env` ("NAME=value")
 /// to this process's environment; stdout is discarded.
-inline CliResult RunCli(const std::vector<std::string>& args,
+inline SpawnResult Spawn(const std::vector<std::string>& args,
                         const std::vector<std::string>& env = {}) {
   namespace fs = std::filesystem;
   const fs::path err_path =
-      fs::temp_directory_path() / ("ckptplan_cli_" + std::to_string(getpid()) + ".err");
+      fs::temp_directory_path() / ("ckptplan_spawn_" + std::to_string(getpid()) + ".err");
   std::vector<std::string> argv_storage{CKPTPLAN_BINARY};
   argv_storage.insert(argv_storage.end(), args.begin(), args.end());
   std::vector<char*> argv;
@@ -48,7 +49,7 @@ inline CliResult RunCli(const std::vector<std::string>& args,
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
                                    0644);
-  CliResult result;
+  SpawnResult result;
   pid_t pid = 0;
   int spawned = posix_spawn(&pid, argv[0], &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
@@ -80,4 +81,4 @@ inline std::vector<std::string> ListDir(const std::filesystem::path& dir) {
 
 }  // namespace ckptplan::testing
 
-#endif  // CKPTPLAN_TESTS_CLI_RUNNER_H_
+#endif  // CKPTPLAN_TESTS_SPAWN_UTIL_H_

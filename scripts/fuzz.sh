@@ -5,7 +5,8 @@
 # Defaults: 600 s each, every tests/fuzz/*_fuzzer.cc. Corpora grow in
 # build-fuzz/corpus/NAME (seeded from sample_graphs/, tests/bad_inputs/ and
 # tests/fuzz/seeds/); logs go to build-fuzz/logs/NAME.log; a crash, leak or
-# hang stops the run and leaves its input in build-fuzz/artifacts/.
+# hang (a unit over 60 s: generous, as fuzzing runs at nice 19 on shared
+# machines) stops the run and leaves its input in build-fuzz/artifacts/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-600}"
@@ -55,7 +56,7 @@ for fuzzer in "${fuzzers[@]}"; do
   # -rss_limit_mb: 2 GiB, so a memory blow-up is a reported failure, not an OOM.
   # shellcheck disable=SC2046
   if nice -n 19 "build-fuzz/$fuzzer" "$corpus" $(dict_for "$fuzzer") \
-      -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -max_len=16384 \
+      -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 -max_len=16384 \
       -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$fuzzer-" \
       >"$log" 2>&1; then
     grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' "$log" |

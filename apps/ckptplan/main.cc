@@ -27,6 +27,12 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
   command->add_flag("--json", options->json, "Print the summary as JSON on stdout");
   command->add_option("--timeline", options->timeline_path,
                       "Write the memory timeline (one row per step) to this JSON file");
+  command->add_option("--report", options->report_path,
+                      "Write a self-contained HTML memory report to this file");
+  command->add_option("--trace", options->trace_path,
+                      "Write a Chrome Trace Event / Perfetto JSON trace to this file");
+  command->add_option("--timeline-csv", options->timeline_csv_path,
+                      "Write the memory timeline (one row per step) to this CSV file");
   command->add_option("--top", options->top, "Tensors to list at the peak")->capture_default_str();
   Limits& limits = options->load.limits;
   command->add_option("--max-nodes", limits.max_nodes, "Reject graphs with more nodes")

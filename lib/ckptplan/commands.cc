@@ -7,9 +7,11 @@
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/report.h"
+#include "ckptplan/report_html.h"
 #include "ckptplan/selector.h"
 #include "ckptplan/simulator.h"
 #include "ckptplan/size.h"
+#include "ckptplan/trace.h"
 
 namespace ckptplan {
 namespace {
@@ -32,6 +34,38 @@ void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::os
 SaveSet StartSet(const Graph& graph, const std::string& start) {
   if (start == "save-all") return SaveAll(graph);
   throw InputError("--start: unknown start set '" + start + "' (expected save-all)", kExitUsage);
+}
+
+struct OutputFile {
+  std::string path;
+  std::string text;
+};
+
+// Renders the --report, --trace and --timeline-csv files the options ask for.
+void RenderReports(const Graph& graph, const CommonOptions& options, const Summary& summary,
+                   std::vector<OutputFile>* files) {
+  // Without a plan the simulated run is save-all: one chart, not two.
+  const SimResult* planned = summary.has_plan ? summary.planned : summary.save_all;
+  if (!options.report_path.empty()) {
+    HtmlReportInput input;
+    input.command = summary.command;
+    input.graph_path = summary.graph_path;
+    input.budget_bytes = summary.budget_bytes;
+    input.reserve_bytes = summary.reserve_bytes;
+    input.save_all = summary.save_all;
+    input.planned = planned;
+    input.keep = summary.keep;
+    input.top = summary.top;
+    files->push_back({options.report_path, RenderHtmlReport(graph, input)});
+  }
+  if (!options.trace_path.empty()) {
+    std::string label = !summary.has_plan ? "save-all" : summary.command == "plan" ? "planned"
+                                                                                 : "simulated";
+    files->push_back({options.trace_path, TraceJson(graph, *planned, label)});
+  }
+  if (!options.timeline_csv_path.empty()) {
+    files->push_back({options.timeline_csv_path, TimelineCsv(graph, *planned)});
+  }
 }
 
 }  // namespace
@@ -71,8 +105,11 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
     plan_text = PlanToJson(graph, record).dump(2) + "\n";
   }
   if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2) + "\n";
+  std::vector<OutputFile> reports;
+  RenderReports(graph, options, summary, &reports);
   if (!plan_text.empty()) WriteFileAtomic(options.output_path, plan_text);
   if (!timeline_text.empty()) WriteFileAtomic(options.timeline_path, timeline_text);
+  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }
@@ -99,9 +136,12 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   Summary summary{"simulate", options.graph_path, budget, reserve, &save_all, &simulated,
                   &keep, ComputeLowerBound(graph, reserve), options.top,
                   !options.plan_path.empty()};
+  std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {
-    WriteFileAtomic(options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n");
+    reports.push_back({options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n"});
   }
+  RenderReports(graph, options, summary, &reports);
+  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }

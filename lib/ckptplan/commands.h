@@ -17,6 +17,9 @@ struct CommonOptions {
   int64_t reserve_bytes = 0;
   bool json = false;          ///< summary as JSON on stdout
   std::string timeline_path;  ///< empty: none
+  std::string report_path;        ///< HTML report; empty: none
+  std::string trace_path;         ///< Chrome Trace Event / Perfetto JSON; empty: none
+  std::string timeline_csv_path;  ///< CSV timeline; empty: none
   size_t top = 10;            ///< tensors listed at the peak
 };
 

@@ -40,11 +40,9 @@ std::string DescribeLowerBound(const Graph& graph, const LowerBound& bound) {
   return text;
 }
 
-namespace {
-
-std::string CostText(const Graph& graph, double cost) {
+std::string CostText(CostUnit unit, double cost) {
   char buffer[64];
-  if (graph.cost_unit == CostUnit::kMicroseconds) {
+  if (unit == CostUnit::kMicroseconds) {
     std::snprintf(buffer, sizeof(buffer), "%.1f us", cost);
   } else {
     static const char* kPrefixes[] = {"", "K", "M", "G", "T", "P", "E"};
@@ -57,6 +55,10 @@ std::string CostText(const Graph& graph, double cost) {
   }
   return buffer;
 }
+
+namespace {
+
+std::string CostText(const Graph& graph, double cost) { return CostText(graph.cost_unit, cost); }
 
 std::string StepText(const Graph& graph, const SimResult& sim, uint32_t step) {
   if (sim.steps.empty()) return "(no steps)";

@@ -44,6 +44,9 @@ nlohmann::ordered_json TimelineJson(const Graph& graph, const SimResult& sim);
 /// step 3.1 GiB (node 'x')".
 std::string DescribeLowerBound(const Graph& graph, const LowerBound& bound);
 
+/// A cost in `unit`: "12.5 us" or "3.4 GFLOP".
+std::string CostText(CostUnit unit, double cost);
+
 }  // namespace ckptplan
 
 #endif  // CKPTPLAN_REPORT_H_

@@ -62,42 +62,52 @@ TEST_CASE("WriteFileAtomic: a missing directory is an IoError naming the file") 
   fs::remove_all(dir);
 }
 
-// The CLI: plan writes a plan file of ~1 KiB for the sample graph; failing
-// or killing it after 100 bytes must leave the previous plan untouched.
-std::vector<std::string> PlanArgs(const fs::path& out) {
+// The CLI: each output `plan` can write, alone, with the previous file in
+// place. Every one is over 100 bytes for the sample graph, so failing or
+// killing the write after 100 bytes interrupts it mid-file.
+const char* const kOutputFlags[] = {"-o", "--timeline", "--report", "--trace", "--timeline-csv"};
+
+std::vector<std::string> PlanArgs(const std::string& flag, const fs::path& out) {
   return {"plan", std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/diamond.json", "--budget",
-          "100GiB", "-o", out.string()};
+          "100GiB", flag, out.string()};
 }
 
-TEST_CASE("ckptplan plan: a write failing mid-file exits 5 and keeps the old plan") {
-  fs::path dir = ScratchDir("cli_fail");
-  const fs::path out = dir / "plan.json";
-  REQUIRE(testing::Spawn(PlanArgs(out)).exit_code == 0);
-  const std::string before = Slurp(out);
-  REQUIRE(before.size() > 100);
-  Spill(out, "previous plan");
-  testing::SpawnResult failed = testing::Spawn(PlanArgs(out), {"CKPTPLAN_FAIL_WRITE_AFTER=100"});
-  CHECK(failed.exit_code == 5);
-  CHECK(failed.err.find("plan.json: cannot write file: writing: No space left on device") !=
-        std::string::npos);
-  CHECK(Slurp(out) == "previous plan");
-  CHECK(testing::ListDir(dir) == std::vector<std::string>{"plan.json"});
-  fs::remove_all(dir);
+TEST_CASE("ckptplan plan: a write failing mid-file exits 5 and keeps the old output") {
+  for (const char* flag : kOutputFlags) {
+    CAPTURE(flag);
+    fs::path dir = ScratchDir("cli_fail");
+    const fs::path out = dir / "output";
+    REQUIRE(testing::Spawn(PlanArgs(flag, out)).exit_code == 0);
+    REQUIRE(fs::file_size(out) > 100);
+    Spill(out, "previous output");
+    testing::SpawnResult failed =
+        testing::Spawn(PlanArgs(flag, out), {"CKPTPLAN_FAIL_WRITE_AFTER=100"});
+    CHECK(failed.exit_code == 5);
+    CHECK(failed.err.find("output: cannot write file: writing: No space left on device") !=
+          std::string::npos);
+    CHECK(Slurp(out) == "previous output");
+    CHECK(testing::ListDir(dir) == std::vector<std::string>{"output"});
+    fs::remove_all(dir);
+  }
 }
 
-TEST_CASE("ckptplan plan: killed mid-write, the old plan is intact and no temp file is left") {
-  fs::path dir = ScratchDir("cli_kill");
-  const fs::path out = dir / "plan.json";
-  Spill(out, "previous plan");
-  testing::SpawnResult killed = testing::Spawn(PlanArgs(out), {"CKPTPLAN_KILL_WRITE_AFTER=100"});
-  CHECK(killed.signal == SIGKILL);
-  CHECK(Slurp(out) == "previous plan");
-  // The temp file is unnamed (O_TMPFILE) until complete, so SIGKILL leaves none.
-  CHECK(testing::ListDir(dir) == std::vector<std::string>{"plan.json"});
-  // Without the hook the same run replaces it.
-  CHECK(testing::Spawn(PlanArgs(out)).exit_code == 0);
-  CHECK(Slurp(out).find("\"format\": \"ckptplan.plan\"") != std::string::npos);
-  fs::remove_all(dir);
+TEST_CASE("ckptplan plan: killed mid-write, the old output is intact and no temp file is left") {
+  for (const char* flag : kOutputFlags) {
+    CAPTURE(flag);
+    fs::path dir = ScratchDir("cli_kill");
+    const fs::path out = dir / "output";
+    Spill(out, "previous output");
+    testing::SpawnResult killed =
+        testing::Spawn(PlanArgs(flag, out), {"CKPTPLAN_KILL_WRITE_AFTER=100"});
+    CHECK(killed.signal == SIGKILL);
+    CHECK(Slurp(out) == "previous output");
+    // The temp file is unnamed (O_TMPFILE) until complete, so SIGKILL leaves none.
+    CHECK(testing::ListDir(dir) == std::vector<std::string>{"output"});
+    // Without the hook the same run replaces it.
+    CHECK(testing::Spawn(PlanArgs(flag, out)).exit_code == 0);
+    CHECK(Slurp(out) != "previous output");
+    fs::remove_all(dir);
+  }
 }
 
 }  // namespace

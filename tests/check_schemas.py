@@ -44,10 +44,26 @@ def main():
             with open(f"{tmp}/{name}") as f:
                 failures += validate(schema, json.load(f), name)
             checked += 1
+        # A fresh baseline from `check --update-baseline`, and a check config.
+        subprocess.run([binary, "check", "sample_graphs/mlp.json", "sample_graphs/diamond.json",
+                        "--budget", "1GiB", "--baseline", f"{tmp}/baseline.json", "--update-baseline"],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(f"{tmp}/baseline.json") as f:
+            failures += validate("baseline.schema.json", json.load(f), "baseline.json")
+        config = {"format": "ckptplan.check", "version": 1, "baseline": "memory-baseline.json",
+                  "defaults": {"budget": "40GiB", "tolerance": "2%"},
+                  "graphs": [{"graph": "sample_graphs/mlp.json", "key": "mlp", "budget": 1073741824,
+                              "reserve": "1GiB", "tolerance": "256MiB", "no_plan": True}]}
+        failures += validate("check-config.schema.json", config, "check config")
+        checked += 2
     # A document that breaks the schema must be caught (the check can fail).
     broken = {"format": "ckptplan.graph", "version": 1, "tensors": [{"id": "x", "kind": "weights"}], "nodes": []}
     if validate("graph.schema.json", broken, "broken graph", quiet=True) == 0:
         print("FAIL: the graph schema accepted an unknown tensor kind")
+        failures += 1
+    broken_baseline = {"format": "ckptplan.baseline", "version": 1, "graphs": {"m": {"mode": "eager"}}}
+    if validate("baseline.schema.json", broken_baseline, "broken baseline", quiet=True) == 0:
+        print("FAIL: the baseline schema accepted an entry without figures")
         failures += 1
     print(f"{checked - min(failures, checked)} passed, {failures} failed")
     return 1 if failures else 0

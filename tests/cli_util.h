@@ -3,6 +3,7 @@
 #define CKPTPLAN_TESTS_CLI_UTIL_H_
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -24,10 +25,12 @@ inline std::string Slurp(const std::string& path) {
   return buffer.str();
 }
 
-/// A fresh, empty directory for one test's files.
+/// A fresh, empty directory for one test's files, per process (test runs of
+/// several checkouts on one machine share /tmp).
 inline std::string ScratchDir(const std::string& name) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("ckptplan_test_" + name);
+  fs::path dir = fs::temp_directory_path() /
+                 ("ckptplan_test_" + std::to_string(getpid()) + "_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir.string();

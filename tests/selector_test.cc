@@ -13,6 +13,7 @@
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/synth.h"
+#include "cli_util.h"
 #include "test_graphs.h"
 
 namespace ckptplan {
@@ -85,11 +86,10 @@ TEST_CASE("greedy makes progress through tied peaks") {
   CHECK(result.recompute_cost == 10);  // f0 + f1
 }
 
-// Writes `text` to a fresh file under the test temp dir and returns its path.
+// Writes `text` to a file under this process's scratch dir; returns its path.
 std::string TempFile(const std::string& name, const std::string& text) {
-  fs::path dir = fs::temp_directory_path() / "ckptplan_selector_test";
-  fs::create_directories(dir);
-  std::string path = (dir / name).string();
+  static const std::string dir = testing::ScratchDir("selector");
+  std::string path = dir + "/" + name;
   WriteFileAtomic(path, text);
   return path;
 }

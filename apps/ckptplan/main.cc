@@ -1,4 +1,5 @@
 // ckptplan: flags in, one library call, exit code out.
+#include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -6,6 +7,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/check.h"
 #include "ckptplan/commands.h"
 #include "ckptplan/errors.h"
 #include "ckptplan/size.h"
@@ -16,7 +18,7 @@ using namespace ckptplan;
 
 // Sizes are parsed after CLI11 so that errors carry our wording and exit code.
 struct SizeFlags {
-  std::string budget, reserve;
+  std::string budget, reserve, tolerance;
 };
 
 void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
@@ -70,6 +72,42 @@ int main(int argc, char** argv) {
   AddCommon(simulate_cmd, &simulate, &simulate_sizes);
   simulate_cmd->add_option("--plan", simulate.plan_path, "Apply this plan file");
 
+  ExportOptions export_options;
+  CLI::App* export_cmd = app.add_subcommand(
+      "export", "Write a plan in the terms of another framework (rounding where it must)");
+  export_cmd->add_option("plan", export_options.plan_path, "Plan file from `ckptplan plan`")
+      ->required();
+  export_cmd->add_option("--to", export_options.target,
+                         "pytorch-sac, jax, megatron, torchtitan or deepspeed")
+      ->required();
+  export_cmd->add_option("--graph", export_options.graph_path,
+                         "Graph the plan was made on (default: the file the plan names)");
+  export_cmd->add_option("-o,--output", export_options.output_path,
+                         "Write here (default: stdout, with the report on stderr)");
+
+  CheckOptions check;
+  SizeFlags check_sizes;
+  bool check_no_plan = false;
+  CLI::App* check_cmd = app.add_subcommand(
+      "check", "CI gate: fail when a graph's peak is over budget or grew over its baseline");
+  check_cmd->add_option("graphs", check.graph_paths, "Graph files to check");
+  check_cmd->add_option("--budget", check_sizes.budget, "Peak memory budget, e.g. 40GiB");
+  check_cmd->add_option("--reserve", check_sizes.reserve, "Bytes held back all step, e.g. 1GiB");
+  check_cmd->add_option("--tolerance", check_sizes.tolerance,
+                        "Growth over the baseline allowed: 2% or 256MiB (default 0)");
+  check_cmd->add_option("--baseline", check.baseline_path, "Baseline file to compare with");
+  check_cmd->add_flag("--update-baseline", check.update_baseline,
+                      "Record the current figures in the baseline file");
+  check_cmd->add_flag("--no-plan", check_no_plan,
+                      "Check the save-all simulation instead of the plan");
+  check_cmd->add_option("--config", check.config_path,
+                        "JSON file listing graphs with their own settings");
+  check_cmd->add_option("--annotate", check.annotate,
+                        "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY");
+  check_cmd->add_option("--junit", check.junit_path, "Write a JUnit XML report here");
+  check_cmd->add_option("--top", check.top, "Grown tensors to list per graph")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -85,11 +123,29 @@ int main(int argc, char** argv) {
   spdlog::cfg::load_env_levels();
 
   try {
+    if (check_cmd->parsed()) {
+      CheckSettings& settings = check.settings;
+      if (!check_sizes.budget.empty()) {
+        settings.budget_bytes = ParseSize(check_sizes.budget, "--budget");
+      }
+      if (!check_sizes.reserve.empty()) {
+        settings.reserve_bytes = ParseSize(check_sizes.reserve, "--reserve");
+      }
+      if (!check_sizes.tolerance.empty()) {
+        settings.tolerance = ParseTolerance(check_sizes.tolerance, "--tolerance");
+      }
+      if (check_no_plan) settings.no_plan = true;
+      if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) {
+        check.step_summary_path = summary;
+      }
+      return RunCheck(check, std::cout, std::cerr);
+    }
     if (plan_cmd->parsed()) {
       plan.budget_bytes = ParseSize(plan_sizes.budget, "--budget");
       if (!plan_sizes.reserve.empty()) plan.reserve_bytes = ParseSize(plan_sizes.reserve, "--reserve");
       return RunPlan(plan, std::cout);
     }
+    if (export_cmd->parsed()) return RunExport(export_options, std::cout, std::cerr);
     if (!simulate_sizes.reserve.empty()) {
       simulate.reserve_bytes = ParseSize(simulate_sizes.reserve, "--reserve");
     }

@@ -3,6 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
+#include "ckptplan/export.h"
+#include "ckptplan/json_loader.h"
 #include "ckptplan/limits.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
@@ -68,32 +70,63 @@ void RenderReports(const Graph& graph, const CommonOptions& options, const Summa
   }
 }
 
+// The graph file a plan names, for `export` without --graph.
+std::string PlanGraphFile(const std::string& plan_path) {
+  const std::string text = ReadFile(plan_path);
+  CheckJsonDepth(text, Limits().max_depth, plan_path);
+  nlohmann::json root;
+  try {
+    root = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InputError(plan_path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
+                     e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw InputError(plan_path + ": malformed JSON: " + e.what());
+  }
+  if (root.is_object() && root.contains("graph") && root["graph"].is_object() &&
+      root["graph"].contains("file") && root["graph"]["file"].is_string()) {
+    return root["graph"]["file"].get<std::string>();
+  }
+  throw InputError(plan_path + ": names no graph file (\"graph\": {\"file\": ...}); pass --graph",
+                   kExitUsage);
+}
+
 }  // namespace
+
+PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
+                        int64_t reserve_bytes) {
+  PlanOutcome outcome;
+  outcome.bound = ComputeLowerBound(graph, reserve_bytes);
+  GreedyOptions greedy_options;
+  greedy_options.budget_bytes = budget_bytes;
+  greedy_options.reserve_bytes = reserve_bytes;
+  outcome.greedy = GreedyPlan(graph, start, greedy_options);
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), reserve_bytes);
+  outcome.planned = SimulateRecorded(graph, outcome.greedy.keep, reserve_bytes);
+  if (outcome.greedy.fits) return outcome;
+  const LowerBound& bound = outcome.bound;
+  outcome.infeasible =
+      budget_bytes < bound.bytes
+          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
+                DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
+          : "the best plan found peaks at " + FormatBytes(outcome.planned.peak_bytes) +
+                " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
+                FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
+  return outcome;
+}
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
   CheckReserve(options.reserve_bytes, "--reserve");
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
-  LowerBound bound = ComputeLowerBound(graph, options.reserve_bytes);
-  GreedyOptions greedy_options;
-  greedy_options.budget_bytes = options.budget_bytes;
-  greedy_options.reserve_bytes = options.reserve_bytes;
-  GreedyResult greedy = GreedyPlan(graph, StartSet(graph, options.start), greedy_options);
-
-  SimResult save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
-  SimResult planned = SimulateRecorded(graph, greedy.keep, options.reserve_bytes);
-  if (!greedy.fits) {
-    std::string why = options.budget_bytes < bound.bytes
-                          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) +
-                                " = " + DescribeLowerBound(graph, bound) + " > budget " +
-                                FormatBytes(options.budget_bytes)
-                          : "the best plan found peaks at " + FormatBytes(planned.peak_bytes) +
-                                " > budget " + FormatBytes(options.budget_bytes) +
-                                " (lower bound " + FormatBytes(bound.bytes) + " = " +
-                                DescribeLowerBound(graph, bound) + ")";
-    throw InfeasibleError(options.graph_path + ": " + why);
-  }
+  PlanOutcome outcome = ComputePlan(graph, StartSet(graph, options.start), options.budget_bytes,
+                                    options.reserve_bytes);
+  if (!outcome.greedy.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  const SimResult& save_all = outcome.save_all;
+  const SimResult& planned = outcome.planned;
+  const GreedyResult& greedy = outcome.greedy;
+  const LowerBound& bound = outcome.bound;
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
                   &save_all, &planned, &greedy.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
@@ -143,6 +176,34 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   RenderReports(graph, options, summary, &reports);
   for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {
+  ExportTarget target;
+  if (!ParseExportTarget(options.target, &target)) {
+    throw InputError("--to: unknown target '" + options.target +
+                         "' (expected pytorch-sac, jax, megatron, torchtitan or deepspeed)",
+                     kExitUsage);
+  }
+  std::string graph_path =
+      options.graph_path.empty() ? PlanGraphFile(options.plan_path) : options.graph_path;
+  LoadedGraph loaded = LoadGraph(graph_path, options.load);
+  LoadedPlan plan = ReadPlan(loaded.graph, options.plan_path);
+  if (!plan.graph_sha256.empty() && plan.graph_sha256 != loaded.sha256) {
+    spdlog::warn("{}: plan was made for a graph with a different digest than {}",
+                 options.plan_path, graph_path);
+  }
+  ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
+                    plan.reserve_bytes};
+  ExportResult result = ExportPlan(loaded.graph, input, target);
+  if (options.output_path.empty()) {
+    out << result.text;
+    err << result.report;
+  } else {
+    WriteFileAtomic(options.output_path, result.text);
+    out << result.report;
+  }
   return kExitOk;
 }
 

@@ -28,13 +28,14 @@ seeds_for() {
     size_fuzzer) echo tests/fuzz/seeds/size ;;
     onnx_fuzzer) echo sample_graphs tests/bad_inputs/onnx tests/fuzz/seeds/onnx ;;
     baseline_fuzzer) echo tests/fuzz/seeds/baseline tests/bad_inputs/baselines ;;
+    check_config_fuzzer) echo tests/fuzz/seeds/check_config tests/bad_inputs/configs ;;
   esac
 }
 
 # Dictionary per fuzzer: JSON tokens for the JSON readers.
 dict_for() {
   case "$1" in
-    json_graph_fuzzer | plan_reader_fuzzer | baseline_fuzzer) echo "-dict=tests/fuzz/json.dict" ;;
+    json_graph_fuzzer | plan_reader_fuzzer | baseline_fuzzer | check_config_fuzzer) echo "-dict=tests/fuzz/json.dict" ;;
   esac
 }
 

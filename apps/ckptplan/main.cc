@@ -22,8 +22,21 @@ struct SizeFlags {
 };
 
 void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
-  command->add_option("graph", options->graph_path, "Graph file: JSON graph format v1")
+  command->add_option("graph", options->graph_path, "Graph file: JSON graph format v1 or .onnx")
       ->required();
+  LoadOptions& load = options->load;
+  command->add_option("--dim", load.dims, "ONNX: bind a symbolic dim, e.g. --dim seq=4096");
+  command->add_option("--input-shape", load.input_shapes,
+                      "ONNX: shape of a graph input, e.g. input_ids:8x4096");
+  command->add_option("--frozen", load.frozen, "ONNX: initializers (glob) that are not trained");
+  command->add_option("--precision", load.precision, "ONNX: fp32, bf16-mixed or fp16-mixed")
+      ->capture_default_str();
+  command->add_option("--optimizer", load.optimizer,
+                      "ONNX: adamw, adam, sgd, sgd-momentum or none")
+      ->capture_default_str();
+  command->add_option("--device", load.device,
+                      "ONNX: roofline preset: h100, h200, a100, v100, l4, mi300x, cpu")
+      ->capture_default_str();
   command->add_option("--reserve", sizes->reserve,
                       "Bytes held back all step (e.g. 1GiB): CUDA context, fragmentation");
   command->add_flag("--json", options->json, "Print the summary as JSON on stdout");

@@ -81,6 +81,8 @@ struct TrainingState {
   /// gradient tensors of its own (parameter_count x gradient dtype size).
   int64_t implicit_gradient_bytes = 0;
   double optimizer_bytes_per_param = 0;  ///< what extra_optimizer_bytes used
+  /// How the loader counted bytes per parameter, for the summary; may be empty.
+  std::string bytes_per_param_formula;
 };
 
 /// Unit of Node cost: microseconds when every costed node has time_us,

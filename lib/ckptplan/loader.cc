@@ -2,6 +2,7 @@
 
 #include "ckptplan/errors.h"
 #include "ckptplan/json_loader.h"
+#include "ckptplan/onnx_loader.h"
 #include "ckptplan/output_file.h"
 
 namespace ckptplan {
@@ -15,9 +16,7 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 }  // namespace
 
 LoadedGraph LoadGraph(const std::string& path, const LoadOptions& options) {
-  if (EndsWith(path, ".onnx")) {
-    throw InputError(path + ": ONNX input is not supported by this build yet");
-  }
+  if (EndsWith(path, ".onnx")) return LoadOnnxGraph(path, options);
   std::string text = ReadFile(path);
   LoadedGraph loaded{ParseJsonGraph(text, path, options.limits), Sha256Hex(text)};
   return loaded;

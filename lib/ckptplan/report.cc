@@ -97,6 +97,9 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
     Line(out, "  peak, planned       %-12s %s", FormatBytes(planned.peak_bytes),
          StepText(graph, planned, planned.peak_step));
   }
+  if (!graph.training.bytes_per_param_formula.empty()) {
+    Line(out, "  bytes per parameter %s", graph.training.bytes_per_param_formula);
+  }
   Line(out, "  lower bound         %-12s %s", FormatBytes(summary.lower_bound.bytes),
        "= " + DescribeLowerBound(graph, summary.lower_bound));
   char overhead[64];
@@ -149,6 +152,9 @@ ordered_json SummaryJson(const Graph& graph, const Summary& summary) {
   out["reserve_bytes"] = summary.reserve_bytes;
   out["save_all_peak_bytes"] = summary.save_all->peak_bytes;
   out["lower_bound_bytes"] = summary.lower_bound.bytes;
+  if (!graph.training.bytes_per_param_formula.empty()) {
+    out["bytes_per_param_formula"] = graph.training.bytes_per_param_formula;
+  }
   out["peak_step"] = planned.peak_step;
   if (!planned.steps.empty()) out["peak_node"] = graph.nodes[planned.steps[planned.peak_step].node].name;
   out["peak_breakdown"] = BreakdownJson(planned, planned.peak_step);

@@ -1,0 +1,29 @@
+// Accelerator presets for the roofline cost model of ONNX graphs.
+#ifndef CKPTPLAN_DEVICE_H_
+#define CKPTPLAN_DEVICE_H_
+
+#include <string>
+
+namespace ckptplan {
+
+/// Dense peak rates, FLOP/s, and memory bandwidth, bytes/s.
+struct DeviceSpec {
+  const char* name;
+  double matrix_16bit_flops;  ///< tensor cores, bf16/fp16 inputs
+  double matrix_fp32_flops;   ///< fp32 matmul/conv (no TF32)
+  double vector_flops;        ///< elementwise fp32 / 16-bit ALU rate
+  double bandwidth;           ///< HBM bytes/s
+};
+
+/// The preset named `name` (h100, h200, a100, v100, l4, mi300x, cpu); throws
+/// InputError (kExitUsage) listing the names otherwise.
+const DeviceSpec& FindDevice(const std::string& name);
+
+/// Roofline time of one op in microseconds: the slower of compute
+/// (flops / rate) and memory traffic (bytes / bandwidth).
+double RooflineMicros(const DeviceSpec& device, double flops, double bytes, bool matrix,
+                      bool sixteen_bit);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_DEVICE_H_

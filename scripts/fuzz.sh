@@ -23,10 +23,10 @@ cmake --build build-fuzz -j2 --target "${fuzzers[@]}"
 # Seeds per fuzzer: directories and single files copied into its corpus.
 seeds_for() {
   case "$1" in
-    json_graph_fuzzer) echo sample_graphs tests/bad_inputs/graphs ;;
+    json_graph_fuzzer) echo sample_graphs/*.json tests/bad_inputs/graphs ;;
     plan_reader_fuzzer) echo tests/fuzz/seeds/plan tests/bad_inputs/plans ;;
     size_fuzzer) echo tests/fuzz/seeds/size ;;
-    onnx_fuzzer) echo sample_graphs tests/bad_inputs/onnx tests/fuzz/seeds/onnx ;;
+    onnx_fuzzer) echo tests/fuzz/seeds/onnx tests/bad_inputs/onnx ;;
     baseline_fuzzer) echo tests/fuzz/seeds/baseline tests/bad_inputs/baselines ;;
     check_config_fuzzer) echo tests/fuzz/seeds/check_config tests/bad_inputs/configs ;;
   esac
@@ -36,6 +36,14 @@ seeds_for() {
 dict_for() {
   case "$1" in
     json_graph_fuzzer | plan_reader_fuzzer | baseline_fuzzer | check_config_fuzzer) echo "-dict=tests/fuzz/json.dict" ;;
+  esac
+}
+
+# Longest input: ONNX seeds (weights stripped) run to 33 KB.
+max_len_for() {
+  case "$1" in
+    onnx_fuzzer) echo 65536 ;;
+    *) echo 16384 ;;
   esac
 }
 
@@ -57,7 +65,7 @@ for fuzzer in "${fuzzers[@]}"; do
   # -rss_limit_mb: 2 GiB, so a memory blow-up is a reported failure, not an OOM.
   # shellcheck disable=SC2046
   if nice -n 19 "build-fuzz/$fuzzer" "$corpus" $(dict_for "$fuzzer") \
-      -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 -max_len=16384 \
+      -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 -max_len="$(max_len_for "$fuzzer")" \
       -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$fuzzer-" \
       >"$log" 2>&1; then
     grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' "$log" |

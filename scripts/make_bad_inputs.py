@@ -217,12 +217,38 @@ def onnx_case(name, raw, message):
                   "exit": BAD_INPUT, "message": message})
 
 
-onnx_case("json_named.onnx", good_text.encode(), "json_named.onnx")
-onnx_case("empty.onnx", b"", "empty.onnx")
-onnx_case("random_bytes.onnx", bytes((i * 37 + 11) % 256 for i in range(512)), "random_bytes.onnx")
+onnx_case("json_named.onnx", good_text.encode(), "json_named.onnx: not a valid ONNX model")
+onnx_case("empty.onnx", b"", "empty.onnx: not an ONNX model (ir_version 0")
+onnx_case("random_bytes.onnx", bytes((i * 37 + 11) % 256 for i in range(512)),
+          "random_bytes.onnx: not a valid ONNX model")
 # A ModelProto prefix cut inside a length-delimited field: ir_version 8, then
 # graph (field 7) claiming 1000 bytes but holding 3.
-onnx_case("truncated.onnx", bytes([0x08, 0x08, 0x3A, 0xE8, 0x07, 0x0A, 0x01, 0x78]), "truncated.onnx")
+onnx_case("truncated.onnx", bytes([0x08, 0x08, 0x3A, 0xE8, 0x07, 0x0A, 0x01, 0x78]),
+          "truncated.onnx: not a valid ONNX model")
+SEED = os.path.join(ROOT, "..", "fuzz", "seeds", "onnx", "mlp_stripped.onnx")
+with open(SEED, "rb") as f:
+    mlp = f.read()
+onnx_case("truncated_model.onnx", mlp[: len(mlp) // 2], "truncated_model.onnx: not a valid ONNX model")
+
+
+def onnx_edit(name, fn, message, extra_args=()):
+    import onnx  # python3-onnx, installed by scripts/setup.sh --tests
+    model = onnx.load_from_string(mlp)
+    fn(model)
+    onnx_case(name, model.SerializeToString(), message)
+    cases[-1]["args"] += list(extra_args)
+
+
+def batch(value):
+    def fn(model):
+        model.graph.input[0].type.tensor_type.shape.dim[0].dim_value = value
+    return fn
+
+
+onnx_edit("huge_batch.onnx", batch(1 << 62), "add up to more than the limit of 1.0 EiB")
+onnx_edit("no_nodes.onnx", lambda m: m.graph.ClearField("node"), "no_nodes.onnx: not an ONNX model")
+onnx_case("too_many_onnx_nodes.onnx", mlp, "ONNX nodes is over the limit of 3 (raise it with --max-nodes)")
+cases[-1]["args"] += ["--max-nodes", "3"]
 
 
 # Plan files for `simulate --plan`, against a valid graph.
@@ -297,6 +323,38 @@ size_case("reserve_over_limit", "--reserve", "8000PiB", "--reserve: reserve 7.8 
 cases.append({"name": "missing_graph", "args": ["plan", "{dir}/graphs/does_not_exist.json", "--budget", "1GiB",
                                                 "-o", "{out}"],
               "exit": IO, "message": "does_not_exist.json: cannot open file for reading"})
+
+# `check`: baseline and config files.
+def check_case(name, sub, raw, args, message, exit_code=BAD_INPUT):
+    path = os.path.join(sub, name)
+    with open(os.path.join(ROOT, path), "w") as f:
+        f.write(raw)
+    cases.append({"name": name, "args": ["check", *[a.replace("{file}", "{dir}/" + path) for a in args],
+                                         "--junit", "{out}"],
+                  "exit": exit_code, "message": message})
+
+
+BASELINE_ARGS = ["{dir}/graphs/valid.json", "--budget", "1GiB", "--baseline", "{file}"]
+check_case("baseline_truncated.json", "baselines", '{"format": "ckptplan.baseline", "version": 1, "gra',
+           BASELINE_ARGS, "corrupt baseline: malformed JSON")
+check_case("baseline_deep.json", "baselines", '{"graphs": ' + "[" * 5000 + "]" * 5000 + "}",
+           BASELINE_ARGS, "nests deeper than 64")
+check_case("baseline_huge_exponent.json", "baselines",
+           '{"format": "ckptplan.baseline", "version": 1, "graphs": {"x": {"peak_bytes": 1e999}}}',
+           BASELINE_ARGS, "corrupt baseline: malformed JSON")
+check_case("baseline_not_object.json", "baselines", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+           BASELINE_ARGS, "top level must be a JSON object")
+CONFIG_HEAD = '{"format": "ckptplan.check", "version": 1, '
+check_case("config_huge_reserve.json", "configs",
+           CONFIG_HEAD + '"defaults": {"budget": "1GiB", "reserve": "8000PiB"}, "graphs": [{"graph": "../graphs/valid.json"}]}',
+           ["--config", "{file}"], "reserve: reserve 7.8 EiB is over the limit of 4.0 EiB", exit_code=USAGE)
+check_case("config_deep.json", "configs", CONFIG_HEAD + '"graphs": ' + "[" * 100 + "]" * 100 + "}",
+           ["--config", "{file}"], "nests deeper than 64")
+check_case("config_huge_exponent.json", "configs",
+           CONFIG_HEAD + '"defaults": {"tolerance": 1e400}, "graphs": [{"graph": "../graphs/valid.json"}]}',
+           ["--config", "{file}"], "malformed JSON")
+check_case("config_truncated.json", "configs", CONFIG_HEAD + '"graphs": [{"graph": "../gr',
+           ["--config", "{file}"], "malformed JSON")
 
 # Crash inputs the fuzzers found, kept as regression cases (see README).
 EXTRA = []

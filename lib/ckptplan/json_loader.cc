@@ -47,17 +47,6 @@ int64_t ShapeElements(const json& shape, const std::string& where, Problems& pro
   return static_cast<int64_t>(elements);
 }
 
-// Byte arithmetic on values read from the file: INT64_MAX instead of
-// overflow, so that ValidateGraph's total-bytes limit reports it.
-int64_t SaturatingAdd(int64_t a, int64_t b) {
-  __int128 sum = static_cast<__int128>(a) + b;
-  return sum > INT64_MAX ? INT64_MAX : static_cast<int64_t>(sum);
-}
-int64_t SaturatingMul(int64_t a, int64_t b) {
-  __int128 product = static_cast<__int128>(a) * b;
-  return product > INT64_MAX ? INT64_MAX : static_cast<int64_t>(product);
-}
-
 // Reads an optional non-negative number field; -1 when absent.
 double OptionalCost(const json& object, const char* key, const std::string& where,
                     Problems& problems) {

@@ -26,6 +26,20 @@ struct Limits {
 /// Largest --reserve (or plan reserve_bytes) accepted: 2^62 bytes = 4 EiB.
 inline constexpr int64_t kMaxReserveBytes = int64_t{1} << 62;
 
+/// a + b and a * b for sizes and element counts read from files, clamped to
+/// int64's range instead of overflowing; a clamped size then fails the
+/// max_total_bytes check in ValidateGraph.
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  __int128 sum = static_cast<__int128>(a) + b;
+  return sum > INT64_MAX ? INT64_MAX : sum < INT64_MIN ? INT64_MIN : static_cast<int64_t>(sum);
+}
+inline int64_t SaturatingMul(int64_t a, int64_t b) {
+  __int128 product = static_cast<__int128>(a) * b;
+  return product > INT64_MAX   ? INT64_MAX
+         : product < INT64_MIN ? INT64_MIN
+                               : static_cast<int64_t>(product);
+}
+
 /// Throws InputError naming `source` when `text`, read as JSON, nests arrays
 /// and objects deeper than `max_depth` (brackets inside strings do not count).
 /// Linear and allocation-free; run it before handing text to a parser.

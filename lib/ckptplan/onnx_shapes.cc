@@ -748,6 +748,12 @@ Outputs Infer(const Context& c) {
   int32_t t0 = c.Type(0);
   bool integer = IsIntegerType(t0);
   using Args = const std::vector<double>&;
+  // A malformed node (a binary op with one input) gets no shape, rather than
+  // its value lambda reading past its inputs.
+  static const std::set<std::string> kBinary = {
+      "Sub",  "Mul",      "Div",         "Pow",     "Mod", "Equal", "Less",
+      "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or",  "Xor"};
+  if ((kBinary.count(op) && c.in.size() < 2) || (op == "Where" && c.in.size() < 3)) return {};
   if (op == "Add" || op == "Sum") {
     return Elementwise(c, t0, [](Args a) { double s = 0; for (double v : a) s += v; return s; });
   }

@@ -11,6 +11,7 @@
 #include "ckptplan/commands.h"
 #include "ckptplan/errors.h"
 #include "ckptplan/size.h"
+#include "ckptplan/sweep.h"
 
 namespace {
 
@@ -59,6 +60,20 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
       ->capture_default_str();
 }
 
+void AddSearch(CLI::App* command, SearchFlags* flags) {
+  command->add_option("--strategy", flags->strategy,
+                      "ckptplan (default: best of several searches and the baselines), greedy, "
+                      "save-all, scope-checkpoint, sqrt-segments, knapsack")
+      ->capture_default_str();
+  command->add_option("--start", flags->start, "Greedy start set: mincut or save-all")
+      ->capture_default_str();
+  command->add_option("--policy", flags->policy_path,
+                      "Recompute policy file: op names the min-cut may recompute, one a line "
+                      "('+default' adds the built-in list)");
+  command->add_option("--recomputable-ops", flags->recomputable_ops,
+                      "Comma-separated op names added to the recompute policy (e.g. dropout)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -76,7 +91,20 @@ int main(int argc, char** argv) {
   plan_cmd->add_option("--budget", plan_sizes.budget, "Peak memory budget, e.g. 40GiB")
       ->required();
   plan_cmd->add_option("-o,--output", plan.output_path, "Write the plan file here");
-  plan_cmd->add_option("--start", plan.start, "Start set: save-all")->capture_default_str();
+  AddSearch(plan_cmd, &plan);
+
+  SweepOptions sweep;
+  SizeFlags sweep_sizes;
+  std::string sweep_from, sweep_to, sweep_budgets;
+  int sweep_steps = 0;
+  CLI::App* sweep_cmd =
+      app.add_subcommand("sweep", "Plan a range of budgets: the memory / recompute trade-off");
+  AddCommon(sweep_cmd, &sweep, &sweep_sizes);
+  AddSearch(sweep_cmd, &sweep);
+  sweep_cmd->add_option("--from", sweep_from, "Smallest budget, e.g. 20GiB");
+  sweep_cmd->add_option("--to", sweep_to, "Largest budget, e.g. 80GiB");
+  sweep_cmd->add_option("--steps", sweep_steps, "Budgets from --from to --to, evenly spaced");
+  sweep_cmd->add_option("--budgets", sweep_budgets, "Comma-separated budgets, e.g. 20GiB,40GiB");
 
   SimulateOptions simulate;
   SizeFlags simulate_sizes;
@@ -157,6 +185,22 @@ int main(int argc, char** argv) {
       plan.budget_bytes = ParseSize(plan_sizes.budget, "--budget");
       if (!plan_sizes.reserve.empty()) plan.reserve_bytes = ParseSize(plan_sizes.reserve, "--reserve");
       return RunPlan(plan, std::cout);
+    }
+    if (sweep_cmd->parsed()) {
+      if (!sweep_sizes.reserve.empty()) sweep.reserve_bytes = ParseSize(sweep_sizes.reserve, "--reserve");
+      if (!sweep_budgets.empty()) {
+        if (!sweep_from.empty() || !sweep_to.empty() || sweep_steps != 0) {
+          throw InputError("sweep: give either --budgets or --from/--to/--steps", kExitUsage);
+        }
+        sweep.budgets = ParseBudgetList(sweep_budgets);
+      } else if (!sweep_from.empty() || !sweep_to.empty() || sweep_steps != 0) {
+        if (sweep_from.empty() || sweep_to.empty() || sweep_steps == 0) {
+          throw InputError("sweep: --from, --to and --steps go together", kExitUsage);
+        }
+        sweep.budgets = LinearBudgets(ParseSize(sweep_from, "--from"), ParseSize(sweep_to, "--to"),
+                                      sweep_steps);
+      }
+      return RunSweep(sweep, std::cout);
     }
     if (export_cmd->parsed()) return RunExport(export_options, std::cout, std::cerr);
     if (!simulate_sizes.reserve.empty()) {

@@ -171,11 +171,13 @@ GraphCheck CheckGraph(const CheckTarget& target, const PeakRecord* before, bool 
     check.now.save_all_peak_bytes = save_all.peak_bytes;
     check.over_budget = save_all.peak_bytes > target.budget_bytes;
   } else {
-    PlanOutcome outcome =
-        ComputePlan(graph, SaveAll(graph), target.budget_bytes, target.reserve_bytes);
+    PlannerOptions planner;  // the default planner, as `plan` runs it
+    planner.budget_bytes = target.budget_bytes;
+    planner.reserve_bytes = target.reserve_bytes;
+    PlanOutcome outcome = ComputePlan(graph, planner);
     check.now = MakePeakRecord(graph, outcome.planned, kBaselineTopTensors);
     check.now.save_all_peak_bytes = outcome.save_all.peak_bytes;
-    check.over_budget = !outcome.greedy.fits;
+    check.over_budget = !outcome.found.fits;
     check.infeasible = outcome.infeasible;
   }
   check.now.graph = target.graph_path;

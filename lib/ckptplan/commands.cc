@@ -8,11 +8,12 @@
 #include "ckptplan/limits.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
+#include "ckptplan/planner.h"
 #include "ckptplan/report.h"
 #include "ckptplan/report_html.h"
-#include "ckptplan/selector.h"
 #include "ckptplan/simulator.h"
 #include "ckptplan/size.h"
+#include "ckptplan/sweep.h"
 #include "ckptplan/trace.h"
 
 namespace ckptplan {
@@ -33,9 +34,24 @@ void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::os
   }
 }
 
-SaveSet StartSet(const Graph& graph, const std::string& start) {
-  if (start == "save-all") return SaveAll(graph);
-  throw InputError("--start: unknown start set '" + start + "' (expected save-all)", kExitUsage);
+PlannerOptions MakePlannerOptions(const SearchFlags& flags, int64_t reserve_bytes) {
+  PlannerOptions options;
+  options.reserve_bytes = reserve_bytes;
+  if (!ParseStrategy(flags.strategy, &options.strategy)) {
+    std::string names;
+    for (Strategy s : AllStrategies()) names += (names.empty() ? "" : ", ") + std::string(ToString(s));
+    throw InputError("--strategy: unknown strategy '" + flags.strategy + "' (expected one of " +
+                         names + ")",
+                     kExitUsage);
+  }
+  if (flags.start != "mincut" && flags.start != "save-all") {
+    throw InputError("--start: unknown start set '" + flags.start +
+                         "' (expected mincut or save-all)",
+                     kExitUsage);
+  }
+  options.start = flags.start;
+  options.policy = MakeRecomputePolicy(flags.policy_path, flags.recomputable_ops);
+  return options;
 }
 
 struct OutputFile {
@@ -93,23 +109,20 @@ std::string PlanGraphFile(const std::string& plan_path) {
 
 }  // namespace
 
-PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
-                        int64_t reserve_bytes) {
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options) {
   PlanOutcome outcome;
-  outcome.bound = ComputeLowerBound(graph, reserve_bytes);
-  GreedyOptions greedy_options;
-  greedy_options.budget_bytes = budget_bytes;
-  greedy_options.reserve_bytes = reserve_bytes;
-  outcome.greedy = GreedyPlan(graph, start, greedy_options);
-  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), reserve_bytes);
-  outcome.planned = SimulateRecorded(graph, outcome.greedy.keep, reserve_bytes);
-  if (outcome.greedy.fits) return outcome;
+  outcome.bound = ComputeLowerBound(graph, options.reserve_bytes);
+  outcome.found = PlanGraph(graph, options);
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
+  outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes);
+  if (outcome.found.fits) return outcome;
   const LowerBound& bound = outcome.bound;
+  const int64_t budget_bytes = options.budget_bytes;
   outcome.infeasible =
       budget_bytes < bound.bytes
           ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
                 DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
-          : "the best plan found peaks at " + FormatBytes(outcome.planned.peak_bytes) +
+          : "the lowest peak reached is " + FormatBytes(outcome.planned.peak_bytes) +
                 " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
                 FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
   return outcome;
@@ -118,22 +131,24 @@ PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
   CheckReserve(options.reserve_bytes, "--reserve");
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  planner_options.budget_bytes = options.budget_bytes;
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
-  PlanOutcome outcome = ComputePlan(graph, StartSet(graph, options.start), options.budget_bytes,
-                                    options.reserve_bytes);
-  if (!outcome.greedy.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  PlanOutcome outcome = ComputePlan(graph, planner_options);
+  if (!outcome.found.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  spdlog::info("plan: {}", outcome.found.method);
   const SimResult& save_all = outcome.save_all;
   const SimResult& planned = outcome.planned;
-  const GreedyResult& greedy = outcome.greedy;
+  const PlannerResult& found = outcome.found;
   const LowerBound& bound = outcome.bound;
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
-                  &save_all, &planned, &greedy.keep, bound, options.top};
+                  &save_all, &planned, &found.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
   std::string plan_text, timeline_text;
   if (!options.output_path.empty()) {
     PlanRecord record{options.graph_path, loaded.sha256, options.budget_bytes,
-                      options.reserve_bytes, options.start, &save_all, &planned, &greedy.keep,
+                      options.reserve_bytes, options.start, &save_all, &planned, &found.keep,
                       bound};
     plan_text = PlanToJson(graph, record).dump(2) + "\n";
   }
@@ -176,6 +191,38 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   RenderReports(graph, options, summary, &reports);
   for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunSweep(const SweepOptions& options, std::ostream& out) {
+  CheckReserve(options.reserve_bytes, "--reserve");
+  if (options.budgets.empty()) {
+    throw InputError("sweep: give --from, --to and --steps, or --budgets", kExitUsage);
+  }
+  if (!options.timeline_path.empty() || !options.trace_path.empty() ||
+      !options.timeline_csv_path.empty()) {
+    throw InputError("sweep: --timeline, --trace and --timeline-csv describe one plan; use them "
+                     "with `plan` (sweep takes --report)",
+                     kExitUsage);
+  }
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  SweepResult sweep = RunSweep(loaded.graph, options.budgets, planner_options);
+  if (!options.report_path.empty()) {
+    HtmlReportInput input;
+    input.command = "sweep";
+    input.graph_path = options.graph_path;
+    input.reserve_bytes = options.reserve_bytes;
+    for (const SweepRow& row : sweep.rows) {
+      input.sweep.push_back({row.budget_bytes, row.peak_bytes, row.recompute_cost, row.feasible});
+    }
+    WriteFileAtomic(options.report_path, RenderHtmlReport(loaded.graph, input));
+  }
+  if (options.json) {
+    out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2) << '\n';
+  } else {
+    out << SweepText(loaded.graph, options.graph_path, sweep);
+  }
   return kExitOk;
 }
 

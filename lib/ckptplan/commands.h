@@ -6,9 +6,10 @@
 #include <cstdint>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "ckptplan/loader.h"
-#include "ckptplan/selector.h"
+#include "ckptplan/planner.h"
 #include "ckptplan/simulator.h"
 
 namespace ckptplan {
@@ -25,10 +26,21 @@ struct CommonOptions {
   size_t top = 10;            ///< tensors listed at the peak
 };
 
-struct PlanOptions : CommonOptions {
+/// How plans are searched for (see planner.h and recompute_policy.h).
+struct SearchFlags {
+  std::string strategy = "ckptplan";  ///< a strategy name (strategies.h)
+  std::string start = "mincut";       ///< greedy start: mincut or save-all
+  std::string policy_path;            ///< recompute policy file; empty: the default list
+  std::string recomputable_ops;       ///< comma-separated ops added to the policy
+};
+
+struct PlanOptions : CommonOptions, SearchFlags {
   int64_t budget_bytes = -1;
   std::string output_path;  ///< plan file; empty: none
-  std::string start = "save-all";
+};
+
+struct SweepOptions : CommonOptions, SearchFlags {
+  std::vector<int64_t> budgets;  ///< every budget to plan, bytes
 };
 
 struct SimulateOptions : CommonOptions {
@@ -42,25 +54,24 @@ struct ExportOptions {
   std::string output_path;  ///< empty: stdout
   LoadOptions load;
 };
-/// The planning path `plan` and `check` share: the greedy selector from
-/// `start` down to `budget_bytes`, then save-all and the plan simulated with
-/// categories recorded. Never throws for an unreachable budget: `infeasible`
-/// says why instead.
+/// The planning path `plan` and `check` share: PlanGraph (planner.h) with
+/// `options`, then save-all and the plan simulated with categories recorded.
+/// Never throws for an unreachable budget: `infeasible` says why instead.
 struct PlanOutcome {
   LowerBound bound;
-  GreedyResult greedy;
+  PlannerResult found;     ///< the plan; the lowest peak found if it does not fit
   SimResult save_all;
-  SimResult planned;       ///< simulation of greedy.keep (the best found if it does not fit)
-  std::string infeasible;  ///< why no plan fits the budget; empty when greedy.fits
+  SimResult planned;       ///< simulation of found.keep
+  std::string infeasible;  ///< why no plan fits the budget; empty when found.fits
 };
-PlanOutcome ComputePlan(const Graph& graph, const SaveSet& start, int64_t budget_bytes,
-                        int64_t reserve_bytes);
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options);
 
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output
 /// files are written only on success, atomically.
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
+int RunSweep(const SweepOptions& options, std::ostream& out);
 /// Writes the framework's file to output_path (report on `out`) or, without
 /// one, the file on `out` and the report on `err`.
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);

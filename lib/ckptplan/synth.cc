@@ -390,4 +390,130 @@ Graph TransformerGraph(const TransformerOptions& options) {
   return b.Finish("adamw", 8);
 }
 
+namespace {
+
+// Records forward ops, then emits their backward the way autograd does:
+// reverse order, partial gradients summed by an add node when a tensor has
+// several consumers, each backward reading what its forward op saved.
+class AutogradBuilder {
+ public:
+  explicit AutogradBuilder(GraphBuilder& b) : b_(b) {}
+
+  struct SaveSpec {
+    bool inputs = false;  // activation inputs
+    bool output = false;
+  };
+
+  TensorId Forward(const std::string& name, const std::string& op,
+                   std::vector<TensorId> inputs, int64_t out_bytes, int64_t param_bytes,
+                   SaveSpec save, double flops) {
+    Op f{name, op, inputs, kNoId, kNoId, save, flops};
+    if (param_bytes > 0) {
+      f.param = b_.Tensor("w_" + name, param_bytes, TensorKind::kParameter);
+      inputs.push_back(f.param);
+    }
+    f.output = b_.Tensor(name, out_bytes);
+    b_.Node(name, op, Phase::kForward, inputs, {f.output}, flops, Scope(name));
+    ops_.push_back(f);
+    return f.output;
+  }
+
+  void Backward(TensorId loss, bool optimizer) {
+    partials_.resize(b_.graph().tensors.size());
+    TensorId seed = b_.Tensor("d_" + b_.tensor(loss).name, b_.tensor(loss).bytes);
+    b_.Node("loss_seed", "ones_like", Phase::kBackward, {loss}, {seed}, 1);
+    partials_[loss].push_back(seed);
+    std::vector<TensorId> params, grads;
+    for (size_t i = ops_.size(); i-- > 0;) {
+      const Op& f = ops_[i];
+      if (partials_.size() <= f.output || partials_[f.output].empty()) continue;
+      TensorId grad = partials_[f.output][0];
+      if (partials_[f.output].size() > 1) {
+        grad = b_.Tensor("d_" + f.name, b_.tensor(f.output).bytes);
+        b_.Node("acc_" + f.name, "add", Phase::kBackward, partials_[f.output], {grad},
+                static_cast<double>(b_.tensor(f.output).bytes), Scope(f.name));
+      }
+      std::vector<TensorId> inputs{grad};
+      std::vector<TensorId> outputs;
+      for (TensorId t : f.inputs) {
+        if (b_.tensor(t).kind != TensorKind::kActivation) continue;
+        if (f.save.inputs) inputs.push_back(t);
+        TensorId g = b_.Tensor("d_" + b_.tensor(t).name + "_from_" + f.name, b_.tensor(t).bytes);
+        if (partials_.size() <= t) partials_.resize(t + 1);
+        partials_[t].push_back(g);
+        outputs.push_back(g);
+      }
+      if (f.save.output) inputs.push_back(f.output);
+      if (f.param != kNoId) {
+        inputs.push_back(f.param);
+        TensorId g = b_.Tensor("d_w_" + f.name, b_.tensor(f.param).bytes, TensorKind::kGradient);
+        outputs.push_back(g);
+        params.push_back(f.param);
+        grads.push_back(g);
+      }
+      b_.Node(f.name + "_bwd", f.op + "_bwd", Phase::kBackward, inputs, outputs, 2 * f.flops,
+              Scope(f.name));
+    }
+    if (optimizer && !params.empty()) {
+      std::vector<TensorId> inputs = params;
+      inputs.insert(inputs.end(), grads.begin(), grads.end());
+      b_.Node("adam_step", "adam", Phase::kOptimizer, inputs, {}, 0);
+    }
+  }
+
+ private:
+  // "enc0.conv" -> "enc0".
+  static std::string Scope(const std::string& name) { return name.substr(0, name.find('.')); }
+
+  struct Op {
+    std::string name, op;
+    std::vector<TensorId> inputs;
+    TensorId param, output;
+    SaveSpec save;
+    double flops;
+  };
+  GraphBuilder& b_;
+  std::vector<Op> ops_;
+  std::vector<std::vector<TensorId>> partials_;
+};
+
+}  // namespace
+
+Graph UNetGraph(const UNetOptions& options) {
+  GraphBuilder b("unet-" + std::to_string(options.levels));
+  AutogradBuilder a(b);
+  const int64_t base = options.base_bytes;
+  auto level_bytes = [&](int level) { return std::max<int64_t>(1, base >> level); };
+  const AutogradBuilder::SaveSpec save_in{true, false}, save_out{false, true}, none{};
+  TensorId h = b.Tensor("x", level_bytes(0), TensorKind::kInput);
+  std::vector<TensorId> skips;
+  for (int i = 0; i < options.levels; ++i) {
+    const std::string l = std::to_string(i);
+    const double bytes = static_cast<double>(level_bytes(i));
+    TensorId c = a.Forward("enc" + l + ".conv", "conv", {h}, level_bytes(i), 4096 << i, save_in,
+                           64 * bytes);
+    TensorId r = a.Forward("enc" + l + ".relu", "relu", {c}, level_bytes(i), 0, save_out, bytes);
+    skips.push_back(r);
+    h = a.Forward("enc" + l + ".pool", "max_pool", {r}, level_bytes(i + 1), 0, save_in, bytes);
+  }
+  const double mid = static_cast<double>(level_bytes(options.levels));
+  h = a.Forward("mid.conv", "conv", {h}, level_bytes(options.levels), 4096 << options.levels,
+                save_in, 64 * mid);
+  h = a.Forward("mid.relu", "relu", {h}, level_bytes(options.levels), 0, save_out, mid);
+  for (int i = options.levels; i-- > 0;) {
+    const std::string l = std::to_string(i);
+    const double bytes = static_cast<double>(level_bytes(i));
+    TensorId u = a.Forward("dec" + l + ".up", "upsample", {h}, level_bytes(i), 0, none, bytes);
+    TensorId cat = a.Forward("dec" + l + ".cat", "cat", {u, skips[i]}, 2 * level_bytes(i), 0,
+                             none, bytes);
+    TensorId c = a.Forward("dec" + l + ".conv", "conv", {cat}, level_bytes(i), 4096 << i,
+                           save_in, 128 * bytes);
+    h = a.Forward("dec" + l + ".relu", "relu", {c}, level_bytes(i), 0, save_out, bytes);
+  }
+  TensorId out = a.Forward("head", "conv", {h}, level_bytes(0), 4096, save_in, 16 * base);
+  TensorId loss = a.Forward("loss", "mse_loss", {out}, 4, 0, save_in, static_cast<double>(base));
+  a.Backward(loss, options.optimizer);
+  return b.Finish(options.optimizer ? "adam" : "none", options.optimizer ? 8 : 0);
+}
+
 }  // namespace ckptplan

@@ -39,6 +39,19 @@ struct TransformerOptions {
 };
 Graph TransformerGraph(const TransformerOptions& options);
 
+/// A U-Net-like encoder/decoder with long skip connections: each encoder
+/// level's activation is read again by the mirrored decoder level, so it
+/// lives across the whole middle of the step. Level i activations are
+/// `base_bytes` >> i; convs are matmul-like (costly), the rest cheap.
+/// Backward is built the way autograd builds it (conv saves its input,
+/// relu its output, pool its input; cat and upsample save nothing).
+struct UNetOptions {
+  int levels = 3;
+  int64_t base_bytes = 1 << 20;
+  bool optimizer = true;  ///< adam state and an optimizer node
+};
+Graph UNetGraph(const UNetOptions& options);
+
 }  // namespace ckptplan
 
 #endif  // CKPTPLAN_SYNTH_H_

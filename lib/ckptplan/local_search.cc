@@ -1,0 +1,122 @@
+#include "ckptplan/local_search.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace ckptplan {
+namespace {
+
+struct Key {
+  int64_t over = 0;  // bytes over budget
+  double cost = 0;
+  int64_t peak = 0;
+
+  bool operator<(const Key& other) const {
+    return std::tie(over, cost, peak) < std::tie(other.over, other.cost, other.peak);
+  }
+};
+
+class Search {
+ public:
+  Search(const Graph& graph, const LocalSearchOptions& options, SaveSet keep)
+      : graph_(graph),
+        options_(options),
+        keep_(std::move(keep)),
+        candidates_(SaveCandidates(graph)) {
+    sim_options_.reserve_bytes = options.reserve_bytes;
+    current_ = Evaluate();
+  }
+
+  // One round; false when no move improves or the simulation budget is spent.
+  bool Step() {
+    Key best = current_;
+    std::vector<TensorId> best_move;
+    for (TensorId t : candidates_) {
+      if (Exhausted()) return false;
+      Try({t}, &best, &best_move);
+    }
+    if (best_move.empty() && candidates_.size() <= options_.pair_limit) {
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        for (size_t j = i + 1; j < candidates_.size(); ++j) {
+          if (Exhausted()) return false;
+          Try({candidates_[i], candidates_[j]}, &best, &best_move);
+        }
+      }
+    }
+    const size_t k = candidates_.size();
+    if (best_move.empty() && k <= options_.triple_limit) {
+      for (size_t i = 0; i < k; ++i) {
+        for (size_t j = i + 1; j < k; ++j) {
+          for (size_t l = j + 1; l < k; ++l) {
+            if (Exhausted()) return false;
+            Try({candidates_[i], candidates_[j], candidates_[l]}, &best, &best_move);
+          }
+        }
+      }
+    }
+    if (best_move.empty()) return false;
+    for (TensorId t : best_move) keep_[t] ^= 1;
+    current_ = best;
+    ++moves_;
+    return true;
+  }
+
+  LocalSearchResult Result() {
+    LocalSearchResult result;
+    result.keep = keep_;
+    result.peak = current_.peak;
+    result.recompute_cost = current_.cost;
+    result.fits = current_.over == 0;
+    result.moves = moves_;
+    result.simulations = simulations_;
+    return result;
+  }
+
+ private:
+  bool Exhausted() const { return simulations_ >= options_.max_simulations; }
+
+  Key Evaluate() {
+    ++simulations_;
+    SimResult sim = Simulate(graph_, keep_, sim_options_);
+    return {std::max<int64_t>(0, sim.peak_bytes - options_.budget_bytes), sim.recompute_cost,
+            sim.peak_bytes};
+  }
+
+  void Try(const std::vector<TensorId>& flips, Key* best, std::vector<TensorId>* best_move) {
+    for (TensorId t : flips) keep_[t] ^= 1;
+    Key key = Evaluate();
+    for (TensorId t : flips) keep_[t] ^= 1;
+    if (key < *best) {
+      *best = key;
+      *best_move = flips;
+    }
+  }
+
+  const Graph& graph_;
+  const LocalSearchOptions& options_;
+  SaveSet keep_;
+  const std::vector<TensorId> candidates_;
+  SimOptions sim_options_;
+  Key current_;
+  size_t moves_ = 0;
+  size_t simulations_ = 0;
+};
+
+}  // namespace
+
+LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,
+                              const LocalSearchOptions& options) {
+  Search search(graph, options, keep);
+  while (search.Step()) {
+  }
+  LocalSearchResult result = search.Result();
+  spdlog::info("local search: {} moves in {} simulations, peak {} bytes, cost {}, {}", result.moves,
+               result.simulations, result.peak, result.recompute_cost,
+               result.fits ? "fits" : "does not fit");
+  return result;
+}
+
+}  // namespace ckptplan

@@ -1,0 +1,200 @@
+#include "ckptplan/planner.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "ckptplan/cleanup.h"
+#include "ckptplan/errors.h"
+#include "ckptplan/local_search.h"
+#include "ckptplan/mincut.h"
+#include "ckptplan/selector.h"
+
+namespace ckptplan {
+namespace {
+
+// Most segment counts the every-k-th search tries.
+constexpr int kMaxSegments = 64;
+// Local search runs from this many of the best plans when the graph has at
+// most kManyStartsLimit candidates, from the best one otherwise.
+constexpr size_t kLocalSearchStarts = 4;
+constexpr size_t kManyStartsLimit = 64;
+// Local search simulations are capped at this many node-steps per search
+// (e.g. 20000 simulations of a 200-node graph), so that it stays a small
+// part of the planning time on large graphs.
+constexpr size_t kLocalSearchNodeSteps = 4'000'000;
+
+class Candidates {
+ public:
+  Candidates(const Graph& graph, const PlannerOptions& options, bool cleanup = true)
+      : graph_(graph), options_(options), cleanup_(cleanup) {
+    sim_options_.reserve_bytes = options.reserve_bytes;
+  }
+
+  PlannerResult Measure(SaveSet keep, std::string method) const {
+    SimResult sim = Simulate(graph_, keep, sim_options_);
+    PlannerResult result;
+    result.keep = std::move(keep);
+    result.peak = sim.peak_bytes;
+    result.recompute_cost = sim.recompute_cost;
+    result.fits = sim.peak_bytes <= options_.budget_bytes;
+    result.method = std::move(method);
+    return result;
+  }
+
+  // Adds a plan; fitting plans are cleaned up first.
+  void Add(SaveSet keep, std::string method) {
+    PlannerResult result = Measure(std::move(keep), method);
+    if (result.fits && cleanup_) {
+      CleanupResult cleaned =
+          ResaveDropped(graph_, result.keep, options_.budget_bytes, options_.reserve_bytes);
+      if (!cleaned.resaved.empty()) {
+        result = Measure(std::move(cleaned.keep), method + " + cleanup");
+      }
+    }
+    spdlog::debug("planner: {}: peak {} bytes, cost {}, {}", result.method, result.peak,
+                  result.recompute_cost, result.fits ? "fits" : "does not fit");
+    if (!has_best_ || Better(result, best_)) {
+      best_ = result;
+      has_best_ = true;
+    }
+    all_.push_back(std::move(result));
+  }
+
+  const PlannerResult& best() const { return best_; }
+
+  // The `count` best plans with distinct save sets, best first.
+  std::vector<PlannerResult> Top(size_t count) const {
+    std::vector<PlannerResult> sorted = all_;
+    std::stable_sort(sorted.begin(), sorted.end(), Better);
+    std::vector<PlannerResult> top;
+    for (PlannerResult& plan : sorted) {
+      if (top.size() == count) break;
+      bool seen = false;
+      for (const PlannerResult& other : top) seen = seen || other.keep == plan.keep;
+      if (!seen) top.push_back(std::move(plan));
+    }
+    return top;
+  }
+
+ private:
+  // Fitting beats not fitting; then lower cost (fitting) or lower peak.
+  // Ties keep the earlier plan.
+  static bool Better(const PlannerResult& a, const PlannerResult& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.fits)
+      return a.recompute_cost < b.recompute_cost ||
+             (a.recompute_cost == b.recompute_cost && a.peak < b.peak);
+    return a.peak < b.peak || (a.peak == b.peak && a.recompute_cost < b.recompute_cost);
+  }
+
+  const Graph& graph_;
+  const PlannerOptions& options_;
+  const bool cleanup_;
+  SimOptions sim_options_;
+  PlannerResult best_;
+  bool has_best_ = false;
+  std::vector<PlannerResult> all_;  // every plan added, in order
+};
+
+SaveSet Greedy(const Graph& graph, const SaveSet& start, const PlannerOptions& options) {
+  GreedyOptions greedy;
+  greedy.budget_bytes = options.budget_bytes;
+  greedy.reserve_bytes = options.reserve_bytes;
+  return GreedyPlan(graph, start, greedy).keep;
+}
+
+// Every-k-th: the fitting segment plan of least cost, else the lowest peak.
+void AddBestSegments(const Graph& graph, const PlannerOptions& options, Candidates* candidates) {
+  size_t forward = 0;
+  for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
+  // Compared raw; only the chosen one is cleaned up (by `candidates`).
+  Candidates segments(graph, options, /*cleanup=*/false);
+  const int most = static_cast<int>(std::min<size_t>(forward, kMaxSegments));
+  for (int k = 1; k <= most; ++k) {
+    segments.Add(SegmentPlan(graph, k), std::to_string(k) + " segments");
+  }
+  const PlannerResult& best = segments.best();
+  if (best.keep.empty()) return;
+  candidates->Add(best.keep, best.method);
+  if (!best.fits) candidates->Add(Greedy(graph, best.keep, options), "greedy from " + best.method);
+}
+
+PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
+  Candidates candidates(graph, options);
+  const std::string other = options.start == "mincut" ? "save-all" : "mincut";
+  for (const std::string& start : {options.start, other}) {
+    candidates.Add(Greedy(graph, StartSet(graph, start, options.policy), options),
+                   "greedy from " + start);
+  }
+  AddBestSegments(graph, options, &candidates);
+  candidates.Add(SaveAll(graph), "save-all");
+  candidates.Add(ScopeCheckpointPlan(graph), "scope-checkpoint");
+  candidates.Add(SqrtSegmentsPlan(graph), "sqrt-segments");
+  candidates.Add(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes), "knapsack");
+
+  // Local search from the best few distinct plans (one on large graphs).
+  LocalSearchOptions search;
+  search.budget_bytes = options.budget_bytes;
+  search.reserve_bytes = options.reserve_bytes;
+  search.max_simulations = std::clamp<size_t>(
+      kLocalSearchNodeSteps / std::max<size_t>(graph.nodes.size(), 1), 200, search.max_simulations);
+  const size_t starts = SaveCandidates(graph).size() <= kManyStartsLimit ? kLocalSearchStarts : 1;
+  search.triple_limit = 0;
+  for (const PlannerResult& start : candidates.Top(starts)) {
+    LocalSearchResult improved = ImprovePlan(graph, start.keep, search);
+    if (improved.moves > 0) candidates.Add(improved.keep, start.method + " + local search");
+  }
+  // Three-flip moves (small graphs only), from the best plan found.
+  search.triple_limit = LocalSearchOptions().triple_limit;
+  if (SaveCandidates(graph).size() <= search.triple_limit) {
+    const PlannerResult best = candidates.best();
+    LocalSearchResult improved = ImprovePlan(graph, best.keep, search);
+    if (improved.moves > 0) candidates.Add(improved.keep, best.method + " + local search");
+  }
+  return candidates.best();
+}
+
+}  // namespace
+
+SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePolicy& policy) {
+  if (start == "save-all") return SaveAll(graph);
+  if (start == "mincut") return MinCutStart(graph, policy).keep;
+  throw InputError("--start: unknown start set '" + start + "' (expected mincut or save-all)",
+                   kExitUsage);
+}
+
+PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {
+  Candidates one(graph, options);
+  PlannerResult result;
+  switch (options.strategy) {
+    case Strategy::kCkptplan:
+      result = PlanDefault(graph, options);
+      break;
+    case Strategy::kGreedy:
+      one.Add(Greedy(graph, StartSet(graph, options.start, options.policy), options),
+              "greedy from " + options.start);
+      result = one.best();
+      break;
+    case Strategy::kSaveAll:
+      result = one.Measure(SaveAll(graph), "save-all");
+      break;
+    case Strategy::kScopeCheckpoint:
+      result = one.Measure(ScopeCheckpointPlan(graph), "scope-checkpoint");
+      break;
+    case Strategy::kSqrtSegments:
+      result = one.Measure(SqrtSegmentsPlan(graph), "sqrt-segments");
+      break;
+    case Strategy::kKnapsack:
+      result =
+          one.Measure(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes), "knapsack");
+      break;
+  }
+  spdlog::info("planner: {}: {}, peak {} bytes (budget {}), recompute cost {}",
+               ToString(options.strategy), result.method, result.peak, options.budget_bytes,
+               result.recompute_cost);
+  return result;
+}
+
+}  // namespace ckptplan

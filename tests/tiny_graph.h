@@ -1,0 +1,74 @@
+// Test helper: a tiny graph from a few lines of text, through the real JSON
+// loader.
+//   "T a 100"            activation tensor 'a' of 100 bytes
+//   "T x 10 input"       tensor of another kind
+//   "F f1 relu x -> a 5" forward node: op, inputs, '->', outputs, flops
+//   "B g relu_bwd da a -> dx 5"  backward node; "O ..." optimizer node
+// Lines are separated by ';' or newlines; inputs/outputs by spaces.
+#ifndef CKPTPLAN_TESTS_TINY_GRAPH_H_
+#define CKPTPLAN_TESTS_TINY_GRAPH_H_
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "ckptplan/graph.h"
+#include "ckptplan/json_loader.h"
+#include "test_graphs.h"
+
+namespace ckptplan::testing {
+
+inline Graph TinyGraph(const std::string& text) {
+  nlohmann::ordered_json root;
+  root["format"] = "ckptplan.graph";
+  root["version"] = 1;
+  root["tensors"] = nlohmann::ordered_json::array();
+  root["nodes"] = nlohmann::ordered_json::array();
+  std::string normalized = text;
+  for (char& c : normalized) {
+    if (c == ';') c = '\n';
+  }
+  std::istringstream lines(normalized);
+  std::string line;
+  while (std::getline(lines, line)) {
+    std::istringstream words(line);
+    std::string kind;
+    if (!(words >> kind)) continue;
+    if (kind == "T") {
+      std::string id, tensor_kind = "activation";
+      int64_t bytes = 0;
+      words >> id >> bytes >> tensor_kind;
+      root["tensors"].push_back({{"id", id}, {"bytes", bytes}, {"kind", tensor_kind}});
+      continue;
+    }
+    std::string id, op, word;
+    words >> id >> op;
+    nlohmann::ordered_json node{{"id", id}, {"op", op}};
+    node["phase"] = kind == "F" ? "forward" : kind == "B" ? "backward" : "optimizer";
+    node["inputs"] = nlohmann::ordered_json::array();
+    node["outputs"] = nlohmann::ordered_json::array();
+    bool outputs = false;
+    std::string last;
+    while (words >> word) {
+      if (word == "->") {
+        outputs = true;
+      } else if (!outputs) {
+        node["inputs"].push_back(word);
+      } else {
+        node["outputs"].push_back(word);
+      }
+    }
+    // The last output word is the cost.
+    auto& outs = node["outputs"];
+    if (!outs.empty()) {
+      node["flops"] = std::stod(outs.back().get<std::string>());
+      outs.erase(outs.size() - 1);
+    }
+    root["nodes"].push_back(std::move(node));
+  }
+  return ParseJsonGraph(root.dump(), "tiny.json");
+}
+
+}  // namespace ckptplan::testing
+
+#endif  // CKPTPLAN_TESTS_TINY_GRAPH_H_

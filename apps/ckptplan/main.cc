@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
       ->required();
   plan_cmd->add_option("-o,--output", plan.output_path, "Write the plan file here");
   AddSearch(plan_cmd, &plan);
+  // Hidden (empty group): debugging and benchmarks.
+  plan_cmd->add_option("--planner", plan.planner, "incremental or reference")->group("");
+  plan_cmd->add_flag("--timings", plan.timings, "Print timings to stderr")->group("");
 
   SweepOptions sweep;
   SizeFlags sweep_sizes;
@@ -113,6 +116,34 @@ int main(int argc, char** argv) {
   AddCommon(simulate_cmd, &simulate, &simulate_sizes);
   simulate_cmd->add_option("--plan", simulate.plan_path, "Apply this plan file");
 
+  GenerateOptions generate;
+  CLI::App* generate_cmd =
+      app.add_subcommand("generate", "Write a synthetic training graph as graph JSON");
+  generate_cmd->require_subcommand(1);
+  CLI::App* transformer_cmd =
+      generate_cmd->add_subcommand("transformer", "GPT-2-style decoder stack, M microbatches");
+  TransformerOptions& t = generate.transformer;
+  transformer_cmd->add_option("--layers", t.layers, "Decoder layers")->capture_default_str();
+  transformer_cmd->add_option("--microbatches", t.microbatches, "Forward/backward passes")
+      ->capture_default_str();
+  transformer_cmd->add_option("--batch", t.batch, "Sequences per microbatch")->capture_default_str();
+  transformer_cmd->add_option("--seq", t.seq, "Tokens per sequence")->capture_default_str();
+  transformer_cmd->add_option("--hidden", t.hidden, "Model width")->capture_default_str();
+  transformer_cmd->add_option("--heads", t.heads, "Attention heads")->capture_default_str();
+  transformer_cmd->add_option("--vocab", t.vocab, "Vocabulary size")->capture_default_str();
+  transformer_cmd->add_option("-o,--output", generate.output_path, "Graph file to write")
+      ->required();
+  CLI::App* random_cmd =
+      generate_cmd->add_subcommand("random", "Random layered DAG with an autograd-style backward");
+  RandomGraphOptions& r = generate.random;
+  random_cmd->add_option("--seed", r.seed, "Random seed")->capture_default_str();
+  random_cmd->add_option("--layers", r.layers, "Forward layers")->capture_default_str();
+  random_cmd->add_option("--width", r.width, "Nodes per layer")->capture_default_str();
+  random_cmd->add_option("--max-inputs", r.max_inputs, "Activation inputs per node")
+      ->capture_default_str();
+  random_cmd->add_option("--min-bytes", r.min_bytes, "Smallest activation")->capture_default_str();
+  random_cmd->add_option("--max-bytes", r.max_bytes, "Largest activation")->capture_default_str();
+  random_cmd->add_option("-o,--output", generate.output_path, "Graph file to write")->required();
   ExportOptions export_options;
   CLI::App* export_cmd = app.add_subcommand(
       "export", "Write a plan in the terms of another framework (rounding where it must)");
@@ -185,6 +216,10 @@ int main(int argc, char** argv) {
       plan.budget_bytes = ParseSize(plan_sizes.budget, "--budget");
       if (!plan_sizes.reserve.empty()) plan.reserve_bytes = ParseSize(plan_sizes.reserve, "--reserve");
       return RunPlan(plan, std::cout);
+    }
+    if (generate_cmd->parsed()) {
+      generate.kind = transformer_cmd->parsed() ? "transformer" : "random";
+      return RunGenerate(generate, std::cout);
     }
     if (sweep_cmd->parsed()) {
       if (!sweep_sizes.reserve.empty()) sweep.reserve_bytes = ParseSize(sweep_sizes.reserve, "--reserve");

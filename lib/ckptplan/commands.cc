@@ -1,8 +1,15 @@
 #include "ckptplan/commands.h"
 
+#include <sys/resource.h>
+
+#include <chrono>
+#include <iostream>
+
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
+#include "ckptplan/incremental.h"
+#include "ckptplan/json_writer.h"
 #include "ckptplan/export.h"
 #include "ckptplan/json_loader.h"
 #include "ckptplan/limits.h"
@@ -52,6 +59,17 @@ PlannerOptions MakePlannerOptions(const SearchFlags& flags, int64_t reserve_byte
   options.start = flags.start;
   options.policy = MakeRecomputePolicy(flags.policy_path, flags.recomputable_ops);
   return options;
+}
+
+// Peak resident set size so far, in KiB.
+long PeakRssKib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 struct OutputFile {
@@ -112,8 +130,12 @@ std::string PlanGraphFile(const std::string& plan_path) {
 PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options) {
   PlanOutcome outcome;
   outcome.bound = ComputeLowerBound(graph, options.reserve_bytes);
+  auto clock = std::chrono::steady_clock::now();
   outcome.found = PlanGraph(graph, options);
+  outcome.plan_seconds = SecondsSince(clock);
+  clock = std::chrono::steady_clock::now();
   outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
+  outcome.simulate_seconds = SecondsSince(clock);
   outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes);
   if (outcome.found.fits) return outcome;
   const LowerBound& bound = outcome.bound;
@@ -133,15 +155,34 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   CheckReserve(options.reserve_bytes, "--reserve");
   PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
   planner_options.budget_bytes = options.budget_bytes;
+  if (options.planner != "incremental" && options.planner != "reference") {
+    throw InputError("--planner: unknown planner '" + options.planner +
+                         "' (expected incremental or reference)",
+                     kExitUsage);
+  }
+  planner_options.reference_greedy = options.planner == "reference";
+  auto clock = std::chrono::steady_clock::now();
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  const double parse_s = SecondsSince(clock);
+  const long parse_rss_kib = options.timings ? PeakRssKib() : 0;
   const Graph& graph = loaded.graph;
   PlanOutcome outcome = ComputePlan(graph, planner_options);
-  if (!outcome.found.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
   spdlog::info("plan: {}", outcome.found.method);
   const SimResult& save_all = outcome.save_all;
   const SimResult& planned = outcome.planned;
   const PlannerResult& found = outcome.found;
   const LowerBound& bound = outcome.bound;
+  if (options.timings) {
+    size_t drops = 0;  // candidates the plan recomputes
+    for (TensorId t : SaveCandidates(graph)) drops += found.keep[t] == 0;
+    // One line for scripts/bench_scale.py; the peak is in exact bytes.
+    std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << outcome.simulate_seconds
+              << " plan_s=" << outcome.plan_seconds << " nodes=" << graph.nodes.size()
+              << " drops=" << drops << " save_all_peak=" << save_all.peak_bytes
+              << " peak=" << planned.peak_bytes << " fits=" << found.fits
+              << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';
+  }
+  if (!found.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
   Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
                   &save_all, &planned, &found.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
@@ -191,6 +232,41 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   RenderReports(graph, options, summary, &reports);
   for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
   PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunGenerate(const GenerateOptions& options, std::ostream& out) {
+  if (options.output_path.empty()) throw InputError("generate: -o is required", kExitUsage);
+  Graph graph;
+  if (options.kind == "transformer") {
+    const TransformerOptions& t = options.transformer;
+    if (t.layers < 1 || t.microbatches < 1 || t.batch < 1 || t.seq < 1 || t.hidden < 1 ||
+        t.heads < 1 || t.vocab < 1) {
+      throw InputError("generate transformer: every size must be at least 1", kExitUsage);
+    }
+    if (t.hidden % t.heads != 0) {
+      throw InputError("generate transformer: --hidden " + std::to_string(t.hidden) +
+                           " is not a multiple of --heads " + std::to_string(t.heads),
+                       kExitUsage);
+    }
+    graph = TransformerGraph(t);
+  } else if (options.kind == "random") {
+    const RandomGraphOptions& r = options.random;
+    if (r.layers < 1 || r.width < 1 || r.max_inputs < 1 || r.min_bytes < 0 ||
+        r.max_bytes < r.min_bytes) {
+      throw InputError("generate random: --layers, --width and --max-inputs must be at least 1 "
+                       "and 0 <= --min-bytes <= --max-bytes",
+                       kExitUsage);
+    }
+    graph = RandomTrainingGraph(r);
+  } else {
+    throw InputError("generate: unknown kind '" + options.kind +
+                         "' (expected transformer or random)",
+                     kExitUsage);
+  }
+  WriteFileAtomic(options.output_path, GraphToJson(graph));
+  out << "generated " << graph.source << ": " << graph.nodes.size() << " nodes, "
+      << graph.tensors.size() << " tensors -> " << options.output_path << '\n';
   return kExitOk;
 }
 

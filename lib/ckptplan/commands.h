@@ -11,6 +11,7 @@
 #include "ckptplan/loader.h"
 #include "ckptplan/planner.h"
 #include "ckptplan/simulator.h"
+#include "ckptplan/synth.h"
 
 namespace ckptplan {
 
@@ -37,6 +38,11 @@ struct SearchFlags {
 struct PlanOptions : CommonOptions, SearchFlags {
   int64_t budget_bytes = -1;
   std::string output_path;  ///< plan file; empty: none
+  /// Greedy implementation: "incremental" (default) or "reference"
+  /// (GreedyPlan); same plans, the reference is slower. For debugging.
+  std::string planner = "incremental";
+  /// Print "timings: ..." (seconds, the peak reached in bytes, peak RSS) to stderr.
+  bool timings = false;
 };
 
 struct SweepOptions : CommonOptions, SearchFlags {
@@ -45,6 +51,14 @@ struct SweepOptions : CommonOptions, SearchFlags {
 
 struct SimulateOptions : CommonOptions {
   std::string plan_path;  ///< apply this plan; empty: save everything
+};
+
+/// `generate`: writes a synthetic graph (synth.h) as graph JSON.
+struct GenerateOptions {
+  std::string kind;         ///< "transformer" or "random"
+  TransformerOptions transformer;
+  RandomGraphOptions random;
+  std::string output_path;  ///< required
 };
 
 struct ExportOptions {
@@ -63,6 +77,8 @@ struct PlanOutcome {
   SimResult save_all;
   SimResult planned;       ///< simulation of found.keep
   std::string infeasible;  ///< why no plan fits the budget; empty when found.fits
+  double plan_seconds = 0;      ///< PlanGraph alone
+  double simulate_seconds = 0;  ///< the save-all simulation alone
 };
 PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options);
 
@@ -72,6 +88,7 @@ PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options);
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
 int RunSweep(const SweepOptions& options, std::ostream& out);
+int RunGenerate(const GenerateOptions& options, std::ostream& out);
 /// Writes the framework's file to output_path (report on `out`) or, without
 /// one, the file on `out` and the report on `err`.
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);

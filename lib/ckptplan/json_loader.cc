@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
-#include <unordered_map>
+#include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
@@ -125,18 +127,88 @@ int64_t TensorBytes(const json& entry, const std::string& where, Problems& probl
   return has_bytes && bytes >= 0 ? bytes : shape_bytes;
 }
 
+// Ids by name, without a second copy of the names: a hash set of ids whose
+// names live in the graph. Must not move once built (the functors point at it).
+class NameIndex {
+ public:
+  using Names = std::function<const std::string&(uint32_t)>;
+  explicit NameIndex(Names names)
+      : names_(std::move(names)), set_(64, Hash{this}, Equal{this}) {}
+  NameIndex(const NameIndex&) = delete;
+  NameIndex& operator=(const NameIndex&) = delete;
+
+  /// Adds `id` under its name; returns false when the name was taken.
+  bool Insert(uint32_t id) { return set_.insert(id).second; }
+  /// The first id added under `name`, or kNoId.
+  uint32_t Find(std::string_view name) const {
+    probe_ = name;
+    auto it = set_.find(kProbe);
+    return it == set_.end() ? kNoId : *it;
+  }
+
+ private:
+  static constexpr uint32_t kProbe = UINT32_MAX;
+  std::string_view Name(uint32_t id) const { return id == kProbe ? probe_ : names_(id); }
+  struct Hash {
+    const NameIndex* self;
+    size_t operator()(uint32_t id) const { return std::hash<std::string_view>()(self->Name(id)); }
+  };
+  struct Equal {
+    const NameIndex* self;
+    bool operator()(uint32_t a, uint32_t b) const { return self->Name(a) == self->Name(b); }
+  };
+
+  Names names_;
+  std::unordered_set<uint32_t, Hash, Equal> set_;
+  mutable std::string_view probe_;
+};
+
 class Loader {
  public:
-  Loader(const json& root, const std::string& source, const Limits& limits)
-      : root_(root), limits_(limits), problems_(source) {
+  Loader(const std::string& source, const Limits& limits)
+      : limits_(limits),
+        header_problems_(source),
+        problems_(source),
+        tensor_ids_([this](uint32_t id) -> const std::string& { return graph_.tensors[id].name; }),
+        node_ids_([this](uint32_t id) -> const std::string& { return graph_.nodes[id].name; }) {
     graph_.source = source;
   }
 
-  Graph Run() {
+  /// Reads a whole document: the DOM path.
+  Graph RunDom(const json& root) {
+    root_ = root;
+    if (root_.is_object()) {
+      for (const char* key : {"tensors", "nodes"}) {
+        auto it = root_.find(key);
+        if (it == root_.end() || !it->is_array()) continue;
+        streamed_array_[key[0] == 'n'] = true;
+      }
+    }
     CheckHeader();
-    problems_.ThrowIfAny();
-    ReadTensors();
-    ReadNodes();
+    header_problems_.ThrowIfAny();
+    const json& tensors = root_["tensors"];
+    graph_.tensors.reserve(tensors.size());
+    for (size_t i = 0; i < tensors.size(); ++i) ReadTensor(tensors[i]);
+    FinishTensors();
+    const json& nodes = root_["nodes"];
+    graph_.nodes.reserve(nodes.size());
+    for (size_t i = 0; i < nodes.size(); ++i) ReadNode(nodes[i]);
+    return Finish();
+  }
+
+  // The streaming path: the handler below feeds top-level members other than
+  // the two arrays into root(), and the arrays' entries one at a time.
+  json& root() { return root_; }
+  void StartArray(bool nodes) { streamed_array_[nodes] = true; }
+  void ReadTensor(const json& entry);
+  void FinishTensors();
+  void ReadNode(const json& entry);
+  bool tensors_finished() const { return tensors_finished_; }
+
+  /// Checks the header, then reports the entries' problems, then validates.
+  Graph Finish() {
+    CheckHeader();
+    header_problems_.ThrowIfAny();
     problems_.ThrowIfAny();
     graph_.Finalize();
     ReadTraining();
@@ -148,75 +220,24 @@ class Loader {
  private:
   void CheckHeader() {
     if (!root_.is_object()) {
-      problems_.Add("top level must be a JSON object, got " + TypeName(root_));
+      header_problems_.Add("top level must be a JSON object, got " + TypeName(root_));
       return;
     }
-    std::string format = OptionalString(root_, "format", "top level", problems_, "");
+    std::string format = OptionalString(root_, "format", "top level", header_problems_, "");
     if (format != "ckptplan.graph") {
-      problems_.Add("\"format\" must be \"ckptplan.graph\", got " +
-                    (root_.contains("format") ? root_["format"].dump() : "nothing"));
+      header_problems_.Add("\"format\" must be \"ckptplan.graph\", got " +
+                           (root_.contains("format") ? root_["format"].dump() : "nothing"));
     }
     auto version = root_.find("version");
     if (version == root_.end() || !version->is_number_integer() || version->get<int64_t>() != 1) {
-      problems_.Add("\"version\" must be 1, got " +
-                    (version == root_.end() ? std::string("nothing") : version->dump()) +
-                    " (this ckptplan reads graph format version 1)");
+      header_problems_.Add("\"version\" must be 1, got " +
+                           (version == root_.end() ? std::string("nothing") : version->dump()) +
+                           " (this ckptplan reads graph format version 1)");
     }
     for (const char* key : {"tensors", "nodes"}) {
-      if (!root_.contains(key) || !root_[key].is_array()) {
-        problems_.Add(std::string("\"") + key + "\" must be an array");
-        continue;
+      if (!streamed_array_[key[0] == 'n']) {
+        header_problems_.Add(std::string("\"") + key + "\" must be an array");
       }
-      // Checked before anything is sized from these counts.
-      const bool is_nodes = key[0] == 'n';
-      const uint64_t limit = is_nodes ? limits_.max_nodes : limits_.max_tensors;
-      if (root_[key].size() > limit) {
-        problems_.Add(std::to_string(root_[key].size()) + " " + key +
-                      " is over the limit of " + std::to_string(limit) + " (raise it with " +
-                      (is_nodes ? "--max-nodes)" : "--max-tensors)"));
-      }
-    }
-  }
-
-  void ReadTensors() {
-    const json& tensors = root_["tensors"];
-    graph_.tensors.reserve(tensors.size());
-    std::vector<std::string> alias_names(tensors.size());
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      const json& entry = tensors[i];
-      std::string where = "tensors[" + std::to_string(i) + "]";
-      if (!entry.is_object()) {
-        problems_.Add(where + " must be an object, got " + TypeName(entry));
-        graph_.tensors.emplace_back();
-        continue;
-      }
-      Tensor tensor;
-      tensor.name = OptionalString(entry, "id", where, problems_, "");
-      if (tensor.name.empty()) problems_.Add(where + ": missing \"id\"");
-      else where = "tensor " + Quote(tensor.name);
-      std::string kind = OptionalString(entry, "kind", where, problems_, "activation");
-      if (!ParseTensorKind(kind, &tensor.kind)) {
-        problems_.Add(where + ": unknown kind " + Quote(kind) +
-                      " (expected activation, input, parameter, buffer, gradient or "
-                      "optimizer_state)");
-      }
-      tensor.bytes = TensorBytes(entry, where, problems_, limits_.max_rank);
-      alias_names[i] = OptionalString(entry, "alias_of", where, problems_, "");
-      if (!tensor.name.empty() &&
-          !tensor_ids_.emplace(tensor.name, static_cast<TensorId>(i)).second) {
-        problems_.Add(where + ": duplicate tensor id");
-      }
-      graph_.tensors.push_back(std::move(tensor));
-    }
-    for (size_t i = 0; i < tensors.size(); ++i) {
-      if (alias_names[i].empty()) continue;
-      auto it = tensor_ids_.find(alias_names[i]);
-      if (it == tensor_ids_.end()) {
-        problems_.Add("tensor " + Quote(graph_.tensors[i].name) + ": alias_of names unknown tensor " +
-                      Quote(alias_names[i]));
-        continue;
-      }
-      graph_.tensors[i].alias_of = it->second;
     }
   }
 
@@ -228,53 +249,18 @@ class Loader {
       problems_.Add(where + ": \"" + key + "\" must be an array of tensor ids");
       return;
     }
+    out->reserve(it->size());
     for (const json& id : *it) {
       if (!id.is_string()) {
         problems_.Add(where + ": \"" + key + "\" entries must be strings, got " + id.dump());
         continue;
       }
-      auto found = tensor_ids_.find(id.get<std::string>());
-      if (found == tensor_ids_.end()) {
+      const TensorId found = tensor_ids_.Find(id.get_ref<const std::string&>());
+      if (found == kNoId) {
         problems_.Add(where + ": " + key + " names unknown tensor " + Quote(id.get<std::string>()));
         continue;
       }
-      out->push_back(found->second);
-    }
-  }
-
-  void ReadNodes() {
-    const json& nodes = root_["nodes"];
-    graph_.nodes.reserve(nodes.size());
-    std::unordered_map<std::string, size_t> node_ids;
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      const json& entry = nodes[i];
-      std::string where = "nodes[" + std::to_string(i) + "]";
-      Node node;
-      if (!entry.is_object()) {
-        problems_.Add(where + " must be an object, got " + TypeName(entry));
-        graph_.nodes.push_back(std::move(node));
-        continue;
-      }
-      node.name = OptionalString(entry, "id", where, problems_, "");
-      if (node.name.empty()) problems_.Add(where + ": missing \"id\"");
-      else where = "node " + Quote(node.name);
-      if (!node.name.empty() && !node_ids.emplace(node.name, i).second) {
-        problems_.Add(where + ": duplicate node id");
-      }
-      node.op = OptionalString(entry, "op", where, problems_, "");
-      if (node.op.empty()) problems_.Add(where + ": missing \"op\"");
-      node.scope = OptionalString(entry, "scope", where, problems_, "");
-      std::string phase = OptionalString(entry, "phase", where, problems_, "");
-      if (!ParsePhase(phase, &node.phase)) {
-        problems_.Add(where + ": \"phase\" must be forward, backward or optimizer, got " +
-                      (entry.contains("phase") ? entry["phase"].dump() : "nothing"));
-      }
-      ReadIdList(entry, "inputs", where, &node.inputs);
-      ReadIdList(entry, "outputs", where, &node.outputs);
-      node.flops = OptionalCost(entry, "flops", where, problems_);
-      node.time_us = OptionalCost(entry, "time_us", where, problems_);
-      node.workspace_bytes = OptionalBytes(entry, "workspace_bytes", where, problems_, 0);
-      graph_.nodes.push_back(std::move(node));
+      out->push_back(found);
     }
   }
 
@@ -339,26 +325,277 @@ class Loader {
     if (!has_gradients) state.implicit_gradient_bytes = SaturatingMul(state.parameter_count, grad_size);
   }
 
-  const json& root_;
+  json root_ = json::object();
+  bool streamed_array_[2] = {false, false};  // "tensors", "nodes" seen as arrays
   const Limits& limits_;
+  Problems header_problems_;
   Problems problems_;
   Graph graph_;
-  std::unordered_map<std::string, TensorId> tensor_ids_;
+  NameIndex tensor_ids_;
+  NameIndex node_ids_;
+  std::vector<std::pair<TensorId, std::string>> alias_names_;
+  bool tensors_finished_ = false;
+};
+
+void Loader::ReadTensor(const json& entry) {
+  const size_t i = graph_.tensors.size();
+  std::string where = "tensors[" + std::to_string(i) + "]";
+  if (!entry.is_object()) {
+    problems_.Add(where + " must be an object, got " + TypeName(entry));
+    graph_.tensors.emplace_back();
+    return;
+  }
+  Tensor tensor;
+  tensor.name = OptionalString(entry, "id", where, problems_, "");
+  if (tensor.name.empty()) problems_.Add(where + ": missing \"id\"");
+  else where = "tensor " + Quote(tensor.name);
+  std::string kind = OptionalString(entry, "kind", where, problems_, "activation");
+  if (!ParseTensorKind(kind, &tensor.kind)) {
+    problems_.Add(where + ": unknown kind " + Quote(kind) +
+                  " (expected activation, input, parameter, buffer, gradient or "
+                  "optimizer_state)");
+  }
+  tensor.bytes = TensorBytes(entry, where, problems_, limits_.max_rank);
+  std::string alias = OptionalString(entry, "alias_of", where, problems_, "");
+  if (!alias.empty()) alias_names_.emplace_back(static_cast<TensorId>(i), std::move(alias));
+  const bool named = !tensor.name.empty();
+  graph_.tensors.push_back(std::move(tensor));
+  if (named && !tensor_ids_.Insert(static_cast<TensorId>(i))) {
+    problems_.Add(where + ": duplicate tensor id");
+  }
+}
+
+void Loader::FinishTensors() {
+  tensors_finished_ = true;
+  for (auto& [i, name] : alias_names_) {
+    const TensorId found = tensor_ids_.Find(name);
+    if (found == kNoId) {
+      problems_.Add("tensor " + Quote(graph_.tensors[i].name) + ": alias_of names unknown tensor " +
+                    Quote(name));
+      continue;
+    }
+    graph_.tensors[i].alias_of = found;
+  }
+  alias_names_.clear();
+  alias_names_.shrink_to_fit();
+}
+
+void Loader::ReadNode(const json& entry) {
+  const size_t i = graph_.nodes.size();
+  std::string where = "nodes[" + std::to_string(i) + "]";
+  Node node;
+  if (!entry.is_object()) {
+    problems_.Add(where + " must be an object, got " + TypeName(entry));
+    graph_.nodes.push_back(std::move(node));
+    return;
+  }
+  node.name = OptionalString(entry, "id", where, problems_, "");
+  if (node.name.empty()) problems_.Add(where + ": missing \"id\"");
+  else where = "node " + Quote(node.name);
+  const bool fresh = !node.name.empty() && node_ids_.Find(node.name) == kNoId;
+  if (!node.name.empty() && !fresh) problems_.Add(where + ": duplicate node id");
+  node.op = OptionalString(entry, "op", where, problems_, "");
+  if (node.op.empty()) problems_.Add(where + ": missing \"op\"");
+  node.scope = OptionalString(entry, "scope", where, problems_, "");
+  std::string phase = OptionalString(entry, "phase", where, problems_, "");
+  if (!ParsePhase(phase, &node.phase)) {
+    problems_.Add(where + ": \"phase\" must be forward, backward or optimizer, got " +
+                  (entry.contains("phase") ? entry["phase"].dump() : "nothing"));
+  }
+  ReadIdList(entry, "inputs", where, &node.inputs);
+  ReadIdList(entry, "outputs", where, &node.outputs);
+  node.flops = OptionalCost(entry, "flops", where, problems_);
+  node.time_us = OptionalCost(entry, "time_us", where, problems_);
+  node.workspace_bytes = OptionalBytes(entry, "workspace_bytes", where, problems_, 0);
+  graph_.nodes.push_back(std::move(node));
+  if (fresh) node_ids_.Insert(static_cast<uint32_t>(i));
+}
+
+// SAX handler that never holds the whole document: each entry of the
+// top-level "tensors" and "nodes" arrays is built as a small DOM, handed to
+// the Loader and dropped; other top-level members go into Loader::root().
+// Gives up (wants_dom) on documents it does not expect, e.g. a top level that
+// is not an object or a repeated "tensors" key, so that the DOM path reports
+// them exactly as before.
+class StreamHandler {
+ public:
+  StreamHandler(Loader& loader, const std::string& source) : loader_(loader), source_(source) {}
+
+  bool wants_dom() const { return wants_dom_; }
+  void Finish() {
+    if (!loader_.tensors_finished()) loader_.FinishTensors();
+    for (const json& entry : nodes_pending_) loader_.ReadNode(entry);
+    nodes_pending_.clear();
+  }
+
+  bool null() { return Value([](auto& b) { return b.null(); }); }
+  bool boolean(bool v) { return Value([&](auto& b) { return b.boolean(v); }); }
+  bool number_integer(json::number_integer_t v) {
+    return Value([&](auto& b) { return b.number_integer(v); });
+  }
+  bool number_unsigned(json::number_unsigned_t v) {
+    return Value([&](auto& b) { return b.number_unsigned(v); });
+  }
+  bool number_float(json::number_float_t v, const json::string_t& text) {
+    return Value([&](auto& b) { return b.number_float(v, text); });
+  }
+  bool string(json::string_t& v) { return Value([&](auto& b) { return b.string(v); }); }
+  bool binary(json::binary_t& v) { return Value([&](auto& b) { return b.binary(v); }); }
+
+  bool start_object(std::size_t size) {
+    if (depth_ == 0) {  // the top level
+      ++depth_;
+      return true;
+    }
+    return Open([&](auto& b) { return b.start_object(size); });
+  }
+  bool key(json::string_t& k) {
+    if (builder_) return builder_->key(k);
+    // A repeated array key: the DOM keeps the last value; let it decide.
+    if ((k == "tensors" && seen_[0]) || (k == "nodes" && seen_[1])) return GiveUp();
+    key_ = k;
+    return true;
+  }
+  bool end_object() {
+    if (builder_) return Close([](auto& b) { return b.end_object(); });
+    --depth_;  // the top level ends
+    return true;
+  }
+  bool start_array(std::size_t size) {
+    if (depth_ == 0) return GiveUp();
+    if (depth_ == 1 && !builder_ && (key_ == "tensors" || key_ == "nodes")) {
+      const bool nodes = key_ == "nodes";
+      if (seen_[nodes]) return GiveUp();
+      seen_[nodes] = true;
+      array_ = nodes ? kNodes : kTensors;
+      loader_.StartArray(nodes);
+      ++depth_;
+      return true;
+    }
+    return Open([&](auto& b) { return b.start_array(size); });
+  }
+  bool end_array() {
+    if (builder_) return Close([](auto& b) { return b.end_array(); });
+    if (array_ == kTensors) loader_.FinishTensors();
+    array_ = kNone;
+    --depth_;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e) {
+    if (const auto* parse = dynamic_cast<const json::parse_error*>(&e)) {
+      throw InputError(source_ + ": malformed JSON at byte " + std::to_string(parse->byte) +
+                       ": " + e.what());
+    }
+    throw InputError(source_ + ": malformed JSON: " + e.what());
+  }
+
+ private:
+  enum Array { kNone, kTensors, kNodes };
+  using Builder = nlohmann::detail::json_sax_dom_parser<json>;
+
+  bool GiveUp() {
+    wants_dom_ = true;
+    return false;  // stops the parser
+  }
+  // A value starts where the handler is not inside a built value.
+  json& Target() {
+    if (array_ != kNone) {
+      entry_ = json();
+      return entry_;
+    }
+    return loader_.root()[key_];
+  }
+  template <typename F>
+  bool Value(F event) {
+    if (depth_ == 0) return GiveUp();
+    if (builder_) return event(*builder_);
+    Builder builder(Target());
+    bool ok = event(builder);
+    Done();
+    return ok;
+  }
+  template <typename F>
+  bool Open(F event) {
+    if (!builder_) {
+      builder_.emplace(Target());
+      nested_ = 0;
+    }
+    ++nested_;
+    return event(*builder_);
+  }
+  template <typename F>
+  bool Close(F event) {
+    bool ok = event(*builder_);
+    if (--nested_ == 0) {
+      builder_.reset();
+      Done();
+    }
+    return ok;
+  }
+  // A whole value was built: hand an array entry to the loader.
+  void Done() {
+    if (array_ == kTensors) {
+      loader_.ReadTensor(entry_);
+    } else if (array_ == kNodes) {
+      // Nodes name tensors: hold them back until the tensors are read.
+      if (loader_.tensors_finished()) {
+        loader_.ReadNode(entry_);
+      } else {
+        nodes_pending_.push_back(std::move(entry_));
+      }
+    }
+  }
+
+  Loader& loader_;
+  const std::string& source_;
+  int depth_ = 0;
+  Array array_ = kNone;
+  bool seen_[2] = {false, false};
+  bool wants_dom_ = false;
+  std::string key_;
+  json entry_;
+  std::optional<Builder> builder_;
+  int nested_ = 0;
+  std::vector<json> nodes_pending_;
 };
 
 }  // namespace
 
 std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
+  // One allocation of the file's size: a stringstream would hold up to three
+  // copies of a large graph at once.
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IoError(path + ": cannot open file for reading");
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw IoError(path + ": read failed");
-  return buffer.str();
+  std::string text;
+  const std::streamoff size = in.tellg();
+  if (size > 0) {
+    text.resize(static_cast<size_t>(size));
+    in.seekg(0);
+    in.read(text.data(), size);
+    if (!in || in.gcount() != size) throw IoError(path + ": read failed");
+  } else {
+    // Not seekable (a pipe): read it in pieces.
+    in.clear();
+    in.seekg(0);
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    if (in.bad()) throw IoError(path + ": read failed");
+    text = buffer.str();
+  }
+  return text;
 }
 
 Graph ParseJsonGraph(std::string_view text, const std::string& source, const Limits& limits) {
   CheckJsonDepth(text, limits.max_depth, source);
+  {
+    Loader loader(source, limits);
+    StreamHandler handler(loader, source);
+    json::sax_parse(text.begin(), text.end(), &handler);
+    if (!handler.wants_dom()) {
+      handler.Finish();
+      return loader.Finish();
+    }
+  }
   json root;
   try {
     root = json::parse(text.begin(), text.end());
@@ -368,7 +605,7 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source, const Lim
   } catch (const json::exception& e) {  // e.g. a number too large for a double
     throw InputError(source + ": malformed JSON: " + e.what());
   }
-  return Loader(root, source, limits).Run();
+  return Loader(source, limits).RunDom(root);
 }
 
 Graph LoadJsonGraph(const std::string& path, const Limits& limits) {

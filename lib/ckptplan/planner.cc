@@ -7,6 +7,7 @@
 
 #include "ckptplan/cleanup.h"
 #include "ckptplan/errors.h"
+#include "ckptplan/incremental.h"
 #include "ckptplan/local_search.h"
 #include "ckptplan/mincut.h"
 #include "ckptplan/selector.h"
@@ -102,7 +103,8 @@ SaveSet Greedy(const Graph& graph, const SaveSet& start, const PlannerOptions& o
   GreedyOptions greedy;
   greedy.budget_bytes = options.budget_bytes;
   greedy.reserve_bytes = options.reserve_bytes;
-  return GreedyPlan(graph, start, greedy).keep;
+  if (options.reference_greedy) return GreedyPlan(graph, start, greedy).keep;
+  return IncrementalPlan(graph, start, greedy).keep;
 }
 
 // Every-k-th: the fitting segment plan of least cost, else the lowest peak.

@@ -29,6 +29,8 @@ struct PlannerOptions {
   Strategy strategy = Strategy::kCkptplan;
   std::string start = "mincut";  ///< greedy start: "mincut" or "save-all"
   RecomputePolicy policy = DefaultRecomputePolicy();
+  /// Greedy runs use GreedyPlan instead of IncrementalPlan (same plans, slower).
+  bool reference_greedy = false;
 };
 
 struct PlannerResult {

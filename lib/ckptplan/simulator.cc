@@ -55,12 +55,15 @@ uint32_t FirstNonForwardNode(const Graph& graph) {
 // Builds the step program and the buffers' lifetimes for one save set.
 class Builder {
  public:
-  Builder(const Graph& graph, const SaveSet& keep, SimResult* result)
-      : graph_(graph), keep_(keep), result_(*result),
-        original_(graph.tensors.size(), kNone),
-        recomputed_(graph.tensors.size(), kNone) {
-    is_candidate_.assign(graph.tensors.size(), 0);
-    for (TensorId t : SaveCandidates(graph)) is_candidate_[t] = 1;
+  Builder(const SimContext& context, const SaveSet& keep, SimResult* result)
+      : workspace(context.scratch.workspace),
+        context_(context), graph_(context.graph), keep_(keep), result_(*result),
+        original_(context.scratch.original),
+        recomputed_(context.scratch.recomputed) {
+    original_.assign(graph_.tensors.size(), kNone);
+    recomputed_.assign(graph_.tensors.size(), kNone);
+    workspace.clear();
+    workspace.reserve(graph_.nodes.size());
   }
 
   void Run() {
@@ -75,22 +78,22 @@ class Builder {
     }
   }
 
-  std::vector<int64_t> workspace;  // per step
+  std::vector<int64_t>& workspace;  // per step
 
  private:
-  bool Saved(TensorId t) const { return is_candidate_[t] && keep_[t]; }
+  bool Saved(TensorId t) const { return context_.is_candidate[t] && keep_[t]; }
 
   // A non-forward read of `t` that must come from a recomputed copy.
   bool NeedsRecompute(TensorId t) const {
-    return IsForwardProduced(graph_, t) && !HasResidentRoot(graph_, t) && !Saved(t) &&
+    return context_.forward_produced[t] && !context_.resident_root[t] && !Saved(t) &&
            recomputed_[t] == kNone;
   }
 
   // Buffer that a step of `phase` (recompute steps count as non-forward)
   // reads for tensor `t`; kNone for resident storage.
   uint32_t BufferFor(TensorId t, bool forward_read) const {
-    if (HasResidentRoot(graph_, t)) return kNone;
-    if (forward_read || !IsForwardProduced(graph_, t) || Saved(t)) return original_[t];
+    if (context_.resident_root[t]) return kNone;
+    if (forward_read || !context_.forward_produced[t] || Saved(t)) return original_[t];
     return recomputed_[t];
   }
 
@@ -118,7 +121,7 @@ class Builder {
       NodeId p = graph_.tensors[t].producer;
       EmitStep(p, /*recompute=*/true);
       record.chain.push_back(p);
-      record.cost += graph_.NodeCost(p);
+      record.cost += context_.node_cost[p];
       stack.pop_back();
     }
     result_.recompute_cost += record.cost;
@@ -158,21 +161,23 @@ class Builder {
     }
   }
 
+  const SimContext& context_;
   const Graph& graph_;
   const SaveSet& keep_;
   SimResult& result_;
-  std::vector<uint8_t> is_candidate_;
-  std::vector<uint32_t> original_;    // buffer of each tensor's first instance
-  std::vector<uint32_t> recomputed_;  // buffer of its recomputed copy
+  std::vector<uint32_t>& original_;    // buffer of each tensor's first instance
+  std::vector<uint32_t>& recomputed_;  // buffer of its recomputed copy
 };
 
 // Fixes categories that depend on the finished lifetimes.
-void SettleBuffers(const Graph& graph, SimResult& result) {
+void SettleBuffers(const SimContext& context, SimResult& result) {
+  const Graph& graph = context.graph;
   const uint32_t last = result.steps.empty() ? 0 : result.steps.size() - 1;
   for (Buffer& buffer : result.buffers) {
     if (buffer.category == Category::kGradients) {
       buffer.last_step = last;
-    } else if (buffer.category == Category::kTemporaries && IsForwardProduced(graph, buffer.root)) {
+    } else if (buffer.category == Category::kTemporaries &&
+               context.forward_produced[buffer.root]) {
       const Step& reader = result.steps[buffer.last_step];
       if (reader.recompute || graph.nodes[reader.node].phase != Phase::kForward) {
         buffer.category = Category::kSavedActivations;
@@ -204,14 +209,70 @@ std::vector<TensorId> SaveCandidates(const Graph& graph) {
 
 SaveSet SaveAll(const Graph& graph) { return SaveSet(graph.tensors.size(), 1); }
 
+SimContext::SimContext(const Graph& g) : graph(g) {
+  const size_t num_tensors = graph.tensors.size();
+  root.resize(num_tensors);
+  forward_produced.assign(num_tensors, 0);
+  resident_root.assign(num_tensors, 0);
+  is_candidate.assign(num_tensors, 0);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    // Aliases usually point at earlier tensors; otherwise walk the chain.
+    TensorId alias = graph.tensors[t].alias_of;
+    root[t] = alias == kNoId ? t : alias < t ? root[alias] : graph.StorageRoot(t);
+    forward_produced[t] = IsForwardProduced(graph, t);
+  }
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    resident_root[t] = IsResidentKind(graph.tensors[root[t]].kind);
+  }
+  for (const Node& node : graph.nodes) {
+    if (node.phase == Phase::kForward) continue;
+    for (TensorId t : node.inputs) {
+      if (forward_produced[t] && !resident_root[t]) is_candidate[t] = 1;
+    }
+  }
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    if (is_candidate[t]) candidates.push_back(t);
+  }
+  node_cost.resize(graph.nodes.size());
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    node_cost[n] = graph.NodeCost(n);
+    step_cost += node_cost[n];
+  }
+}
+
 SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options) {
-  assert(keep.size() == graph.tensors.size());
+  return Simulate(SimContext(graph), keep, options);
+}
+
+SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options) {
   SimResult result;
+  Simulate(context, keep, options, &result);
+  return result;
+}
+
+void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options,
+              SimResult* out) {
+  const Graph& graph = context.graph;
+  assert(keep.size() == graph.tensors.size());
+  SimResult& result = *out;
+  // Keep the vectors' memory, reset everything else.
+  result.peak_bytes = 0;
+  result.peak_step = 0;
+  result.steps.clear();
+  result.total.clear();
+  result.node_peak.clear();
+  result.by_category.clear();
+  result.buffers.clear();
+  result.recomputes.clear();
+  result.recompute_cost = 0;
+  result.step_cost = 0;
+  result.resident = {};
   result.steps.reserve(graph.nodes.size());
-  Builder builder(graph, keep, &result);
+  result.buffers.reserve(graph.tensors.size());
+  Builder builder(context, keep, &result);
   builder.Run();
-  SettleBuffers(graph, result);
-  for (NodeId n = 0; n < graph.nodes.size(); ++n) result.step_cost += graph.NodeCost(n);
+  SettleBuffers(context, result);
+  result.step_cost = context.step_cost;
 
   const size_t num_steps = result.steps.size();
   result.resident = ResidentBytes(graph, options.reserve_bytes);
@@ -220,7 +281,8 @@ SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& op
 
   // Difference arrays: +bytes at the first step, -bytes after the last.
   const size_t width = options.record_categories ? kNumCategories : 1;
-  std::vector<int64_t> delta((num_steps + 1) * width, 0);
+  std::vector<int64_t>& delta = context.scratch.delta;
+  delta.assign((num_steps + 1) * width, 0);
   auto add = [&](uint32_t first, uint32_t last, Category category, int64_t bytes) {
     size_t column = options.record_categories ? static_cast<size_t>(category) : 0;
     delta[first * width + column] += bytes;
@@ -246,7 +308,8 @@ SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& op
 
   result.total.resize(num_steps);
   if (options.record_categories) result.by_category.resize(num_steps);
-  std::vector<int64_t> running(width, 0);
+  std::vector<int64_t>& running = context.scratch.running;
+  running.assign(width, 0);
   result.peak_bytes = resident_total;
   for (uint32_t s = 0; s < num_steps; ++s) {
     int64_t total = resident_total;
@@ -273,7 +336,6 @@ SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& op
       pending = 0;
     }
   }
-  return result;
 }
 
 LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes) {

@@ -92,8 +92,37 @@ struct SimResult {
   CategoryBytes resident{};  ///< constant part: parameters ... reserve
 };
 
+/// Per-graph facts Simulate needs, computed once, so that planners that
+/// simulate many plans of one graph do not recompute them. Holds a reference
+/// to `graph`, which must outlive it.
+struct SimContext {
+  explicit SimContext(const Graph& graph);
+
+  const Graph& graph;
+  std::vector<TensorId> root;               ///< StorageRoot of each tensor
+  std::vector<uint8_t> forward_produced;    ///< made by a forward node
+  std::vector<uint8_t> resident_root;       ///< storage is resident
+  std::vector<uint8_t> is_candidate;        ///< in SaveCandidates
+  std::vector<TensorId> candidates;         ///< SaveCandidates(graph)
+  std::vector<double> node_cost;            ///< Graph::NodeCost of each node
+  double step_cost = 0;                     ///< every node's cost, run once
+
+  /// Working memory Simulate reuses between calls (fresh pages are costly on
+  /// large graphs); a context serves one thread at a time.
+  struct Scratch {
+    std::vector<uint32_t> original, recomputed;
+    std::vector<int64_t> workspace, delta, running;
+  };
+  mutable Scratch scratch;
+};
+
 /// Simulates one training step with `keep` deciding saved vs dropped.
 SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options);
+/// The same, reusing `context` (the result is identical).
+SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options);
+/// The same into `result`, reusing the memory it already holds.
+void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options,
+              SimResult* result);
 
 /// Bytes any plan needs: resident state + reserve + the largest single step
 /// (one node's inputs, outputs, workspace and the gradients made so far).

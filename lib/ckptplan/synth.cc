@@ -166,14 +166,21 @@ class TransformerBuilder {
       Layer layer;
       layer.ln1 = Param(p + "ln_1.weight", 2 * h);
       layer.qkv = Param(p + "attn.c_attn.weight", 3 * h * h);
+      layer.qkv_b = Param(p + "attn.c_attn.bias", 3 * h);
       layer.proj = Param(p + "attn.c_proj.weight", h * h);
+      layer.proj_b = Param(p + "attn.c_proj.bias", h);
       layer.ln2 = Param(p + "ln_2.weight", 2 * h);
       layer.fc1 = Param(p + "mlp.c_fc.weight", 4 * h * h);
+      layer.fc1_b = Param(p + "mlp.c_fc.bias", 4 * h);
       layer.fc2 = Param(p + "mlp.c_proj.weight", 4 * h * h);
+      layer.fc2_b = Param(p + "mlp.c_proj.bias", h);
       params_.push_back(layer);
     }
     wte_ = Param("wte.weight", o.vocab * h);
+    wpe_ = Param("wpe.weight", o.seq * h);
     lnf_ = Param("ln_f.weight", 2 * h);
+    // The causal mask is a registered buffer (bool), sliced by every layer.
+    bias_mask_ = b.Tensor("attn.causal_mask", o.seq * o.seq, TensorKind::kBuffer);
   }
 
   void Microbatch(int m) {
@@ -181,8 +188,16 @@ class TransformerBuilder {
     const int64_t tokens = o_.batch * o_.seq;
     const int64_t act = tokens * o_.hidden * o_.dtype_bytes;
     TensorId ids = b_.Tensor(mb + "input_ids", tokens * 8, TensorKind::kInput);
+    TensorId tok = b_.Tensor(mb + "wte.out", act);
+    b_.Node(mb + "wte", "embedding", Phase::kForward, {ids, wte_}, {tok}, 0, "wte");
+    TensorId pos = b_.Tensor(mb + "wpe.out", o_.seq * o_.hidden * o_.dtype_bytes);
+    b_.Node(mb + "wpe", "embedding", Phase::kForward, {wpe_}, {pos}, 0, "wpe");
+    TensorId summed = Fwd(mb + "embed.add", "add", {tok, pos}, act,
+                          static_cast<double>(tokens * o_.hidden), "drop");
     TensorId x = b_.Tensor(mb + "embed", act);
-    b_.Node(mb + "wte", "embedding", Phase::kForward, {ids, wte_}, {x}, 0, "wte");
+    TensorId embed_mask = b_.Tensor(mb + "embed.dropout_mask", tokens * o_.hidden);
+    b_.Node(mb + "embed.dropout", "dropout", Phase::kForward, {summed}, {x, embed_mask},
+            2.0 * static_cast<double>(tokens * o_.hidden), "drop");
     std::vector<Saved> saved;
     for (int l = 0; l < o_.layers; ++l) saved.push_back(LayerForward(mb, l, x, &x));
     TensorId n = b_.Tensor(mb + "ln_f.out", act);
@@ -206,8 +221,12 @@ class TransformerBuilder {
     Bwd(mb + "ln_f_bwd", "layer_norm_bwd", {dn, saved.back().out, stats}, {dx}, lnf_, m,
         8.0 * tokens * o_.hidden, "ln_f");
     for (int l = o_.layers; l-- > 0;) dx = LayerBackward(mb, l, m, saved[l], dx);
-    Bwd(mb + "wte_bwd", "embedding_bwd", {dx, ids}, {}, wte_, m,
+    TensorId dsum = BwdOp(mb + "d_embed.add", "dropout_bwd", {dx, embed_mask}, act, m,
+                          2.0 * static_cast<double>(tokens * o_.hidden), "drop");
+    Bwd(mb + "wte_bwd", "embedding_bwd", {dsum, ids}, {}, wte_, m,
         static_cast<double>(tokens * o_.hidden), "wte");
+    Bwd(mb + "wpe_bwd", "embedding_bwd", {dsum}, {}, wpe_, m,
+        static_cast<double>(tokens * o_.hidden), "wpe");
   }
 
   void Optimizer() {
@@ -219,12 +238,13 @@ class TransformerBuilder {
 
  private:
   struct Layer {
-    TensorId ln1, qkv, proj, ln2, fc1, fc2;
+    TensorId ln1, qkv, qkv_b, proj, proj_b, ln2, fc1, fc1_b, fc2, fc2_b;
   };
   // Tensors a layer's backward reads.
   struct Saved {
-    TensorId in, stats1, n1, q, k, v, probs, mask1, attn_drop, ctx, mask2, r1, stats2, n2, f1,
-        gelu, mask3, out;
+    TensorId in, stats1, n1_2d, qkv_w, qh, kt, vh, scale, mask, probs, mask1, attn_drop, ctx_2d,
+        proj_w, mask2, r1, r1_fp32, stats2, n2_2d, fc1_w, f1, g_half, g_tanh, g_inner, gelu_2d, fc2_w,
+        mask3, out;
   };
 
   TensorId Param(const std::string& name, int64_t elements) {
@@ -234,6 +254,74 @@ class TransformerBuilder {
     return t;
   }
 
+  // One forward node with one new output of `bytes` (an alias of `alias_of`
+  // when given: views cost nothing and share storage).
+  TensorId Fwd(const std::string& name, const std::string& op, std::vector<TensorId> inputs,
+               int64_t bytes, double flops, const std::string& scope,
+               TensorId alias_of = kNoId) {
+    TensorId out = b_.Tensor(name, alias_of == kNoId ? bytes : 0, TensorKind::kActivation,
+                             alias_of);
+    b_.Node(name, op, Phase::kForward, std::move(inputs), {out}, flops, scope);
+    return out;
+  }
+  TensorId View(const std::string& name, const std::string& op, TensorId of,
+                const std::string& scope) {
+    return Fwd(name, op, {of}, 0, 0, scope, of);
+  }
+  // A backward view of a gradient (its own storage is the gradient's).
+  TensorId BwdView(const std::string& name, const std::string& op, TensorId of, int m,
+                   const std::string& scope) {
+    TensorId out = b_.Tensor(name, 0, TensorKind::kActivation, of);
+    Bwd(name, op, {of}, {out}, kNoId, m, 0, scope);
+    return out;
+  }
+  // A backward node with one new activation-gradient output.
+  TensorId BwdOp(const std::string& name, const std::string& op, std::vector<TensorId> inputs,
+                 int64_t bytes, int m, double flops, const std::string& scope,
+                 TensorId param = kNoId) {
+    TensorId out = b_.Tensor(name, bytes);
+    Bwd(name, op, std::move(inputs), {out}, param, m, flops, scope);
+    return out;
+  }
+
+  // x @ W + b as an autocast export shows it: the fp32 weight and bias are
+  // cast to the activation dtype (the backward reads the cast weight), then
+  // flatten, addmm, unflatten. Returns the unflattened output; *flat_in is the
+  // flattened input and *weight_cast the cast weight, which the backward reads.
+  TensorId Linear(const std::string& name, TensorId x, TensorId weight, TensorId bias,
+                  int64_t out_bytes, double flops, const std::string& scope,
+                  TensorId* flat_in, TensorId* weight_cast) {
+    const int64_t db = o_.dtype_bytes;
+    *weight_cast = Fwd(name + ".weight_cast", "_to_copy", {weight},
+                       b_.tensor(weight).bytes / 4 * db, 0, scope);
+    TensorId bias_cast =
+        Fwd(name + ".bias_cast", "_to_copy", {bias}, b_.tensor(bias).bytes / 4 * db, 0, scope);
+    *flat_in = View(name + ".view_in", "view", x, scope);
+    TensorId flat = Fwd(name + ".addmm", "addmm", {bias_cast, *flat_in, *weight_cast},
+                        out_bytes, flops, scope);
+    return View(name + ".view_out", "view", flat, scope);
+  }
+  // Backward of Linear: returns the gradient of its input. Weight and bias
+  // gradients are made in the activation dtype and cast into the fp32 ones.
+  TensorId LinearBwd(const std::string& name, TensorId dout, TensorId flat_in,
+                     TensorId weight_cast, TensorId weight, TensorId bias, int64_t in_bytes,
+                     int m, double flops, const std::string& scope) {
+    const int64_t db = o_.dtype_bytes;
+    TensorId dflat = BwdView(name + ".view_out_bwd", "view", dout, m, scope);
+    TensorId wt = b_.Tensor(name + ".weight_t", 0, TensorKind::kActivation, weight_cast);
+    Bwd(name + ".weight_t", "t", {weight_cast}, {wt}, kNoId, m, 0, scope);
+    TensorId din_flat = BwdOp(name + ".mm_input", "mm", {dflat, wt}, in_bytes, m, flops / 2,
+                              scope);
+    TensorId xt = b_.Tensor(name + ".input_t", 0, TensorKind::kActivation, flat_in);
+    Bwd(name + ".input_t", "t", {flat_in}, {xt}, kNoId, m, 0, scope);
+    TensorId dw = BwdOp(name + ".mm_weight", "mm", {xt, dflat}, b_.tensor(weight).bytes / 4 * db,
+                        m, flops / 2, scope);
+    Bwd(name + ".weight_grad_cast", "_to_copy", {dw}, {}, weight, m, 0, scope);
+    TensorId dbias = BwdOp(name + ".sum_bias", "sum", {dflat}, b_.tensor(bias).bytes / 4 * db,
+                           m, 0, scope);
+    Bwd(name + ".bias_grad_cast", "_to_copy", {dbias}, {}, bias, m, 0, scope);
+    return BwdView(name + ".view_in_bwd", "view", din_flat, m, scope);
+  }
 
   Saved LayerForward(const std::string& mb, int l, TensorId x, TensorId* out) {
     const Layer& w = params_[l];
@@ -242,55 +330,82 @@ class TransformerBuilder {
     const std::string mlp = "h." + std::to_string(l) + ".mlp";
     const int64_t t = o_.batch * o_.seq, h = o_.hidden, db = o_.dtype_bytes;
     const int64_t act = t * h * db, scores = o_.batch * o_.heads * o_.seq * o_.seq;
-    const double th = static_cast<double>(t * h);
+    const double th = static_cast<double>(t * h), sc = static_cast<double>(scores);
+    const double head_dim = static_cast<double>(h / o_.heads);
     Saved s;
-    s.in = x;
-    TensorId n1 = b_.Tensor(p + "ln_1.out", act);
+    // Autocast runs LayerNorm in fp32: cast in, normalize, cast out.
+    const std::string ln1 = "h." + std::to_string(l) + ".ln_1";
+    s.in = Fwd(p + "ln_1.in_fp32", "_to_copy", {x}, t * h * 4, 0, ln1);
+    TensorId n1_fp32 = b_.Tensor(p + "ln_1.out_fp32", t * h * 4);
     s.stats1 = b_.Tensor(p + "ln_1.stats", t * 8);
-    b_.Node(p + "ln_1", "layer_norm", Phase::kForward, {x, w.ln1}, {n1, s.stats1}, 5 * th,
-            "h." + std::to_string(l) + ".ln_1");
-    s.n1 = n1;
-    TensorId qkv = b_.Tensor(p + "attn.qkv", 3 * act);
-    b_.Node(p + "attn.c_attn", "matmul", Phase::kForward, {n1, w.qkv}, {qkv}, 6 * th * h, attn);
-    s.q = b_.Tensor(p + "attn.q", act, TensorKind::kActivation, qkv);
-    s.k = b_.Tensor(p + "attn.k", act, TensorKind::kActivation, qkv);
-    s.v = b_.Tensor(p + "attn.v", act, TensorKind::kActivation, qkv);
-    b_.Node(p + "attn.split", "split", Phase::kForward, {qkv}, {s.q, s.k, s.v}, 0, attn);
-    TensorId sc = b_.Tensor(p + "attn.scores", scores * db);
-    b_.Node(p + "attn.qk", "bmm", Phase::kForward, {s.q, s.k}, {sc},
-            2.0 * static_cast<double>(scores) * (h / o_.heads), attn);
-    s.probs = b_.Tensor(p + "attn.probs", scores * db);
-    b_.Node(p + "attn.softmax", "softmax", Phase::kForward, {sc}, {s.probs},
-            5.0 * static_cast<double>(scores), attn);
+    b_.Node(p + "ln_1", "layer_norm", Phase::kForward, {s.in, w.ln1}, {n1_fp32, s.stats1},
+            5 * th, ln1);
+    TensorId n1 = Fwd(p + "ln_1.out", "_to_copy", {n1_fp32}, act, 0, ln1);
+    TensorId qkv = Linear(p + "attn.c_attn", n1, w.qkv, w.qkv_b, 3 * act, 6 * th * h, attn,
+                          &s.n1_2d, &s.qkv_w);
+    TensorId q = b_.Tensor(p + "attn.q", 0, TensorKind::kActivation, qkv);
+    TensorId k = b_.Tensor(p + "attn.k", 0, TensorKind::kActivation, qkv);
+    TensorId v = b_.Tensor(p + "attn.v", 0, TensorKind::kActivation, qkv);
+    b_.Node(p + "attn.split", "split", Phase::kForward, {qkv}, {q, k, v}, 0, attn);
+    s.qh = View(p + "attn.q_heads", "permute", View(p + "attn.q_view", "view", q, attn), attn);
+    TensorId kh = View(p + "attn.k_heads", "permute", View(p + "attn.k_view", "view", k, attn), attn);
+    s.vh = View(p + "attn.v_heads", "permute", View(p + "attn.v_view", "view", v, attn), attn);
+    s.kt = View(p + "attn.k_t", "transpose", kh, attn);
+    TensorId raw = View(p + "attn.qk_view", "view",
+                        Fwd(p + "attn.qk", "bmm", {View(p + "attn.q_expand", "expand", s.qh, attn),
+                                                   View(p + "attn.k_expand", "expand", s.kt, attn)},
+                            scores * db, 2 * sc * head_dim, attn),
+                        attn);
+    s.scale = Fwd(p + "attn.scale_value", "full", {}, db, 0, attn);
+    TensorId scaled = Fwd(p + "attn.scale", "div", {raw, s.scale}, scores * db, sc, attn);
+    s.mask = View(p + "attn.causal_mask", "slice", bias_mask_, attn);
+    TensorId fill = Fwd(p + "attn.mask_value", "full", {}, db, 0, attn);
+    TensorId masked =
+        Fwd(p + "attn.masked", "where", {s.mask, scaled, fill}, scores * db, sc, attn);
+    s.probs = Fwd(p + "attn.probs", "softmax", {masked}, scores * db, 5 * sc, attn);
     s.attn_drop = b_.Tensor(p + "attn.dropout", scores * db);
     s.mask1 = b_.Tensor(p + "attn.dropout_mask", scores);
     b_.Node(p + "attn.attn_dropout", "dropout", Phase::kForward, {s.probs},
-            {s.attn_drop, s.mask1}, 2.0 * static_cast<double>(scores), attn);
-    s.ctx = b_.Tensor(p + "attn.ctx", act);
-    b_.Node(p + "attn.av", "bmm", Phase::kForward, {s.attn_drop, s.v}, {s.ctx},
-            2.0 * static_cast<double>(scores) * (h / o_.heads), attn);
-    TensorId proj = b_.Tensor(p + "attn.proj", act);
-    b_.Node(p + "attn.c_proj", "matmul", Phase::kForward, {s.ctx, w.proj}, {proj}, 2 * th * h, attn);
+            {s.attn_drop, s.mask1}, 2 * sc, attn);
+    TensorId ctxh = View(
+        p + "attn.av_view", "view",
+        Fwd(p + "attn.av", "bmm", {View(p + "attn.a_expand", "expand", s.attn_drop, attn),
+                                   View(p + "attn.v_expand", "expand", s.vh, attn)},
+            act, 2 * sc * head_dim, attn),
+        attn);
+    TensorId merged = Fwd(p + "attn.merge_heads", "clone",
+                          {View(p + "attn.ctx_permute", "permute", ctxh, attn)}, act, th, attn);
+    TensorId proj = Linear(p + "attn.c_proj", View(p + "attn.ctx", "view", merged, attn), w.proj,
+                           w.proj_b, act, 2 * th * h, attn, &s.ctx_2d, &s.proj_w);
     TensorId proj_drop = b_.Tensor(p + "attn.resid_dropout", act);
     s.mask2 = b_.Tensor(p + "attn.resid_dropout_mask", t * h);
-    b_.Node(p + "attn.resid_drop", "dropout", Phase::kForward, {proj}, {proj_drop, s.mask2}, 2 * th, attn);
-    s.r1 = b_.Tensor(p + "resid_1", act);
-    b_.Node(p + "add_1", "add", Phase::kForward, {x, proj_drop}, {s.r1}, th, attn);
-    s.n2 = b_.Tensor(p + "ln_2.out", act);
+    b_.Node(p + "attn.resid_drop", "dropout", Phase::kForward, {proj}, {proj_drop, s.mask2},
+            2 * th, attn);
+    s.r1 = Fwd(p + "resid_1", "add", {x, proj_drop}, act, th, attn);
+    const std::string ln2 = "h." + std::to_string(l) + ".ln_2";
+    s.r1_fp32 = Fwd(p + "ln_2.in_fp32", "_to_copy", {s.r1}, t * h * 4, 0, ln2);
+    TensorId n2_fp32 = b_.Tensor(p + "ln_2.out_fp32", t * h * 4);
     s.stats2 = b_.Tensor(p + "ln_2.stats", t * 8);
-    b_.Node(p + "ln_2", "layer_norm", Phase::kForward, {s.r1, w.ln2}, {s.n2, s.stats2}, 5 * th,
-            "h." + std::to_string(l) + ".ln_2");
-    s.f1 = b_.Tensor(p + "mlp.fc", 4 * act);
-    b_.Node(p + "mlp.c_fc", "matmul", Phase::kForward, {s.n2, w.fc1}, {s.f1}, 8 * th * h, mlp);
-    s.gelu = b_.Tensor(p + "mlp.gelu", 4 * act);
-    b_.Node(p + "mlp.act", "gelu", Phase::kForward, {s.f1}, {s.gelu}, 8 * 4 * th, mlp);
-    TensorId f2 = b_.Tensor(p + "mlp.proj", act);
-    b_.Node(p + "mlp.c_proj", "matmul", Phase::kForward, {s.gelu, w.fc2}, {f2}, 8 * th * h, mlp);
+    b_.Node(p + "ln_2", "layer_norm", Phase::kForward, {s.r1_fp32, w.ln2}, {n2_fp32, s.stats2},
+            5 * th, ln2);
+    TensorId n2 = Fwd(p + "ln_2.out", "_to_copy", {n2_fp32}, act, 0, ln2);
+    s.f1 = Linear(p + "mlp.c_fc", n2, w.fc1, w.fc1_b, 4 * act, 8 * th * h, mlp, &s.n2_2d, &s.fc1_w);
+    // GPT-2's tanh GELU, decomposed as the export shows it.
+    const int64_t wide = 4 * act;
+    s.g_half = Fwd(p + "mlp.gelu.half", "mul", {s.f1}, wide, 4 * th, mlp);
+    TensorId cube = Fwd(p + "mlp.gelu.cube", "pow", {s.f1}, wide, 8 * th, mlp);
+    TensorId cube_scaled = Fwd(p + "mlp.gelu.cube_scaled", "mul", {cube}, wide, 4 * th, mlp);
+    s.g_inner = Fwd(p + "mlp.gelu.inner", "add", {s.f1, cube_scaled}, wide, 4 * th, mlp);
+    TensorId scaled_inner = Fwd(p + "mlp.gelu.inner_scaled", "mul", {s.g_inner}, wide, 4 * th, mlp);
+    s.g_tanh = Fwd(p + "mlp.gelu.tanh", "tanh", {scaled_inner}, wide, 8 * th, mlp);
+    TensorId one_plus = Fwd(p + "mlp.gelu.one_plus", "add", {s.g_tanh}, wide, 4 * th, mlp);
+    TensorId gelu = Fwd(p + "mlp.gelu", "mul", {s.g_half, one_plus}, wide, 4 * th, mlp);
+    TensorId f2 = Linear(p + "mlp.c_proj", gelu, w.fc2, w.fc2_b, act, 8 * th * h, mlp,
+                         &s.gelu_2d, &s.fc2_w);
     TensorId f2_drop = b_.Tensor(p + "mlp.dropout", act);
     s.mask3 = b_.Tensor(p + "mlp.dropout_mask", t * h);
     b_.Node(p + "mlp.drop", "dropout", Phase::kForward, {f2}, {f2_drop, s.mask3}, 2 * th, mlp);
-    s.out = b_.Tensor(p + "out", act);
-    b_.Node(p + "add_2", "add", Phase::kForward, {s.r1, f2_drop}, {s.out}, th, mlp);
+    s.out = Fwd(p + "out", "add", {s.r1, f2_drop}, act, th, mlp);
     *out = s.out;
     return s;
   }
@@ -328,51 +443,78 @@ class TransformerBuilder {
     const int64_t t = o_.batch * o_.seq, h = o_.hidden, db = o_.dtype_bytes;
     const int64_t act = t * h * db, scores = o_.batch * o_.heads * o_.seq * o_.seq;
     const double th = static_cast<double>(t * h), sc = static_cast<double>(scores);
-    auto grad = [&](const std::string& name, int64_t bytes) { return b_.Tensor(p + "d_" + name, bytes); };
-    TensorId df2 = grad("mlp.proj", act);
-    Bwd(p + "mlp.drop_bwd", "dropout_bwd", {dout, s.mask3}, {df2}, kNoId, m, 2 * th, mlp);
-    TensorId dg = grad("mlp.gelu", 4 * act);
-    Bwd(p + "mlp.c_proj_bwd", "matmul_bwd", {df2, s.gelu}, {dg}, w.fc2, m, 16 * th * h, mlp);
-    TensorId df1 = grad("mlp.fc", 4 * act);
-    Bwd(p + "mlp.act_bwd", "gelu_bwd", {dg, s.f1}, {df1}, kNoId, m, 16 * th, mlp);
-    TensorId dn2 = grad("ln_2.out", act);
-    Bwd(p + "mlp.c_fc_bwd", "matmul_bwd", {df1, s.n2}, {dn2}, w.fc1, m, 16 * th * h, mlp);
-    TensorId dr1a = grad("resid_1.ln", act);
-    Bwd(p + "ln_2_bwd", "layer_norm_bwd", {dn2, s.r1, s.stats2}, {dr1a}, w.ln2, m, 8 * th,
-        "h." + std::to_string(l) + ".ln_2");
-    TensorId dr1 = grad("resid_1", act);
-    Bwd(p + "add_2_bwd", "add", {dout, dr1a}, {dr1}, kNoId, m, th, mlp);
-    TensorId dproj = grad("attn.proj", act);
-    Bwd(p + "attn.resid_drop_bwd", "dropout_bwd", {dr1, s.mask2}, {dproj}, kNoId, m, 2 * th, attn);
-    TensorId dctx = grad("attn.ctx", act);
-    Bwd(p + "attn.c_proj_bwd", "matmul_bwd", {dproj, s.ctx}, {dctx}, w.proj, m, 4 * th * h, attn);
-    TensorId ddrop = grad("attn.dropout", scores * db);
-    TensorId dv = grad("attn.v", act);
-    Bwd(p + "attn.av_bwd", "bmm_bwd", {dctx, s.attn_drop, s.v}, {ddrop, dv}, kNoId, m,
-        4.0 * sc * (h / o_.heads), attn);
-    TensorId dprobs = grad("attn.probs", scores * db);
-    Bwd(p + "attn.attn_dropout_bwd", "dropout_bwd", {ddrop, s.mask1}, {dprobs}, kNoId, m, 2 * sc, attn);
-    TensorId dsc = grad("attn.scores", scores * db);
-    Bwd(p + "attn.softmax_bwd", "softmax_bwd", {dprobs, s.probs}, {dsc}, kNoId, m, 5 * sc, attn);
-    TensorId dq = grad("attn.q", act), dk = grad("attn.k", act);
-    Bwd(p + "attn.qk_bwd", "bmm_bwd", {dsc, s.q, s.k}, {dq, dk}, kNoId, m,
-        4.0 * sc * (h / o_.heads), attn);
-    TensorId dqkv = grad("attn.qkv", 3 * act);
-    Bwd(p + "attn.split_bwd", "cat", {dq, dk, dv}, {dqkv}, kNoId, m, 3 * th, attn);
-    TensorId dn1 = grad("ln_1.out", act);
-    Bwd(p + "attn.c_attn_bwd", "matmul_bwd", {dqkv, s.n1}, {dn1}, w.qkv, m, 12 * th * h, attn);
-    TensorId dxa = grad("in.ln", act);
-    Bwd(p + "ln_1_bwd", "layer_norm_bwd", {dn1, s.in, s.stats1}, {dxa}, w.ln1, m, 8 * th,
-        "h." + std::to_string(l) + ".ln_1");
-    TensorId dx = grad("in", act);
-    Bwd(p + "add_1_bwd", "add", {dr1, dxa}, {dx}, kNoId, m, th, attn);
-    return dx;
+    const double head_dim = static_cast<double>(h / o_.heads);
+    const int64_t wide = 4 * act;
+    auto d = [&](const std::string& name) { return p + "d_" + name; };
+    TensorId df2 = BwdOp(d("mlp.proj"), "dropout_bwd", {dout, s.mask3}, act, m, 2 * th, mlp);
+    TensorId dgelu = LinearBwd(p + "mlp.c_proj_bwd", df2, s.gelu_2d, s.fc2_w, w.fc2, w.fc2_b, wide, m,
+                               16 * th * h, mlp);
+    // GELU backward: the product rule over the saved half, tanh and inner.
+    TensorId d_one_plus = BwdOp(d("mlp.gelu.one_plus"), "mul", {dgelu, s.g_half}, wide, m, 4 * th, mlp);
+    TensorId d_half = BwdOp(d("mlp.gelu.half"), "mul", {dgelu, s.g_tanh}, wide, m, 8 * th, mlp);
+    TensorId tanh_sq = BwdOp(d("mlp.gelu.tanh_sq"), "mul", {s.g_tanh}, wide, m, 4 * th, mlp);
+    TensorId sech = BwdOp(d("mlp.gelu.sech"), "rsub", {tanh_sq}, wide, m, 4 * th, mlp);
+    TensorId d_tanh = BwdOp(d("mlp.gelu.tanh"), "mul", {d_one_plus, sech}, wide, m, 4 * th, mlp);
+    TensorId d_inner = BwdOp(d("mlp.gelu.inner"), "mul", {d_tanh}, wide, m, 4 * th, mlp);
+    TensorId sq = BwdOp(d("mlp.gelu.square"), "pow", {s.f1}, wide, m, 4 * th, mlp);
+    TensorId d_cube = BwdOp(d("mlp.gelu.cube"), "mul", {d_inner, sq}, wide, m, 8 * th, mlp);
+    TensorId d_sum = BwdOp(d("mlp.gelu.sum"), "add", {d_inner, d_cube}, wide, m, 4 * th, mlp);
+    TensorId d_half_scaled = BwdOp(d("mlp.gelu.half_scaled"), "mul", {d_half}, wide, m, 4 * th, mlp);
+    TensorId df1 = BwdOp(d("mlp.fc"), "add", {d_sum, d_half_scaled}, wide, m, 4 * th, mlp);
+    TensorId dn2 = LinearBwd(p + "mlp.c_fc_bwd", df1, s.n2_2d, s.fc1_w, w.fc1, w.fc1_b, act, m,
+                             16 * th * h, mlp);
+    const std::string ln2 = "h." + std::to_string(l) + ".ln_2";
+    TensorId dn2_fp32 = BwdOp(d("ln_2.out_fp32"), "_to_copy", {dn2}, t * h * 4, m, 0, ln2);
+    TensorId dr1a_fp32 = BwdOp(d("resid_1.ln_fp32"), "layer_norm_bwd",
+                               {dn2_fp32, s.r1_fp32, s.stats2}, t * h * 4, m, 8 * th, ln2, w.ln2);
+    TensorId dr1a = BwdOp(d("resid_1.ln"), "_to_copy", {dr1a_fp32}, act, m, 0, ln2);
+    TensorId dr1 = BwdOp(d("resid_1"), "add", {dout, dr1a}, act, m, th, mlp);
+    TensorId dproj = BwdOp(d("attn.proj"), "dropout_bwd", {dr1, s.mask2}, act, m, 2 * th, attn);
+    TensorId dctx = LinearBwd(p + "attn.c_proj_bwd", dproj, s.ctx_2d, s.proj_w, w.proj, w.proj_b, act, m,
+                              4 * th * h, attn);
+    TensorId dctxh = BwdView(d("attn.ctx_heads"), "permute",
+                             BwdView(d("attn.ctx_view"), "view", dctx, m, attn), m, attn);
+    TensorId dav = BwdView(d("attn.av_view"), "view", dctxh, m, attn);
+    TensorId ddrop = BwdOp(d("attn.dropout"), "bmm", {dav, s.vh}, scores * db, m,
+                           2 * sc * head_dim, attn);
+    TensorId dvh = BwdOp(d("attn.v_heads"), "bmm", {s.attn_drop, dav}, act, m,
+                         2 * sc * head_dim, attn);
+    TensorId dprobs = BwdOp(d("attn.probs"), "dropout_bwd", {ddrop, s.mask1}, scores * db, m,
+                            2 * sc, attn);
+    TensorId dmasked = BwdOp(d("attn.masked"), "softmax_bwd", {dprobs, s.probs}, scores * db, m,
+                             5 * sc, attn);
+    TensorId dscaled = BwdOp(d("attn.scaled"), "where", {s.mask, dmasked}, scores * db, m, sc,
+                             attn);
+    TensorId draw = BwdOp(d("attn.qk"), "div", {dscaled, s.scale}, scores * db, m, sc, attn);
+    TensorId dqk = BwdView(d("attn.qk_view"), "view", draw, m, attn);
+    TensorId dqh = BwdOp(d("attn.q_heads"), "bmm", {dqk, s.kt}, act, m, 2 * sc * head_dim, attn);
+    TensorId dkt = BwdOp(d("attn.k_t"), "bmm", {s.qh, dqk}, act, m, 2 * sc * head_dim, attn);
+    TensorId dq = BwdView(d("attn.q"), "view", BwdView(d("attn.q_perm"), "permute", dqh, m, attn),
+                          m, attn);
+    TensorId dk = BwdView(d("attn.k"), "view",
+                          BwdView(d("attn.k_perm"), "permute",
+                                  BwdView(d("attn.k_tt"), "transpose", dkt, m, attn), m, attn),
+                          m, attn);
+    TensorId dv = BwdView(d("attn.v"), "view", BwdView(d("attn.v_perm"), "permute", dvh, m, attn),
+                          m, attn);
+    dq = BwdOp(d("attn.q_contiguous"), "clone", {dq}, act, m, th, attn);
+    dk = BwdOp(d("attn.k_contiguous"), "clone", {dk}, act, m, th, attn);
+    dv = BwdOp(d("attn.v_contiguous"), "clone", {dv}, act, m, th, attn);
+    TensorId dqkv = BwdOp(d("attn.qkv"), "cat", {dq, dk, dv}, 3 * act, m, 3 * th, attn);
+    TensorId dn1 = LinearBwd(p + "attn.c_attn_bwd", dqkv, s.n1_2d, s.qkv_w, w.qkv, w.qkv_b, act, m,
+                             12 * th * h, attn);
+    const std::string ln1 = "h." + std::to_string(l) + ".ln_1";
+    TensorId dn1_fp32 = BwdOp(d("ln_1.out_fp32"), "_to_copy", {dn1}, t * h * 4, m, 0, ln1);
+    TensorId dxa_fp32 = BwdOp(d("in.ln_fp32"), "layer_norm_bwd", {dn1_fp32, s.in, s.stats1},
+                              t * h * 4, m, 8 * th, ln1, w.ln1);
+    TensorId dxa = BwdOp(d("in.ln"), "_to_copy", {dxa_fp32}, act, m, 0, ln1);
+    return BwdOp(d("in"), "add", {dr1, dxa}, act, m, th, attn);
   }
 
   const TransformerOptions& o_;
   GraphBuilder& b_;
   std::vector<Layer> params_;
-  TensorId wte_, lnf_;
+  TensorId wte_, wpe_, lnf_, bias_mask_;
   std::vector<TensorId> all_params_;
   std::vector<TensorId> grads_;
   int64_t param_elements_ = 0;

@@ -1,0 +1,42 @@
+// The greedy planner of selector.h, made fast by bounding before simulating.
+//
+// GreedyPlan re-simulates the step for every saved candidate at every
+// iteration. IncrementalPlan returns exactly the same plan (same drops in the
+// same order, same peak and recompute cost) but simulates only the candidates
+// whose bounds say they could be the best one. The bounds come from the
+// current simulation alone:
+//  - Dropping a candidate can only lower the per-node peaks (node_peak) of the
+//    nodes in its "region": from the last forward read of its storage to the
+//    node of the storage's last read, or to the end of the step when its
+//    recompute would pull an already recomputed node earlier. Every other
+//    node keeps or raises its value.
+//  - Without such a pull, no node drops by more than the storage's bytes.
+//  - The recompute cost a drop adds is the cost of the nodes its chain adds.
+// Candidates are tried in order of their best possible score; the search
+// stops as soon as no untried candidate can beat the best simulated one.
+// Every choice is still scored from a full Simulate, so the memory rule stays
+// in simulator.cc.
+#ifndef CKPTPLAN_INCREMENTAL_H_
+#define CKPTPLAN_INCREMENTAL_H_
+
+#include <cstddef>
+
+#include "ckptplan/graph.h"
+#include "ckptplan/selector.h"
+
+namespace ckptplan {
+
+/// Work counters, for benchmarks and tests.
+struct IncrementalStats {
+  size_t iterations = 0;
+  size_t simulations = 0;  ///< full Simulate calls, the start and trials
+  size_t bounded = 0;      ///< candidate bounds computed
+};
+
+/// Same contract and result as GreedyPlan.
+GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
+                             const GreedyOptions& options, IncrementalStats* stats = nullptr);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_INCREMENTAL_H_

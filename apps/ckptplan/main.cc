@@ -50,6 +50,14 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
   command->add_option("--timeline-csv", options->timeline_csv_path,
                       "Write the memory timeline (one row per step) to this CSV file");
   command->add_option("--top", options->top, "Tensors to list at the peak")->capture_default_str();
+  Limits& limits = options->load.limits;
+  command->add_option("--max-nodes", limits.max_nodes, "Reject graphs with more nodes")
+      ->capture_default_str();
+  command->add_option("--max-tensors", limits.max_tensors, "Reject graphs with more tensors")
+      ->capture_default_str();
+  command->add_option("--max-depth", limits.max_depth,
+                      "Reject JSON nested deeper (and ONNX subgraphs deeper)")
+      ->capture_default_str();
 }
 
 void AddSearch(CLI::App* command, SearchFlags* flags) {

@@ -4,6 +4,7 @@
 
 #include "ckptplan/errors.h"
 #include "ckptplan/json_loader.h"
+#include "ckptplan/limits.h"
 #include "ckptplan/problems.h"
 #include "ckptplan/report.h"
 
@@ -229,12 +230,16 @@ PeakRecord ReadRecord(const json& entry, const std::string& where, Problems* pro
 }  // namespace
 
 Baseline ParseBaseline(std::string_view text, const std::string& source) {
+  CheckJsonDepth(text, Limits().max_depth, source);
   json root;
   try {
     root = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     throw InputError(source + ": corrupt baseline: malformed JSON at byte " +
                      std::to_string(e.byte) + " (" + e.what() +
+                     "); fix it, or regenerate it with --update-baseline");
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    throw InputError(source + ": corrupt baseline: malformed JSON (" + e.what() +
                      "); fix it, or regenerate it with --update-baseline");
   }
   Problems problems(source);

@@ -10,6 +10,7 @@
 #include "ckptplan/commands.h"
 #include "ckptplan/errors.h"
 #include "ckptplan/json_loader.h"
+#include "ckptplan/limits.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/problems.h"
 #include "ckptplan/simulator.h"
@@ -156,6 +157,7 @@ void ValidateBaselineKeys(const Baseline& baseline, const std::string& path,
 
 GraphCheck CheckGraph(const CheckTarget& target, const PeakRecord* before, bool update,
                       const LoadOptions& load) {
+  CheckReserve(target.reserve_bytes, "graph '" + target.graph_path + "': reserve");
   LoadedGraph loaded = LoadGraph(target.graph_path, load);
   const Graph& graph = loaded.graph;
   GraphCheck check;

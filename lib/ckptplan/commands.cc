@@ -12,6 +12,7 @@
 #include "ckptplan/json_writer.h"
 #include "ckptplan/export.h"
 #include "ckptplan/json_loader.h"
+#include "ckptplan/limits.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/planner.h"
@@ -105,12 +106,16 @@ void RenderReports(const Graph& graph, const CommonOptions& options, const Summa
 
 // The graph file a plan names, for `export` without --graph.
 std::string PlanGraphFile(const std::string& plan_path) {
+  const std::string text = ReadFile(plan_path);
+  CheckJsonDepth(text, Limits().max_depth, plan_path);
   nlohmann::json root;
   try {
-    root = nlohmann::json::parse(ReadFile(plan_path));
+    root = nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
     throw InputError(plan_path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
                      e.what());
+  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
+    throw InputError(plan_path + ": malformed JSON: " + e.what());
   }
   if (root.is_object() && root.contains("graph") && root["graph"].is_object() &&
       root["graph"].contains("file") && root["graph"]["file"].is_string()) {
@@ -147,6 +152,7 @@ PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options) {
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
+  CheckReserve(options.reserve_bytes, "--reserve");
   PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
   planner_options.budget_bytes = options.budget_bytes;
   if (options.planner != "incremental" && options.planner != "reference") {
@@ -198,6 +204,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
 }
 
 int RunSimulate(const SimulateOptions& options, std::ostream& out) {
+  CheckReserve(options.reserve_bytes, "--reserve");
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
   SaveSet keep = SaveAll(graph);
@@ -264,6 +271,7 @@ int RunGenerate(const GenerateOptions& options, std::ostream& out) {
 }
 
 int RunSweep(const SweepOptions& options, std::ostream& out) {
+  CheckReserve(options.reserve_bytes, "--reserve");
   if (options.budgets.empty()) {
     throw InputError("sweep: give --from, --to and --steps, or --budgets", kExitUsage);
   }

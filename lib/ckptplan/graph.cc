@@ -1,10 +1,12 @@
 #include "ckptplan/graph.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "ckptplan/errors.h"
 #include "ckptplan/problems.h"
+#include "ckptplan/size.h"
 
 namespace ckptplan {
 namespace {
@@ -31,6 +33,68 @@ constexpr std::string_view kKindNames[] = {
 constexpr std::string_view kPhaseNames[] = {"forward", "backward", "optimizer"};
 
 std::string Quote(const std::string& name) { return "'" + name + "'"; }
+
+// Counts come first: everything after walks the vectors.
+void CheckCounts(const Graph& graph, const Limits& limits) {
+  Problems problems(graph.source);
+  if (graph.nodes.size() > limits.max_nodes) {
+    problems.Add(std::to_string(graph.nodes.size()) + " nodes is over the limit of " +
+                 std::to_string(limits.max_nodes) + " (raise it with --max-nodes)");
+  }
+  if (graph.tensors.size() > limits.max_tensors) {
+    problems.Add(std::to_string(graph.tensors.size()) + " tensors is over the limit of " +
+                 std::to_string(limits.max_tensors) + " (raise it with --max-tensors)");
+  }
+  problems.ThrowIfAny();
+}
+
+// Sums in 128 bits so that no sum of int64 sizes can overflow here, and so
+// that every later sum in int64 (simulator, lower bound) cannot either.
+void CheckTotalBytes(const Graph& graph, const Limits& limits, Problems& problems) {
+  __int128 total = 0;
+  for (const Tensor& tensor : graph.tensors) {
+    if (tensor.alias_of == kNoId && tensor.bytes > 0) total += tensor.bytes;
+  }
+  for (const Node& node : graph.nodes) {
+    if (node.workspace_bytes > 0) total += node.workspace_bytes;
+  }
+  const TrainingState& training = graph.training;
+  for (int64_t bytes : {training.extra_parameter_bytes, training.extra_buffer_bytes,
+                        training.extra_optimizer_bytes, training.implicit_gradient_bytes}) {
+    if (bytes < 0) {
+      problems.Add("training: state bytes are negative (" + std::to_string(bytes) + ")");
+    } else {
+      total += bytes;
+    }
+  }
+  if (total > limits.max_total_bytes) {
+    problems.Add("tensors, workspaces and training state add up to more than the limit of " +
+                 FormatBytes(limits.max_total_bytes) + " (" +
+                 std::to_string(limits.max_total_bytes) + " bytes); no real model is this large");
+  }
+}
+
+// An alias chain must end at a storage root. Colors: 0 unseen, 1 on the
+// current walk, 2 known to end.
+void CheckAliasChains(const Graph& graph, Problems& problems) {
+  const size_t num_tensors = graph.tensors.size();
+  std::vector<uint8_t> color(num_tensors, 0);
+  std::vector<TensorId> walk;
+  for (TensorId start = 0; start < num_tensors; ++start) {
+    walk.clear();
+    TensorId t = start;
+    while (t < num_tensors && color[t] == 0) {
+      color[t] = 1;
+      walk.push_back(t);
+      t = graph.tensors[t].alias_of;
+    }
+    if (t < num_tensors && color[t] == 1 && graph.tensors[t].alias_of != t) {
+      problems.Add("tensor " + Quote(graph.tensors[t].name) +
+                   " is on an alias_of cycle (aliases must lead to a tensor that owns storage)");
+    }
+    for (TensorId w : walk) color[w] = 2;
+  }
+}
 
 }  // namespace
 
@@ -103,7 +167,8 @@ void Graph::Finalize() {
   cost_unit = any_timed && all_timed ? CostUnit::kMicroseconds : CostUnit::kFlops;
 }
 
-void ValidateGraph(const Graph& graph) {
+void ValidateGraph(const Graph& graph, const Limits& limits) {
+  CheckCounts(graph, limits);
   Problems problems(graph.source);
   const size_t num_tensors = graph.tensors.size();
   std::vector<NodeId> producer(num_tensors, kNoId);
@@ -173,6 +238,13 @@ void ValidateGraph(const Graph& graph) {
                      std::to_string(cost));
         break;
       }
+      if (cost > limits.max_node_cost) {
+        char text[64];
+        std::snprintf(text, sizeof(text), "cost %g is over the limit of %g", cost,
+                      limits.max_node_cost);
+        problems.Add(where + ": " + text);
+        break;
+      }
     }
   }
   for (TensorId t = 0; t < num_tensors; ++t) {
@@ -193,6 +265,8 @@ void ValidateGraph(const Graph& graph) {
                    " is an alias but no node produces it");
     }
   }
+  CheckTotalBytes(graph, limits, problems);
+  CheckAliasChains(graph, problems);
   problems.ThrowIfAny();
 }
 

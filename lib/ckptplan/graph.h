@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ckptplan/limits.h"
+
 namespace ckptplan {
 
 using TensorId = uint32_t;
@@ -106,9 +108,10 @@ struct Graph {
 /// Checks the structural rules every loader must guarantee (ids in range,
 /// one producer per tensor, inputs produced before use, resident kinds not
 /// produced except as aliases, aliases pointing at an input of the producer,
-/// sizes non-negative, costs finite and non-negative). Collects every problem
-/// and throws InputError naming `graph.source` when there is any.
-void ValidateGraph(const Graph& graph);
+/// sizes non-negative, costs finite and non-negative, alias chains acyclic)
+/// and `limits` (node and tensor counts, total bytes, node cost). Collects
+/// every problem and throws InputError naming `graph.source` when there is any.
+void ValidateGraph(const Graph& graph, const Limits& limits = Limits());
 
 }  // namespace ckptplan
 

@@ -23,9 +23,15 @@ std::string TypeName(const json& value) { return value.type_name(); }
 
 // Elements of `shape`, or -1 (with a problem added) when it is not a list of
 // non-negative integers or its product overflows 64 bits.
-int64_t ShapeElements(const json& shape, const std::string& where, Problems& problems) {
+int64_t ShapeElements(const json& shape, const std::string& where, Problems& problems,
+                      uint32_t max_rank) {
   if (!shape.is_array()) {
     problems.Add(where + ": shape must be an array of integers, got " + TypeName(shape));
+    return -1;
+  }
+  if (shape.size() > max_rank) {
+    problems.Add(where + ": shape has " + std::to_string(shape.size()) +
+                 " dims, over the limit of " + std::to_string(max_rank));
     return -1;
   }
   unsigned __int128 elements = 1;
@@ -84,7 +90,8 @@ std::string OptionalString(const json& object, const char* key, const std::strin
 }
 
 // Bytes of one tensor entry from "bytes" or "shape" + "dtype".
-int64_t TensorBytes(const json& entry, const std::string& where, Problems& problems) {
+int64_t TensorBytes(const json& entry, const std::string& where, Problems& problems,
+                    uint32_t max_rank) {
   bool has_bytes = entry.contains("bytes");
   bool has_shape = entry.contains("shape");
   int64_t bytes = OptionalBytes(entry, "bytes", where, problems, -1);
@@ -105,7 +112,7 @@ int64_t TensorBytes(const json& entry, const std::string& where, Problems& probl
                  " (expected e.g. float32, bfloat16, float16, int64, bool)");
     return 0;
   }
-  int64_t elements = ShapeElements(entry["shape"], where, problems);
+  int64_t elements = ShapeElements(entry["shape"], where, problems, max_rank);
   if (elements < 0) return 0;
   if (elements > INT64_MAX / element_bytes) {
     problems.Add(where + ": shape " + entry["shape"].dump() + " x " + dtype +
@@ -158,8 +165,9 @@ class NameIndex {
 
 class Loader {
  public:
-  explicit Loader(const std::string& source)
-      : header_problems_(source),
+  Loader(const std::string& source, const Limits& limits)
+      : limits_(limits),
+        header_problems_(source),
         problems_(source),
         tensor_ids_([this](uint32_t id) -> const std::string& { return graph_.tensors[id].name; }),
         node_ids_([this](uint32_t id) -> const std::string& { return graph_.nodes[id].name; }) {
@@ -205,7 +213,7 @@ class Loader {
     graph_.Finalize();
     ReadTraining();
     problems_.ThrowIfAny();
-    ValidateGraph(graph_);
+    ValidateGraph(graph_, limits_);
     return std::move(graph_);
   }
 
@@ -298,26 +306,28 @@ class Loader {
       if (tensor.alias_of != kNoId) continue;
       if (tensor.kind == TensorKind::kParameter) {
         ++listed_params;
-        listed_param_bytes += tensor.bytes;
+        listed_param_bytes = SaturatingAdd(listed_param_bytes, tensor.bytes);
       }
       has_gradients |= tensor.kind == TensorKind::kGradient;
       has_optimizer_state |= tensor.kind == TensorKind::kOptimizerState;
     }
     state.parameter_count = OptionalBytes(training, "parameter_count", where, problems_,
                                           listed_param_bytes / param_size);
-    int64_t default_extra = listed_params == 0 ? state.parameter_count * param_size : 0;
+    int64_t default_extra = listed_params == 0 ? SaturatingMul(state.parameter_count, param_size) : 0;
     state.extra_parameter_bytes =
         OptionalBytes(training, "parameter_bytes", where, problems_, default_extra);
     state.extra_buffer_bytes = OptionalBytes(training, "buffer_bytes", where, problems_, 0);
     if (!has_optimizer_state) {
-      state.extra_optimizer_bytes = static_cast<int64_t>(
-          std::llround(state.optimizer_bytes_per_param * static_cast<double>(state.parameter_count)));
+      double bytes = std::round(state.optimizer_bytes_per_param *
+                                static_cast<double>(state.parameter_count));
+      state.extra_optimizer_bytes = bytes < 0x1p63 ? static_cast<int64_t>(bytes) : INT64_MAX;
     }
-    if (!has_gradients) state.implicit_gradient_bytes = state.parameter_count * grad_size;
+    if (!has_gradients) state.implicit_gradient_bytes = SaturatingMul(state.parameter_count, grad_size);
   }
 
   json root_ = json::object();
   bool streamed_array_[2] = {false, false};  // "tensors", "nodes" seen as arrays
+  const Limits& limits_;
   Problems header_problems_;
   Problems problems_;
   Graph graph_;
@@ -345,7 +355,7 @@ void Loader::ReadTensor(const json& entry) {
                   " (expected activation, input, parameter, buffer, gradient or "
                   "optimizer_state)");
   }
-  tensor.bytes = TensorBytes(entry, where, problems_);
+  tensor.bytes = TensorBytes(entry, where, problems_, limits_.max_rank);
   std::string alias = OptionalString(entry, "alias_of", where, problems_, "");
   if (!alias.empty()) alias_names_.emplace_back(static_cast<TensorId>(i), std::move(alias));
   const bool named = !tensor.name.empty();
@@ -575,9 +585,10 @@ std::string ReadFile(const std::string& path) {
   return text;
 }
 
-Graph ParseJsonGraph(std::string_view text, const std::string& source) {
+Graph ParseJsonGraph(std::string_view text, const std::string& source, const Limits& limits) {
+  CheckJsonDepth(text, limits.max_depth, source);
   {
-    Loader loader(source);
+    Loader loader(source, limits);
     StreamHandler handler(loader, source);
     json::sax_parse(text.begin(), text.end(), &handler);
     if (!handler.wants_dom()) {
@@ -594,9 +605,11 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source) {
   } catch (const json::exception& e) {  // e.g. a number too large for a double
     throw InputError(source + ": malformed JSON: " + e.what());
   }
-  return Loader(source).RunDom(root);
+  return Loader(source, limits).RunDom(root);
 }
 
-Graph LoadJsonGraph(const std::string& path) { return ParseJsonGraph(ReadFile(path), path); }
+Graph LoadJsonGraph(const std::string& path, const Limits& limits) {
+  return ParseJsonGraph(ReadFile(path), path, limits);
+}
 
 }  // namespace ckptplan

@@ -6,15 +6,18 @@
 #include <string_view>
 
 #include "ckptplan/graph.h"
+#include "ckptplan/limits.h"
 
 namespace ckptplan {
 
 /// Parses `text` as a graph; `source` names it in messages. Collects every
 /// schema or consistency problem and throws one InputError listing them.
-Graph ParseJsonGraph(std::string_view text, const std::string& source);
+/// Input over `limits` (nesting depth, counts, total bytes) is an InputError.
+Graph ParseJsonGraph(std::string_view text, const std::string& source,
+                     const Limits& limits = Limits());
 
 /// Reads and parses the file at `path`. Throws IoError when it cannot be read.
-Graph LoadJsonGraph(const std::string& path);
+Graph LoadJsonGraph(const std::string& path, const Limits& limits = Limits());
 
 /// Reads a whole file; throws IoError naming `path` on failure.
 std::string ReadFile(const std::string& path);

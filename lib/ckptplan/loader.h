@@ -6,11 +6,13 @@
 #include <vector>
 
 #include "ckptplan/graph.h"
+#include "ckptplan/limits.h"
 
 namespace ckptplan {
 
 /// Format-specific settings; a loader ignores what it does not use.
 struct LoadOptions {
+  Limits limits;  ///< caps on counts, nesting and bytes (every format)
   // ONNX models (onnx_loader.h); the JSON format carries these in the file.
   std::vector<std::string> dims;          ///< --dim NAME=VALUE
   std::vector<std::string> input_shapes;  ///< --input-shape NAME:AxBxC

@@ -19,6 +19,7 @@
 
 #include "ckptplan/device.h"
 #include "ckptplan/errors.h"
+#include "ckptplan/limits.h"
 #include "ckptplan/onnx_shapes.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/op_rules.h"
@@ -168,7 +169,7 @@ void CheckTopology(const onnx::ModelProto& model, const std::string& source) {
 void DropWeightData(onnx::ModelProto& model) {
   for (TensorProto& init : *model.mutable_graph()->mutable_initializer()) {
     int64_t elements = 1;
-    for (int64_t d : init.dims()) elements *= d;
+    for (int64_t d : init.dims()) elements = SaturatingMul(elements, d);
     if (elements <= kMaxFoldedElements) continue;
     init.clear_raw_data();
     init.clear_float_data();
@@ -263,7 +264,7 @@ class Builder {
     }
     SetTraining();
     graph_.Finalize();
-    ValidateGraph(graph_);
+    ValidateGraph(graph_, options_.limits);
     WarnFallbacks();
     return std::move(graph_);
   }
@@ -430,7 +431,11 @@ class Builder {
   // ---- tensors ----
   int64_t Elements(const std::string& name) const {
     const TensorShape* s = Shape(name);
-    return s ? s->Elements() : 0;
+    if (!s) return 0;
+    // -1 for a known shape: the product overflowed. Saturate, so that the
+    // total-bytes limit reports it instead of a negative size.
+    int64_t n = s->Elements();
+    return n < 0 && s->Known() ? INT64_MAX : n;
   }
 
   uint32_t ElementBytes(const std::string& name) const {
@@ -466,13 +471,13 @@ class Builder {
     const auto& graph = model_.graph();
     for (const auto& input : graph.input()) {
       if (initializers_.count(input.name())) continue;
-      AddTensor(input.name(), Elements(input.name()) * ElementBytes(input.name()),
+      AddTensor(input.name(), SaturatingMul(Elements(input.name()), ElementBytes(input.name())),
                 TensorKind::kInput);
     }
     for (const TensorProto& init : graph.initializer()) {
       if (ids_.count(init.name())) continue;
       TensorKind kind = parameters_.count(init.name()) ? TensorKind::kParameter : TensorKind::kBuffer;
-      AddTensor(init.name(), Elements(init.name()) * ElementBytes(init.name()), kind);
+      AddTensor(init.name(), SaturatingMul(Elements(init.name()), ElementBytes(init.name())), kind);
     }
     for (const ForwardOp& op : ops_) {
       // Normalisation statistics (LayerNorm Mean/InvStdDev) stay fp32 under
@@ -484,7 +489,7 @@ class Builder {
         const TensorShape* shape = Shape(out);
         uint32_t element_bytes = stats && i > 0 && shape ? OnnxElementBytes(shape->elem_type)
                                                          : ElementBytes(out);
-        AddTensor(out, Elements(out) * element_bytes,
+        AddTensor(out, SaturatingMul(Elements(out), element_bytes),
                   op.folded ? TensorKind::kBuffer : TensorKind::kActivation);
       }
     }
@@ -566,27 +571,34 @@ class Builder {
       case SavedExtra::kRowStats: {
         if (op.outputs.size() > 1) break;  // ONNX Mean / InvStdDev outputs exist
         const TensorShape* s = Shape(op.inputs[0]);
+        if (s == nullptr) break;
         int64_t axis = -1;
         for (const auto& attr : op.proto->attribute()) if (attr.name() == "axis") axis = attr.i();
         int64_t rows = 1;
+        const int64_t rank = static_cast<int64_t>(s->dims.size());
         if (op.op == "InstanceNormalization") {
-          rows = s->dims.size() >= 2 ? s->dims[0] * s->dims[1] : 1;
+          rows = rank >= 2 ? SaturatingMul(s->dims[0], s->dims[1]) : 1;
         } else {
-          if (axis < 0) axis += s->dims.size();
-          for (int64_t i = 0; i < axis; ++i) rows *= s->dims[i];
+          // A hostile axis is clamped to the rank rather than read past it.
+          if (axis < 0) axis += rank;
+          axis = std::clamp<int64_t>(axis, 0, rank);
+          for (int64_t i = 0; i < axis; ++i) rows = SaturatingMul(rows, s->dims[i]);
         }
-        extras.push_back(AddTensor(out + ".mean_rstd", rows * 2 * 4, TensorKind::kActivation));
+        extras.push_back(AddTensor(out + ".mean_rstd", SaturatingMul(rows, 2 * 4),
+                                   TensorKind::kActivation));
         break;
       }
       case SavedExtra::kChannelStats: {
         const TensorShape* s = Shape(op.inputs[0]);
-        int64_t channels = s->dims.size() > 1 ? s->dims[1] : 1;
-        extras.push_back(AddTensor(out + ".save_stats", channels * 2 * 4, TensorKind::kActivation));
+        int64_t channels = s != nullptr && s->dims.size() > 1 ? s->dims[1] : 1;
+        extras.push_back(AddTensor(out + ".save_stats", SaturatingMul(channels, 2 * 4),
+                                   TensorKind::kActivation));
         break;
       }
       case SavedExtra::kPoolIndices:
         if (op.outputs.size() > 1 && !op.outputs[1].empty()) break;
-        extras.push_back(AddTensor(out + ".indices", elements * 8, TensorKind::kActivation));
+        extras.push_back(AddTensor(out + ".indices", SaturatingMul(elements, 8),
+                                   TensorKind::kActivation));
         break;
       case SavedExtra::kDropoutMask:
         if (op.outputs.size() > 1 && !op.outputs[1].empty()) break;
@@ -654,8 +666,8 @@ class Builder {
     TensorId forward = Id(name);
     bool parameter = graph_.tensors[forward].kind == TensorKind::kParameter;
     TensorKind kind = parameter ? TensorKind::kGradient : TensorKind::kActivation;
-    int64_t bytes = Elements(name) * (parameter ? precision_.gradient_bytes
-                                                : precision_.activation_bytes);
+    int64_t bytes = SaturatingMul(Elements(name), parameter ? precision_.gradient_bytes
+                                                              : precision_.activation_bytes);
     auto it = grad_.find(name);
     TensorId grad;
     if (it != grad_.end()) {
@@ -807,11 +819,13 @@ class Builder {
     auto [optimizer, moments] = ParseOptimizer(options_.optimizer);
     TrainingState& state = graph_.training;
     state.optimizer = optimizer;
-    for (const std::string& name : parameters_) state.parameter_count += Elements(name);
+    for (const std::string& name : parameters_) {
+      state.parameter_count = SaturatingAdd(state.parameter_count, Elements(name));
+    }
     state.optimizer_bytes_per_param = moments + precision_.master_bytes;
     if (!has_optimizer_state_) {
-      state.extra_optimizer_bytes =
-          state.parameter_count * static_cast<int64_t>(state.optimizer_bytes_per_param);
+      state.extra_optimizer_bytes = SaturatingMul(
+          state.parameter_count, static_cast<int64_t>(state.optimizer_bytes_per_param));
     }
     state.implicit_gradient_bytes = 0;  // gradients are tensors of the graph
     state.bytes_per_param_formula = FormulaText(precision_, optimizer, moments);
@@ -858,6 +872,12 @@ Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
   std::string skeleton;
   bool stripped = CopyWithoutWeights(bytes, 0, &skeleton);
   onnx::ModelProto model = ParseModel(stripped ? std::string_view(skeleton) : bytes, source);
+  // Before any per-node work; ValidateGraph checks the built graph again.
+  if (static_cast<uint64_t>(model.graph().node_size()) > options.limits.max_nodes) {
+    throw InputError(source + ": " + std::to_string(model.graph().node_size()) +
+                     " ONNX nodes is over the limit of " +
+                     std::to_string(options.limits.max_nodes) + " (raise it with --max-nodes)");
+  }
   CheckTopology(model, source);
   DropWeightData(model);
   ShapeTable shapes = ResolveShapes(model, bindings, source);

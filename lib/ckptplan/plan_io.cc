@@ -5,6 +5,7 @@
 
 #include "ckptplan/errors.h"
 #include "ckptplan/json_loader.h"
+#include "ckptplan/limits.h"
 #include "ckptplan/problems.h"
 
 namespace ckptplan {
@@ -108,10 +109,14 @@ int64_t ReadBytesField(const ordered_json& root, const char* key, Problems& prob
 }  // namespace
 
 LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
-  std::string text = ReadFile(path);
+  return ParsePlan(graph, ReadFile(path), path);
+}
+
+LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::string& path) {
+  CheckJsonDepth(text, Limits().max_depth, path);
   ordered_json root;
   try {
-    root = ordered_json::parse(text);
+    root = ordered_json::parse(text.begin(), text.end());
   } catch (const ordered_json::parse_error& e) {
     throw InputError(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
                      e.what());
@@ -130,6 +135,11 @@ LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
   plan.keep = SaveAll(graph);
   plan.budget_bytes = ReadBytesField(root, "budget_bytes", problems);
   plan.reserve_bytes = ReadBytesField(root, "reserve_bytes", problems);
+  if (plan.reserve_bytes > kMaxReserveBytes) {
+    problems.Add("\"reserve_bytes\" " + std::to_string(plan.reserve_bytes) +
+                 " is over the limit of " + std::to_string(kMaxReserveBytes));
+    plan.reserve_bytes = 0;
+  }
   plan.predicted_peak_bytes = ReadBytesField(root, "predicted_peak_bytes", problems);
   if (root.contains("graph") && root["graph"].is_object() &&
       root["graph"].contains("sha256") && root["graph"]["sha256"].is_string()) {

@@ -3,6 +3,7 @@
 #define CKPTPLAN_PLAN_IO_H_
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -52,6 +53,8 @@ struct LoadedPlan {
 /// of `graph`; candidates it does not name are saved. Throws InputError
 /// naming the file and the tensor.
 LoadedPlan ReadPlan(const Graph& graph, const std::string& path);
+/// ReadPlan on text already read; `source` names it in messages.
+LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::string& source);
 
 }  // namespace ckptplan
 

@@ -1,0 +1,54 @@
+// Caps on input size, so hostile or corrupt files fail with a clear message
+// instead of exhausting memory, the stack or 64-bit arithmetic.
+#ifndef CKPTPLAN_LIMITS_H_
+#define CKPTPLAN_LIMITS_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace ckptplan {
+
+/// Every limit a loader enforces; the CLI exposes the counts as flags.
+struct Limits {
+  uint64_t max_nodes = 10'000'000;    ///< --max-nodes
+  uint64_t max_tensors = 10'000'000;  ///< --max-tensors
+  uint32_t max_depth = 64;            ///< --max-depth: JSON nesting / ONNX subgraphs
+  uint32_t max_rank = 64;             ///< dims in one tensor shape
+  /// Sum of every tensor's bytes, workspace and training-state bytes. With
+  /// the reserve capped at kMaxReserveBytes, any simulated total (at most
+  /// twice the graph, for recomputed copies, plus the reserve) fits int64.
+  int64_t max_total_bytes = int64_t{1} << 60;  ///< 1 EiB
+  /// Cost (FLOPs or microseconds) of one node; sums over 10^7 nodes stay finite.
+  double max_node_cost = 1e30;
+};
+
+/// Largest --reserve (or plan reserve_bytes) accepted: 2^62 bytes = 4 EiB.
+inline constexpr int64_t kMaxReserveBytes = int64_t{1} << 62;
+
+/// a + b and a * b for sizes and element counts read from files, clamped to
+/// int64's range instead of overflowing; a clamped size then fails the
+/// max_total_bytes check in ValidateGraph.
+inline int64_t SaturatingAdd(int64_t a, int64_t b) {
+  __int128 sum = static_cast<__int128>(a) + b;
+  return sum > INT64_MAX ? INT64_MAX : sum < INT64_MIN ? INT64_MIN : static_cast<int64_t>(sum);
+}
+inline int64_t SaturatingMul(int64_t a, int64_t b) {
+  __int128 product = static_cast<__int128>(a) * b;
+  return product > INT64_MAX   ? INT64_MAX
+         : product < INT64_MIN ? INT64_MIN
+                               : static_cast<int64_t>(product);
+}
+
+/// Throws InputError naming `source` when `text`, read as JSON, nests arrays
+/// and objects deeper than `max_depth` (brackets inside strings do not count).
+/// Linear and allocation-free; run it before handing text to a parser.
+void CheckJsonDepth(std::string_view text, uint32_t max_depth, const std::string& source);
+
+/// Throws InputError (exit code kExitUsage) naming `what` when `bytes` is
+/// over kMaxReserveBytes.
+void CheckReserve(int64_t bytes, std::string_view what);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_LIMITS_H_

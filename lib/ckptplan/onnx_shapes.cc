@@ -473,7 +473,11 @@ Outputs InferTranspose(const Context& c) {
   if (perm.empty()) for (size_t i = 0; i < in.size(); ++i) perm.push_back(in.size() - 1 - i);
   if (perm.size() != in.size()) return {};
   Dims dims;
-  for (int64_t p : perm) dims.push_back(in[NormalizeAxis(p, in.size())]);
+  for (int64_t p : perm) {
+    int64_t axis = NormalizeAxis(p, in.size());
+    if (axis < 0 || axis >= static_cast<int64_t>(in.size())) return {};  // bad perm: no shape
+    dims.push_back(in[axis]);
+  }
   return {Ranked(c.Type(0), dims)};
 }
 

@@ -9,7 +9,6 @@
 
 #include "ckptplan/errors.h"
 #include "ckptplan/json_loader.h"
-#include "ckptplan/limits.h"
 #include "ckptplan/problems.h"
 #include "ckptplan/size.h"
 
@@ -159,16 +158,7 @@ void ReadGraphs(const json& root, const std::string& folder, Problems* problems,
 
 CheckConfig ParseCheckConfig(std::string_view text, const std::string& source,
                              const std::string& folder) {
-  CheckJsonDepth(text, Limits().max_depth, source);
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw InputError(source + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
-                     e.what());
-  } catch (const json::exception& e) {  // e.g. a number too large for a double
-    throw InputError(source + ": malformed JSON: " + e.what());
-  }
+  const json root = ParseJsonDocument(text, source);
   Problems problems(source);
   CheckConfig config;
   if (!root.is_object()) {

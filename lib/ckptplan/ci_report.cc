@@ -17,13 +17,10 @@ std::string EscapeGithubMessage(std::string_view text) {
 }
 
 std::string EscapeGithubProperty(std::string_view text) {
+  // A property is a message that must also keep ':' and ',' out.
   std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
+  for (char c : EscapeGithubMessage(text)) {
     switch (c) {
-      case '%': out += "%25"; break;
-      case '\r': out += "%0D"; break;
-      case '\n': out += "%0A"; break;
       case ':': out += "%3A"; break;
       case ',': out += "%2C"; break;
       default: out += c;

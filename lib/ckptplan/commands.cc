@@ -12,7 +12,6 @@
 #include "ckptplan/json_writer.h"
 #include "ckptplan/export.h"
 #include "ckptplan/json_loader.h"
-#include "ckptplan/limits.h"
 #include "ckptplan/output_file.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/planner.h"
@@ -106,17 +105,7 @@ void RenderReports(const Graph& graph, const CommonOptions& options, const Summa
 
 // The graph file a plan names, for `export` without --graph.
 std::string PlanGraphFile(const std::string& plan_path) {
-  const std::string text = ReadFile(plan_path);
-  CheckJsonDepth(text, Limits().max_depth, plan_path);
-  nlohmann::json root;
-  try {
-    root = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InputError(plan_path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
-                     e.what());
-  } catch (const nlohmann::json::exception& e) {  // e.g. a number too large for a double
-    throw InputError(plan_path + ": malformed JSON: " + e.what());
-  }
+  const nlohmann::json root = ParseJsonDocument(ReadFile(plan_path), plan_path);
   if (root.is_object() && root.contains("graph") && root["graph"].is_object() &&
       root["graph"].contains("file") && root["graph"]["file"].is_string()) {
     return root["graph"]["file"].get<std::string>();

@@ -585,6 +585,18 @@ std::string ReadFile(const std::string& path) {
   return text;
 }
 
+json ParseJsonDocument(std::string_view text, const std::string& source) {
+  CheckJsonDepth(text, Limits().max_depth, source);
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    throw InputError(source + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
+                     e.what());
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    throw InputError(source + ": malformed JSON: " + e.what());
+  }
+}
+
 Graph ParseJsonGraph(std::string_view text, const std::string& source, const Limits& limits) {
   CheckJsonDepth(text, limits.max_depth, source);
   {

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "ckptplan/graph.h"
 #include "ckptplan/limits.h"
 
@@ -21,6 +23,12 @@ Graph LoadJsonGraph(const std::string& path, const Limits& limits = Limits());
 
 /// Reads a whole file; throws IoError naming `path` on failure.
 std::string ReadFile(const std::string& path);
+
+/// Parses `text` as one JSON document after the nesting-depth pre-scan
+/// (Limits().max_depth), turning nlohmann's exceptions into InputError
+/// ("SOURCE: malformed JSON at byte N: ..."). For the small files ckptplan
+/// reads whole: plans, configs.
+nlohmann::json ParseJsonDocument(std::string_view text, const std::string& source);
 
 }  // namespace ckptplan
 

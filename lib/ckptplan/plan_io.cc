@@ -97,7 +97,7 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
 
 namespace {
 
-int64_t ReadBytesField(const ordered_json& root, const char* key, Problems& problems) {
+int64_t ReadBytesField(const nlohmann::json& root, const char* key, Problems& problems) {
   auto it = root.find(key);
   if (it == root.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
     problems.Add(std::string("\"") + key + "\" must be a non-negative integer");
@@ -113,23 +113,14 @@ LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
 }
 
 LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::string& path) {
-  CheckJsonDepth(text, Limits().max_depth, path);
-  ordered_json root;
-  try {
-    root = ordered_json::parse(text.begin(), text.end());
-  } catch (const ordered_json::parse_error& e) {
-    throw InputError(path + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
-                     e.what());
-  } catch (const ordered_json::exception& e) {
-    throw InputError(path + ": malformed JSON: " + e.what());
-  }
+  const nlohmann::json root = ParseJsonDocument(text, path);
   Problems problems(path);
-  if (!root.is_object() || root.value("format", ordered_json()) != "ckptplan.plan") {
+  if (!root.is_object() || root.value("format", nlohmann::json()) != "ckptplan.plan") {
     problems.Add("not a ckptplan plan (\"format\" must be \"ckptplan.plan\")");
     problems.ThrowIfAny();
   }
-  if (root.value("version", ordered_json()) != 1) {
-    problems.Add("\"version\" must be 1, got " + root.value("version", ordered_json()).dump());
+  if (root.value("version", nlohmann::json()) != 1) {
+    problems.Add("\"version\" must be 1, got " + root.value("version", nlohmann::json()).dump());
   }
   LoadedPlan plan;
   plan.keep = SaveAll(graph);
@@ -155,7 +146,7 @@ LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::strin
     problems.ThrowIfAny();
   }
   for (size_t i = 0; i < decisions->size(); ++i) {
-    const ordered_json& entry = (*decisions)[i];
+    const nlohmann::json& entry = (*decisions)[i];
     std::string where = "decisions[" + std::to_string(i) + "]";
     if (!entry.is_object() || !entry.contains("tensor") || !entry["tensor"].is_string()) {
       problems.Add(where + ": needs a \"tensor\" string");

@@ -373,6 +373,14 @@ EXTRA = [
     {"name": "fuzz_transpose_perm_uaf.onnx",
      "args": ["plan", "{dir}/onnx/fuzz_transpose_perm_uaf.onnx", "--budget", "1GiB", "-o", "{out}"],
      "exit": BAD_INPUT, "message": "(output 0 of node '/h.0/attn/c_attn/Transpose', op Transpose): shape unknown rank"},
+    # onnx_fuzzer: an Unsqueeze rewired to another dim made a Reshape change
+    # the element count, a later Add failed to broadcast and stayed untyped,
+    # and libonnx 1.12's data propagation for the next Shape dereferenced
+    # that missing type (SEGV in InferShapes); inputs of data-propagating
+    # nodes now get an empty type first, and the Add is reported.
+    {"name": "fuzz_untyped_shape_input_segv.onnx",
+     "args": ["plan", "{dir}/onnx/fuzz_untyped_shape_input_segv.onnx", "--budget", "1GiB", "-o", "{out}"],
+     "exit": BAD_INPUT, "message": "tensor '/h.0/Add_output_0' (output 0 of node '/h.0/Add', op Add): shape unknown rank"},
 ]
 cases.extend(EXTRA)
 

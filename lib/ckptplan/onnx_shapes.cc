@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <set>
 
 #include <onnx/defs/schema.h>
@@ -11,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/errors.h"
+#include "ckptplan/limits.h"
 
 namespace ckptplan {
 namespace {
@@ -20,6 +22,25 @@ using onnx::TensorProto;
 using Dims = std::vector<int64_t>;
 
 std::string Quote(const std::string& name) { return "'" + name + "'"; }
+
+// Shape arithmetic on dims and attributes read from the model saturates at
+// int64's range instead of overflowing (undefined behaviour): an absurd
+// result then fails ValidateGraph's size limits with a clear error, and a
+// negative one reads as an unknown dim.
+int64_t Saturate(__int128 value) {
+  return value > INT64_MAX ? INT64_MAX : value < INT64_MIN ? INT64_MIN : static_cast<int64_t>(value);
+}
+
+// A folded value as an int64: out-of-range values saturate (casting them is
+// undefined behaviour; int64 2^63-1, a common Slice end, reads back from
+// double as 2^63), and NaN reads as INT64_MIN, which no op takes as a
+// meaningful dim, axis or index.
+int64_t ToInt64(double value) {
+  if (std::isnan(value)) return INT64_MIN;
+  if (value >= 9223372036854775808.0) return INT64_MAX;
+  if (value < -9223372036854775808.0) return INT64_MIN;
+  return static_cast<int64_t>(value);
+}
 
 std::string DimsText(const TensorShape& shape) {
   if (!shape.has_rank) return "unknown rank";
@@ -67,7 +88,10 @@ void AppendRaw(const std::string& raw, std::vector<double>* out) {
 bool ReadTensorValues(const TensorProto& tensor, std::vector<double>* out) {
   if (tensor.data_location() == TensorProto::EXTERNAL) return false;
   int64_t elements = 1;
-  for (int64_t d : tensor.dims()) elements *= d;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0) return false;
+    elements = SaturatingMul(elements, d);
+  }
   if (elements > kMaxFoldedElements) return false;
   out->clear();
   const std::string& raw = tensor.raw_data();
@@ -143,7 +167,7 @@ int64_t Product(const Dims& dims, size_t begin, size_t end) {
   int64_t p = 1;
   for (size_t i = begin; i < end && i < dims.size(); ++i) {
     if (dims[i] < 0) return -1;
-    p *= dims[i];
+    p = SaturatingMul(p, dims[i]);
   }
   return p;
 }
@@ -198,7 +222,7 @@ struct Context {
   int32_t Type(size_t i) const { return Input(i) ? Input(i)->elem_type : 0; }
   Dims Ints(size_t i) const {
     Dims out;
-    for (double v : in[i]->value) out.push_back(static_cast<int64_t>(v));
+    for (double v : in[i]->value) out.push_back(ToInt64(v));
     return out;
   }
 };
@@ -257,7 +281,7 @@ Outputs InferReshape(const Context& c) {
     if (target[i] == 0 && !allow_zero) target[i] = i < in.size() ? in[i] : -1;
     if (target[i] == -1 && infer < 0) { infer = i; continue; }
     if (target[i] < 0) return {};
-    known *= target[i];
+    known = SaturatingMul(known, target[i]);
   }
   if (infer >= 0) {
     int64_t total = Product(in, 0, in.size());
@@ -344,7 +368,7 @@ Outputs InferGather(const Context& c) {
   value.reserve(n);
   for (int64_t o = 0; o < outer; ++o) {
     for (double idx : indices.value) {
-      int64_t k = static_cast<int64_t>(idx);
+      int64_t k = ToInt64(idx);
       if (k < 0) k += extent;
       if (k < 0 || k >= extent) return {out};
       for (int64_t i = 0; i < inner; ++i) value.push_back(data.value[(o * extent + k) * inner + i]);
@@ -366,7 +390,7 @@ Outputs InferConcat(const Context& c) {
   for (size_t i = 1; i < c.in.size(); ++i) {
     const Dims& d = c.in[i]->dims;
     if (d.size() != rank) return {};
-    dims[axis] = dims[axis] < 0 || d[axis] < 0 ? -1 : dims[axis] + d[axis];
+    dims[axis] = dims[axis] < 0 || d[axis] < 0 ? -1 : SaturatingAdd(dims[axis], d[axis]);
     for (size_t k = 0; k < rank; ++k) {
       if (k != axis && dims[k] < 0) dims[k] = d[k];
     }
@@ -414,14 +438,18 @@ Outputs InferSlice(const Context& c) {
     int64_t d = x.dims[a], s = starts[k], e = ends[k];
     if (s < 0) s += d;
     if (e < 0) e += d;
+    // Counts as ceil(span / |step|) = (span - 1) / |step| + 1: a step near
+    // int64's limits must not overflow.
     if (steps[k] > 0) {
       s = std::clamp<int64_t>(s, 0, d);
       e = std::clamp<int64_t>(e, 0, d);
-      dims[a] = e > s ? (e - s + steps[k] - 1) / steps[k] : 0;
+      dims[a] = e > s ? (e - s - 1) / steps[k] + 1 : 0;
+    } else if (d == 0) {
+      dims[a] = 0;
     } else {
       s = std::clamp<int64_t>(s, 0, d - 1);
       e = std::clamp<int64_t>(e, -1, d - 1);
-      dims[a] = s > e ? (s - e - steps[k] - 1) / -steps[k] : 0;
+      dims[a] = s > e ? Saturate((static_cast<__int128>(s) - e - 1) / -static_cast<__int128>(steps[k]) + 1) : 0;
     }
     first[a] = s;
     step[a] = steps[k];
@@ -450,11 +478,14 @@ Outputs InferSplit(const Context& c) {
   size_t axis = NormalizeAxis(AttrInt(c.node, "axis", 0), in.size());
   if (axis >= in.size()) return {};
   size_t n = c.node.output_size();
+  if (n == 0) return {};
   Dims sizes = c.Input(1) ? (c.Value(1) ? c.Ints(1) : Dims{}) : AttrInts(c.node, "split");
   if (sizes.empty()) {
     if (c.Input(1) || in[axis] < 0) return {};
-    int64_t chunk = (in[axis] + n - 1) / n;
-    for (size_t i = 0; i < n; ++i) sizes.push_back(std::min<int64_t>(chunk, in[axis] - chunk * i));
+    int64_t chunk = in[axis] == 0 ? 0 : (in[axis] - 1) / static_cast<int64_t>(n) + 1;
+    for (size_t i = 0; i < n; ++i) {
+      sizes.push_back(std::min<int64_t>(chunk, Saturate(in[axis] - static_cast<__int128>(chunk) * i)));
+    }
   }
   if (sizes.size() != n) return {};
   Outputs outs;
@@ -507,14 +538,17 @@ Outputs InferGemm(const Context& c) {
 }
 
 // Output spatial extent of a conv or pool window.
-int64_t WindowOut(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad,
-                  const std::string& auto_pad, bool ceil_mode) {
-  if (in < 0 || kernel < 0) return -1;
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return (in + stride - 1) / stride;
-  int64_t span = in + pad - ((kernel - 1) * dilation + 1);
-  if (auto_pad == "VALID") span = in - ((kernel - 1) * dilation + 1);
+// Unknown (-1) for a stride or dilation below 1; 128-bit arithmetic, as
+// attributes are the model's to choose.
+int64_t WindowOut(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
+                  int64_t pad_end, const std::string& auto_pad, bool ceil_mode) {
+  if (in < 0 || kernel < 0 || stride < 1 || dilation < 1) return -1;
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return in == 0 ? 0 : (in - 1) / stride + 1;
+  __int128 window = static_cast<__int128>(kernel - 1) * dilation + 1;
+  __int128 pads = auto_pad == "VALID" ? 0 : static_cast<__int128>(pad_begin) + pad_end;
+  __int128 span = in + pads - window;
   if (span < 0) return -1;
-  return (ceil_mode ? (span + stride - 1) / stride : span / stride) + 1;
+  return Saturate((ceil_mode ? (span + stride - 1) / stride : span / stride) + 1);
 }
 
 Outputs InferWindow(const Context& c, bool conv) {
@@ -542,8 +576,8 @@ Outputs InferWindow(const Context& c, bool conv) {
   bool ceil_mode = AttrInt(c.node, "ceil_mode", 0) != 0;
   Dims dims{x[0], channels};
   for (size_t i = 0; i < spatial; ++i) {
-    dims.push_back(WindowOut(x[i + 2], kernel[i], strides[i], dilations[i],
-                             pads[i] + pads[i + spatial], auto_pad, ceil_mode));
+    dims.push_back(WindowOut(x[i + 2], kernel[i], strides[i], dilations[i], pads[i],
+                             pads[i + spatial], auto_pad, ceil_mode));
   }
   Outputs outs{Ranked(c.Type(0), dims)};
   if (c.node.output_size() > 1) outs.push_back(Ranked(TensorProto::INT64, dims));
@@ -557,7 +591,7 @@ Outputs InferConvTranspose(const Context& c) {
   if (x.size() < 3 || w.size() != x.size()) return {};
   size_t spatial = x.size() - 2;
   int64_t group = AttrInt(c.node, "group", 1);
-  Dims dims{x[0], w[1] < 0 ? -1 : w[1] * group};
+  Dims dims{x[0], w[1] < 0 ? -1 : SaturatingMul(w[1], group)};
   Dims output_shape = AttrInts(c.node, "output_shape");
   if (output_shape.size() == spatial) {
     dims.insert(dims.end(), output_shape.begin(), output_shape.end());
@@ -571,9 +605,13 @@ Outputs InferConvTranspose(const Context& c) {
   out_pad.resize(spatial, 0);
   for (size_t i = 0; i < spatial; ++i) {
     int64_t in = x[i + 2], k = w[i + 2];
-    dims.push_back(in < 0 || k < 0 ? -1
-                                   : strides[i] * (in - 1) + out_pad[i] + (k - 1) * dilations[i] +
-                                         1 - pads[i] - pads[i + spatial]);
+    if (in < 0 || k < 0) {
+      dims.push_back(-1);
+      continue;
+    }
+    __int128 out = static_cast<__int128>(strides[i]) * (in - 1) + out_pad[i] +
+                   static_cast<__int128>(k - 1) * dilations[i] + 1 - pads[i] - pads[i + spatial];
+    dims.push_back(Saturate(out));
   }
   return {Ranked(c.Type(0), dims)};
 }
@@ -655,7 +693,7 @@ Outputs InferRange(const Context& c) {
   if (!c.Value(0) || !c.Value(1) || !c.Value(2)) return {};
   double start = c.in[0]->value[0], limit = c.in[1]->value[0], delta = c.in[2]->value[0];
   if (delta == 0) return {};
-  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((limit - start) / delta)));
+  int64_t n = std::max<int64_t>(0, ToInt64(std::ceil((limit - start) / delta)));
   if (n > kMaxFoldedElements) return {Ranked(c.Type(0), {n})};
   std::vector<double> value(n);
   for (int64_t i = 0; i < n; ++i) value[i] = start + i * delta;
@@ -678,7 +716,7 @@ Outputs InferTile(const Context& c) {
   if (!c.Ranked(0) || !c.Value(1)) return {};
   Dims dims = c.in[0]->dims, repeats = c.Ints(1);
   if (repeats.size() != dims.size()) return {};
-  for (size_t i = 0; i < dims.size(); ++i) dims[i] = dims[i] < 0 ? -1 : dims[i] * repeats[i];
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] = dims[i] < 0 ? -1 : SaturatingMul(dims[i], repeats[i]);
   return {Ranked(c.Type(0), dims)};
 }
 
@@ -691,7 +729,7 @@ Outputs InferResize(const Context& c) {
   }
   if (!c.Value(scales_input) || c.in[scales_input]->value.size() != dims.size()) return {};
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] >= 0) dims[i] = static_cast<int64_t>(std::floor(dims[i] * c.in[scales_input]->value[i]));
+    if (dims[i] >= 0) dims[i] = ToInt64(std::floor(dims[i] * c.in[scales_input]->value[i]));
   }
   return {Ranked(c.Type(0), dims)};
 }
@@ -702,7 +740,7 @@ Outputs InferPad(const Context& c) {
   Dims pads = c.opset < 11 ? AttrInts(c.node, "pads") : (c.Value(1) ? c.Ints(1) : Dims{});
   if (pads.size() != 2 * dims.size()) return {};
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] >= 0) dims[i] += pads[i] + pads[i + dims.size()];
+    if (dims[i] >= 0) dims[i] = Saturate(static_cast<__int128>(dims[i]) + pads[i] + pads[i + dims.size()]);
   }
   return {Ranked(c.Type(0), dims)};
 }
@@ -951,6 +989,11 @@ class Resolver {
         return;
       }
     }
+    std::map<std::string, int> opsets;
+    for (const auto& import : model_.opset_import()) {
+      opsets[import.domain() == "ai.onnx" ? "" : import.domain()] = import.version();
+    }
+    DeclarePropagatorInputs(*model_.mutable_graph(), opsets, /*top=*/true);
     onnx::ShapeInferenceOptions options(/*check_type=*/false, /*error_mode=*/0,
                                         /*data_prop=*/true);
     try {
@@ -958,6 +1001,60 @@ class Resolver {
     } catch (const std::exception& e) {
       // Our own pass below still runs; ONNX's partial results are kept.
       spdlog::debug("{}: ONNX shape inference stopped early: {}", source_, e.what());
+    }
+  }
+
+  // libonnx 1.12 runs a node's data-propagation function (Shape's, ...)
+  // after its type inference, and that function reads its input's type with
+  // no null check: an input whose producer failed inference (error_mode 0
+  // records the error and leaves the output untyped), or an untyped graph
+  // input, made InferShapes dereference null (found by onnx_fuzzer: a Reshape
+  // to a size other than its input's made a later Add fail to broadcast, and
+  // the Shape of that Add's consumer crashed). Which producers fail is only
+  // known while inference runs, so no pre-check can reject exactly these
+  // models; instead every input of a data-propagating node gets a value_info
+  // with an empty type before inference. That is the entry libonnx itself
+  // adds for a newly inferred tensor, only made earlier: an inferred type
+  // merges into it unchanged, and a failed one leaves an empty type the
+  // propagators treat as "no shape" (Seed skips it). `top` is the model's
+  // graph; a subgraph declares only its own tensors, never names from an
+  // outer scope (that would hide their types).
+  static void DeclarePropagatorInputs(onnx::GraphProto& graph,
+                                      const std::map<std::string, int>& opsets, bool top) {
+    std::set<std::string> typed, local;
+    for (const auto& info : graph.value_info()) {
+      if (info.has_type()) typed.insert(info.name());
+    }
+    for (const auto& info : graph.output()) {
+      if (info.has_type()) typed.insert(info.name());
+    }
+    for (const auto& info : graph.input()) {
+      if (info.has_type()) typed.insert(info.name());
+      else local.insert(info.name());
+    }
+    for (const TensorProto& init : graph.initializer()) typed.insert(init.name());
+    for (const NodeProto& node : graph.node()) {
+      local.insert(node.output().begin(), node.output().end());
+    }
+    std::set<std::string> wanted;
+    for (NodeProto& node : *graph.mutable_node()) {
+      for (auto& attr : *node.mutable_attribute()) {
+        if (attr.has_g()) DeclarePropagatorInputs(*attr.mutable_g(), opsets, false);
+        for (auto& sub : *attr.mutable_graphs()) DeclarePropagatorInputs(sub, opsets, false);
+      }
+      const std::string domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
+      auto opset = opsets.find(domain);
+      if (opset == opsets.end()) continue;
+      const auto* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), opset->second, domain);
+      if (schema == nullptr || !schema->has_data_propagation_function()) continue;
+      for (const std::string& in : node.input()) {
+        if (!in.empty() && !typed.count(in) && (top || local.count(in))) wanted.insert(in);
+      }
+    }
+    for (const std::string& name : wanted) {  // std::set: a deterministic order
+      auto* info = graph.add_value_info();
+      info->set_name(name);
+      info->mutable_type();
     }
   }
 

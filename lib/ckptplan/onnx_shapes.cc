@@ -28,7 +28,8 @@ std::string Quote(const std::string& name) { return "'" + name + "'"; }
 // result then fails ValidateGraph's size limits with a clear error, and a
 // negative one reads as an unknown dim.
 int64_t Saturate(__int128 value) {
-  return value > INT64_MAX ? INT64_MAX : value < INT64_MIN ? INT64_MIN : static_cast<int64_t>(value);
+  if (value > INT64_MAX) return INT64_MAX;
+  return value < INT64_MIN ? INT64_MIN : static_cast<int64_t>(value);
 }
 
 // A folded value as an int64: out-of-range values saturate (casting them is
@@ -449,7 +450,8 @@ Outputs InferSlice(const Context& c) {
     } else {
       s = std::clamp<int64_t>(s, 0, d - 1);
       e = std::clamp<int64_t>(e, -1, d - 1);
-      dims[a] = s > e ? Saturate((static_cast<__int128>(s) - e - 1) / -static_cast<__int128>(steps[k]) + 1) : 0;
+      __int128 magnitude = -static_cast<__int128>(steps[k]);
+      dims[a] = s > e ? Saturate((static_cast<__int128>(s) - e - 1) / magnitude + 1) : 0;
     }
     first[a] = s;
     step[a] = steps[k];
@@ -484,7 +486,8 @@ Outputs InferSplit(const Context& c) {
     if (c.Input(1) || in[axis] < 0) return {};
     int64_t chunk = in[axis] == 0 ? 0 : (in[axis] - 1) / static_cast<int64_t>(n) + 1;
     for (size_t i = 0; i < n; ++i) {
-      sizes.push_back(std::min<int64_t>(chunk, Saturate(in[axis] - static_cast<__int128>(chunk) * i)));
+      __int128 rest = in[axis] - static_cast<__int128>(chunk) * i;
+      sizes.push_back(std::min<int64_t>(chunk, Saturate(rest)));
     }
   }
   if (sizes.size() != n) return {};
@@ -543,7 +546,9 @@ Outputs InferGemm(const Context& c) {
 int64_t WindowOut(int64_t in, int64_t kernel, int64_t stride, int64_t dilation, int64_t pad_begin,
                   int64_t pad_end, const std::string& auto_pad, bool ceil_mode) {
   if (in < 0 || kernel < 0 || stride < 1 || dilation < 1) return -1;
-  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") return in == 0 ? 0 : (in - 1) / stride + 1;
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    return in == 0 ? 0 : (in - 1) / stride + 1;
+  }
   __int128 window = static_cast<__int128>(kernel - 1) * dilation + 1;
   __int128 pads = auto_pad == "VALID" ? 0 : static_cast<__int128>(pad_begin) + pad_end;
   __int128 span = in + pads - window;
@@ -716,7 +721,9 @@ Outputs InferTile(const Context& c) {
   if (!c.Ranked(0) || !c.Value(1)) return {};
   Dims dims = c.in[0]->dims, repeats = c.Ints(1);
   if (repeats.size() != dims.size()) return {};
-  for (size_t i = 0; i < dims.size(); ++i) dims[i] = dims[i] < 0 ? -1 : SaturatingMul(dims[i], repeats[i]);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    dims[i] = dims[i] < 0 ? -1 : SaturatingMul(dims[i], repeats[i]);
+  }
   return {Ranked(c.Type(0), dims)};
 }
 
@@ -740,7 +747,8 @@ Outputs InferPad(const Context& c) {
   Dims pads = c.opset < 11 ? AttrInts(c.node, "pads") : (c.Value(1) ? c.Ints(1) : Dims{});
   if (pads.size() != 2 * dims.size()) return {};
   for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] >= 0) dims[i] = Saturate(static_cast<__int128>(dims[i]) + pads[i] + pads[i + dims.size()]);
+    if (dims[i] < 0) continue;
+    dims[i] = Saturate(static_cast<__int128>(dims[i]) + pads[i] + pads[i + dims.size()]);
   }
   return {Ranked(c.Type(0), dims)};
 }

@@ -1,5 +1,6 @@
 #include "ckptplan/incremental.h"
 
+#include "ckptplan/regions.h"
 #include "ckptplan/selector.h"
 
 #include <algorithm>
@@ -23,7 +24,6 @@ using Choice = DropChoice;
 // Facts no plan changes, beside the SimContext's.
 struct StaticInfo {
   std::vector<uint8_t> recomputable;     // forward-produced, storage not resident
-  bool exact_costs = false;              // every cost sum is exact in a double
   std::vector<NodeId> region_start;      // per root: last node that surely reads it
 };
 
@@ -32,12 +32,6 @@ StaticInfo ComputeStaticInfo(const SimContext& context) {
   StaticInfo info;
   const size_t num_tensors = graph.tensors.size();
   info.recomputable.assign(num_tensors, 0);
-  // Integer costs summing below 2^53 add up exactly in any order, so the
-  // chain's cost equals the difference of the two simulations' costs.
-  info.exact_costs = context.step_cost <= 9007199254740992.0;
-  for (NodeId n = 0; n < graph.nodes.size() && info.exact_costs; ++n) {
-    info.exact_costs = context.node_cost[n] == std::floor(context.node_cost[n]);
-  }
   info.region_start.assign(num_tensors, 0);
   for (TensorId t = 0; t < num_tensors; ++t) {
     NodeId p = graph.tensors[t].producer;
@@ -91,22 +85,6 @@ struct NodeRange {
   bool empty() const { return lo > hi; }
 };
 
-// One region of the step (FindRegions) and its current simulation. Node peaks
-// of the whole step are the region's plus `offset`, which no plan changes.
-struct RegionState {
-  Region range;
-  std::vector<TensorId> candidates;  // made in the region, by id
-  std::vector<int64_t> offset;       // per node of the region
-  SimResult current;
-  int64_t max = kLowest;             // highest node peak of the step's
-  uint32_t version = 0;              // bumped at every drop in the region
-  // The best drop for (version, peak, outside) as last computed.
-  bool cached = false;
-  uint32_t cached_version = 0;
-  int64_t cached_peak = 0, cached_outside = 0;
-  DropChoice cached_choice;
-};
-
 // What the current simulation of a region says about where a drop can lower
 // memory. Node-indexed vectors are indexed by node - first; tensor-indexed
 // ones cover the whole graph but only the region's entries are meaningful.
@@ -129,10 +107,10 @@ struct View {
   std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
 };
 
-void BuildView(const SimContext& context, const SaveSet& keep, const RegionState& region,
+void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMemory::Part& region,
                int64_t peak, View* view) {
   const Graph& graph = context.graph;
-  const SimResult& sim = region.current;
+  const SimResult& sim = region.sim;
   const NodeId first = region.range.first;
   const size_t num_nodes = region.range.end - first;
   const size_t num_tensors = graph.tensors.size();
@@ -317,29 +295,19 @@ int64_t SaturatingMultiply(int64_t bytes, int64_t count) {
 // Finds the best drop in one region, from bounds and region simulations.
 class RegionSearch {
  public:
-  RegionSearch(const SimContext& context, const StaticInfo& info, int64_t reserve_bytes,
-               IncrementalStats* stats)
+  RegionSearch(const SimContext& context, const StaticInfo& info, IncrementalStats* stats)
       : context_(context), info_(info), walker_(context, info), stats_(*stats),
-        tried_at_(context.graph.tensors.size(), UINT32_MAX) {
-    sim_options_.reserve_bytes = reserve_bytes;
-  }
+        tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
 
-  SimOptions OptionsFor(const Region& range) const {
-    SimOptions options = sim_options_;
-    options.first_node = range.first;
-    options.end_node = range.end;
-    return options;
-  }
-
-  // The best drop of a candidate of `region` when the step peaks at `peak`
-  // and the other regions' nodes at `outside`; its simulation in *best_sim.
-  DropChoice Best(const RegionState& region, SaveSet& keep, int64_t peak, int64_t outside,
-                  SimResult* best_sim) {
+  // The best drop of a candidate of region `r`; its trial in *best_trial.
+  DropChoice Best(const RegionalMemory& memory, size_t r, SaveSet& keep,
+                  RegionalMemory::Trial* best_trial) {
+    const RegionalMemory::Part& region = memory.part(r);
+    const int64_t peak = memory.peak();
     const uint32_t search = searches_++;
     BuildView(context_, keep, region, peak, &view_);
-    Bounds(region, keep, outside);
+    Bounds(region, keep, memory.Outside(r));
     DropChoice best;
-    const SimOptions options = OptionsFor(region.range);
     auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
       std::sort(bounds.begin(), bounds.end(), BoundBefore);
       for (const Bound& bound : bounds) {
@@ -347,14 +315,21 @@ class RegionSearch {
         const TensorId t = bound.tensor;
         if (tried_at_[t] == search) continue;
         keep[t] = 0;
-        Simulate(context_, keep, options, &trial_);
+        memory.Try(r, keep, &trial_);
         keep[t] = 1;
         ++stats_.simulations;
         tried_at_[t] = search;
-        DropChoice choice = ScoreDrop(t, Compare(region, peak, outside, trial_));
+        RegionDrop drop;
+        drop.peak = peak;
+        drop.trial_peak = trial_.peak;
+        drop.added_cost = trial_.added_cost;
+        drop.node_peak = &region.sim.node_peak;
+        drop.trial_node_peak = &trial_.sim.node_peak;
+        drop.offset = &region.offset;
+        DropChoice choice = ScoreDrop(t, drop);
         if (choice.tensor != kNoId && choice.BetterThan(best)) {
           best = choice;
-          std::swap(*best_sim, trial_);
+          std::swap(*best_trial, trial_);
         }
       }
     };
@@ -367,25 +342,9 @@ class RegionSearch {
     return best;
   }
 
-  // What ScoreDrop needs to compare `trial` with the region's current plan.
-  static RegionDrop Compare(const RegionState& region, int64_t peak, int64_t outside,
-                            const SimResult& trial) {
-    RegionDrop drop;
-    drop.peak = peak;
-    drop.trial_peak = outside;
-    for (size_t n = 0; n < trial.node_peak.size(); ++n) {
-      drop.trial_peak = std::max(drop.trial_peak, trial.node_peak[n] + region.offset[n]);
-    }
-    drop.added_cost = trial.recompute_cost - region.current.recompute_cost;
-    drop.node_peak = &region.current.node_peak;
-    drop.trial_node_peak = &trial.node_peak;
-    drop.offset = &region.offset;
-    return drop;
-  }
-
  private:
   // Bounds every saved candidate of the region into tier0_ and tier1_.
-  void Bounds(const RegionState& region, const SaveSet& keep, int64_t outside_region) {
+  void Bounds(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region) {
     const Graph& graph = context_.graph;
     const View& view = view_;
     const int64_t first = region.range.first;
@@ -446,7 +405,7 @@ class RegionSearch {
       const int64_t own_bytes = own.empty() && !chain.pulls ? 0 : bytes;
       // Floating-point slack: the real added cost is a difference of two sums.
       const double slack =
-          info_.exact_costs ? 0.0 : 1e-9 * (region.current.recompute_cost + chain.cost);
+          context_.exact_costs ? 0.0 : 1e-9 * (region.sim.recompute_cost + chain.cost);
       const double cost = std::max(0.0, chain.cost - slack);
       int64_t freed0 = view.peak - outside;
       // A node's own step stays; only storages that end earlier leave it.
@@ -474,20 +433,21 @@ class RegionSearch {
   const StaticInfo& info_;
   ChainWalker walker_;
   IncrementalStats& stats_;
-  SimOptions sim_options_;
   View view_;
   std::vector<Bound> tier0_, tier1_;
-  SimResult trial_;  // reused: fresh memory for every simulation is slow
+  RegionalMemory::Trial trial_;  // reused: fresh memory for every simulation is slow
   std::vector<uint32_t> tried_at_;  // per tensor: search that simulated its drop
   uint32_t searches_ = 0;
 };
 
-// Highest value of `values` plus `offset`; kLowest when empty.
-int64_t MaxWithOffset(const std::vector<int64_t>& values, const std::vector<int64_t>& offset) {
-  int64_t best = kLowest;
-  for (size_t n = 0; n < values.size(); ++n) best = std::max(best, values[n] + offset[n]);
-  return best;
-}
+// The best drop of one region as last computed, valid while the region's
+// plan, the step's peak and the other regions' highest node are unchanged.
+struct CachedChoice {
+  bool valid = false;
+  uint32_t version = 0;  // of the region's plan
+  int64_t peak = 0, outside = 0;
+  DropChoice choice;
+};
 
 }  // namespace
 
@@ -500,115 +460,58 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   GreedyResult result;
   result.keep = start;
   const SimContext context(graph);
-  SimResult whole = Simulate(context, result.keep, sim_options);
-  ++counters.simulations;
-  result.start_peak = whole.peak_bytes;
+  RegionalMemory memory(context, result.keep, sim_options);
+  counters.simulations += 1 + memory.size();
+  counters.regions = memory.size();
+  result.start_peak = memory.start_peak();
   const StaticInfo info = ComputeStaticInfo(context);
+  RegionSearch search(context, info, &counters);
 
-  // Regions only when recompute costs add up exactly in any order: the
-  // reference compares sums over the whole step.
-  std::vector<Region> ranges;
-  if (info.exact_costs) {
-    ranges = FindRegions(context);
-  } else if (!graph.nodes.empty()) {
-    ranges.push_back({0, static_cast<NodeId>(graph.nodes.size())});
-  }
-  counters.regions = ranges.size();
-  RegionSearch search(context, info, options.reserve_bytes, &counters);
-  std::vector<RegionState> regions(ranges.size());
-  {
-    size_t next = 0;  // candidates are sorted by id; regions by node
-    std::vector<uint32_t> region_of(graph.nodes.size());
-    for (size_t r = 0; r < ranges.size(); ++r) {
-      for (NodeId n = ranges[r].first; n < ranges[r].end; ++n) region_of[n] = r;
-    }
-    for (TensorId t : context.candidates) {
-      regions[region_of[graph.tensors[t].producer]].candidates.push_back(t);
-    }
-    (void)next;
-  }
-  for (size_t r = 0; r < ranges.size(); ++r) {
-    RegionState& region = regions[r];
-    region.range = ranges[r];
-    Simulate(context, result.keep, search.OptionsFor(region.range), &region.current);
-    ++counters.simulations;
-    region.offset.resize(region.range.end - region.range.first);
-    for (size_t n = 0; n < region.offset.size(); ++n) {
-      region.offset[n] = whole.node_peak[region.range.first + n] - region.current.node_peak[n];
-    }
-    region.max = MaxWithOffset(region.current.node_peak, region.offset);
-  }
-  whole = SimResult();  // the regions hold the plan's memory from here on
-
-  int64_t peak = result.start_peak;
-  SimResult best_sim, chosen_sim;
-  size_t chosen_region = SIZE_MAX;  // region whose drop chosen_sim simulates
-  uint32_t chosen_version = 0;
+  std::vector<CachedChoice> cache(memory.size());
+  std::vector<uint32_t> version(memory.size(), 0);
+  // The last region search's trial, kept so that applying its choice right
+  // away needs no new simulation.
+  RegionalMemory::Trial best_trial, chosen;
+  size_t chosen_region = SIZE_MAX;
   TensorId chosen_tensor = kNoId;
-  while (peak > options.budget_bytes) {
+  while (memory.peak() > options.budget_bytes) {
     ++counters.iterations;
-    // The two highest region peaks: a region at the step's peak competes
-    // with the highest of the others.
-    int64_t top = kLowest, second = kLowest;
-    size_t at_top = 0;
-    for (const RegionState& region : regions) {
-      if (region.max > top) {
-        second = top;
-        top = region.max;
-        at_top = 1;
-      } else if (region.max == top) {
-        ++at_top;
-        second = top;
-      } else {
-        second = std::max(second, region.max);
-      }
-    }
+    const int64_t peak = memory.peak();
     DropChoice best;
     size_t best_region = SIZE_MAX;
-    for (size_t r = 0; r < regions.size(); ++r) {
-      RegionState& region = regions[r];
+    for (size_t r = 0; r < memory.size(); ++r) {
       // A region below the peak has no drop: the peak stays, and none of
       // its nodes is at it.
-      if (region.max != peak) continue;
-      const int64_t outside = at_top > 1 ? top : second;
-      if (!region.cached || region.cached_version != region.version ||
-          region.cached_peak != peak || region.cached_outside != outside) {
-        region.cached_choice = search.Best(region, result.keep, peak, outside, &best_sim);
-        region.cached = true;
-        region.cached_version = region.version;
-        region.cached_peak = peak;
-        region.cached_outside = outside;
-        if (region.cached_choice.tensor != kNoId) {
-          std::swap(chosen_sim, best_sim);
+      if (memory.part(r).max != peak) continue;
+      CachedChoice& cached = cache[r];
+      const int64_t outside = memory.Outside(r);
+      if (!cached.valid || cached.version != version[r] || cached.peak != peak ||
+          cached.outside != outside) {
+        cached = {true, version[r], peak, outside, search.Best(memory, r, result.keep, &best_trial)};
+        if (cached.choice.tensor != kNoId) {
+          std::swap(chosen, best_trial);
           chosen_region = r;
-          chosen_version = region.version;
-          chosen_tensor = region.cached_choice.tensor;
+          chosen_tensor = cached.choice.tensor;
         }
       }
-      if (region.cached_choice.tensor != kNoId && region.cached_choice.BetterThan(best)) {
-        best = region.cached_choice;
+      if (cached.choice.tensor != kNoId && cached.choice.BetterThan(best)) {
+        best = cached.choice;
         best_region = r;
       }
     }
     if (best.tensor == kNoId) break;
-    RegionState& region = regions[best_region];
     result.keep[best.tensor] = 0;
     result.drops.push_back(best.tensor);
-    if (chosen_region != best_region || chosen_version != region.version ||
-        chosen_tensor != best.tensor) {
+    if (chosen_region != best_region || chosen_tensor != best.tensor) {
       // Chosen from the cache: simulate it again.
-      Simulate(context, result.keep, search.OptionsFor(region.range), &chosen_sim);
+      memory.Try(best_region, result.keep, &chosen);
       ++counters.simulations;
     }
-    std::swap(region.current, chosen_sim);
+    memory.Apply(&chosen);
     chosen_region = SIZE_MAX;
-    ++region.version;
-    const int64_t before = peak;
-    region.max = MaxWithOffset(region.current.node_peak, region.offset);
-    peak = kLowest;
-    for (const RegionState& other : regions) peak = std::max(peak, other.max);
+    ++version[best_region];
     spdlog::debug("incremental: drop '{}' (peak {} -> {})", graph.tensors[best.tensor].name,
-                  before, peak);
+                  peak, memory.peak());
   }
   // The plan's whole-step figures, from one simulation.
   SimResult final_sim = Simulate(context, result.keep, sim_options);
@@ -617,7 +520,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   result.recompute_cost = final_sim.recompute_cost;
   result.fits = final_sim.peak_bytes <= options.budget_bytes;
   spdlog::info("incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} simulations",
-               result.drops.size(), regions.size(), result.start_peak, result.peak,
+               result.drops.size(), memory.size(), result.start_peak, result.peak,
                options.budget_bytes, result.fits ? "fits" : "does not fit",
                counters.simulations);
   return result;

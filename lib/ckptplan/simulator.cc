@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <limits>
 
 namespace ckptplan {
@@ -257,6 +258,8 @@ SimContext::SimContext(const Graph& g) : graph(g) {
     step_cost += node_cost[n];
     for (TensorId t : graph.nodes[n].inputs) last_reader[root[t]] = n;
   }
+  exact_costs = step_cost <= 9007199254740992.0;
+  for (double cost : node_cost) exact_costs = exact_costs && cost == std::floor(cost);
   first_non_forward = FirstNonForwardNode(graph);
   if (first_non_forward == kNone) first_non_forward = kNoId;
 }

@@ -121,6 +121,9 @@ struct SimContext {
   /// when none does.
   std::vector<NodeId> last_reader;
   NodeId first_non_forward = kNoId;         ///< first node not in the forward
+  /// Every node cost is an integer and all of them sum below 2^53, so any
+  /// sum of costs is exact in a double whatever the order.
+  bool exact_costs = false;
 
   /// Working memory Simulate reuses between calls (fresh pages are costly on
   /// large graphs); a context serves one thread at a time.

@@ -10,6 +10,7 @@
 #include "ckptplan/selector.h"
 #include "ckptplan/simulator.h"
 #include "ckptplan/synth.h"
+#include "test_graphs.h"
 
 namespace ckptplan {
 namespace {
@@ -17,7 +18,8 @@ namespace {
 // Plans `graph` with both planners at budgets between the lower bound and the
 // save-all peak and checks the results are identical; returns the number of
 // drops made, so callers can check the corpus exercised the planners.
-size_t CheckSamePlans(const Graph& graph, int64_t reserve, const std::string& what) {
+size_t CheckSamePlans(const Graph& graph, int64_t reserve, const std::string& what,
+                      size_t* regions = nullptr) {
   SimOptions sim_options;
   sim_options.reserve_bytes = reserve;
   const int64_t save_all = Simulate(graph, SaveAll(graph), sim_options).peak_bytes;
@@ -39,6 +41,7 @@ size_t CheckSamePlans(const Graph& graph, int64_t reserve, const std::string& wh
     CHECK(fast.recompute_cost == reference.recompute_cost);
     CHECK(fast.fits == reference.fits);
     drops += reference.drops.size();
+    if (regions) *regions = stats.regions;
   }
   return drops;
 }
@@ -97,6 +100,32 @@ TEST_CASE("incremental planner matches the reference on small transformers") {
     }
   }
   CHECK(drops > 100);
+}
+
+TEST_CASE("incremental planner matches the reference on graphs of several regions") {
+  // Random steps run one after another (as microbatches do): each is a
+  // region searched apart, with ties between regions of equal peaks.
+  size_t drops = 0, multi = 0;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    std::vector<Graph> parts;
+    const int count = 2 + static_cast<int>(seed % 3);
+    for (int i = 0; i < count; ++i) {
+      RandomGraphOptions options;
+      // Every third graph repeats one step, so that regions tie.
+      options.seed = seed % 3 == 0 ? seed : seed * 10 + i;
+      options.layers = 2 + static_cast<int>(seed % 5);
+      options.width = 1 + static_cast<int>(seed % 3);
+      options.max_bytes = seed % 4 == 0 ? 10 : 1000;
+      options.optimizer = seed % 2 == 0;
+      parts.push_back(RandomTrainingGraph(options));
+    }
+    size_t regions = 0;
+    drops += CheckSamePlans(testing::Concatenate(parts), seed % 5 == 0 ? 50 : 0,
+                            "concatenated seed " + std::to_string(seed), &regions);
+    multi += regions >= static_cast<size_t>(count);
+  }
+  CHECK(drops > 300);
+  CHECK(multi == 40);
 }
 
 TEST_CASE("incremental planner matches the reference on the sample graphs") {

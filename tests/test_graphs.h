@@ -3,6 +3,7 @@
 #define CKPTPLAN_TESTS_TEST_GRAPHS_H_
 
 #include <string>
+#include <vector>
 
 #include "ckptplan/graph.h"
 #include "ckptplan/json_loader.h"
@@ -32,6 +33,38 @@ inline const char* kChainGraph = R"({"format":"ckptplan.graph","version":1,
  {"id":"g_bwd","op":"mm_bwd","phase":"backward","inputs":["db","a"],"outputs":["da"],"flops":400},
  {"id":"f_bwd","op":"mm_bwd","phase":"backward","inputs":["da","x"],"outputs":["dw"],"flops":200},
  {"id":"opt","op":"adam","phase":"optimizer","inputs":["w","dw"],"outputs":[]}]})";
+
+// The steps of `parts` run one after another, as gradient accumulation runs
+// microbatches: tensors and nodes are renamed "pI." and nothing is shared, so
+// each part is a region of the result (FindRegions).
+inline Graph Concatenate(const std::vector<Graph>& parts) {
+  Graph out;
+  out.source = "concatenated.json";
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Graph& part = parts[i];
+    const std::string prefix = "p" + std::to_string(i) + ".";
+    const TensorId base = static_cast<TensorId>(out.tensors.size());
+    for (Tensor tensor : part.tensors) {
+      tensor.name = prefix + tensor.name;
+      if (tensor.alias_of != kNoId) tensor.alias_of += base;
+      out.tensors.push_back(std::move(tensor));
+    }
+    for (Node node : part.nodes) {
+      node.name = prefix + node.name;
+      for (TensorId& t : node.inputs) t += base;
+      for (TensorId& t : node.outputs) t += base;
+      out.nodes.push_back(std::move(node));
+    }
+    TrainingState& training = out.training;
+    training.optimizer = part.training.optimizer;
+    training.parameter_count += part.training.parameter_count;
+    training.extra_parameter_bytes += part.training.extra_parameter_bytes;
+    training.extra_buffer_bytes += part.training.extra_buffer_bytes;
+    training.extra_optimizer_bytes += part.training.extra_optimizer_bytes;
+  }
+  out.Finalize();
+  return out;
+}
 
 }  // namespace ckptplan::testing
 

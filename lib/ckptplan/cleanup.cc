@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/regions.h"
+
 namespace ckptplan {
 namespace {
 
@@ -20,22 +22,24 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
   options.reserve_bytes = reserve_bytes;
   CleanupResult result;
   result.keep = keep;
-  SimResult current = Simulate(graph, result.keep, options);
-  result.peak_before = current.peak_bytes;
-  result.cost_before = current.recompute_cost;
-  const std::vector<TensorId> candidates = SaveCandidates(graph);
-  bool changed = current.peak_bytes <= budget_bytes;
+  const SimContext context(graph);
+  // Each try re-simulates only the region of the tensor re-saved.
+  RegionalMemory memory(context, result.keep, options);
+  result.peak_before = memory.start_peak();
+  result.cost_before = memory.start_cost();
+  RegionalMemory::Trial trial;
+  bool changed = memory.peak() <= budget_bytes;
   while (changed) {
     changed = false;
     // Rank the dropped candidates by the recompute a re-save removes.
     std::vector<Gain> gains;
-    for (TensorId t : candidates) {
+    for (TensorId t : context.candidates) {
       if (result.keep[t]) continue;
       result.keep[t] = 1;
-      SimResult trial = Simulate(graph, result.keep, options);
+      memory.Try(memory.RegionOf(t), result.keep, &trial);
       result.keep[t] = 0;
-      if (trial.peak_bytes > budget_bytes) continue;
-      gains.push_back({t, current.recompute_cost - trial.recompute_cost});
+      if (trial.peak > budget_bytes) continue;
+      gains.push_back({t, -trial.added_cost});
     }
     std::sort(gains.begin(), gains.end(), [](const Gain& a, const Gain& b) {
       if (a.saved_cost != b.saved_cost) return a.saved_cost > b.saved_cost;
@@ -43,22 +47,28 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
     });
     for (const Gain& gain : gains) {
       result.keep[gain.tensor] = 1;
-      SimResult trial = Simulate(graph, result.keep, options);
+      memory.Try(memory.RegionOf(gain.tensor), result.keep, &trial);
       // Keep a re-save only if it still fits and does not add recompute
       // (re-saving can only remove recompute steps, so this guards ties).
-      if (trial.peak_bytes > budget_bytes || trial.recompute_cost > current.recompute_cost) {
+      if (trial.peak > budget_bytes || trial.added_cost > 0) {
         result.keep[gain.tensor] = 0;
         continue;
       }
-      spdlog::debug("cleanup: re-save '{}' (cost {} -> {})", graph.tensors[gain.tensor].name,
-                    current.recompute_cost, trial.recompute_cost);
+      spdlog::debug("cleanup: re-save '{}' (cost {:+})", graph.tensors[gain.tensor].name,
+                    trial.added_cost);
       result.resaved.push_back(gain.tensor);
-      current = std::move(trial);
+      memory.Apply(&trial);
       changed = true;
     }
   }
-  result.peak_after = current.peak_bytes;
-  result.cost_after = current.recompute_cost;
+  if (result.resaved.empty()) {
+    result.peak_after = result.peak_before;
+    result.cost_after = result.cost_before;
+  } else {
+    const SimResult after = Simulate(context, result.keep, options);
+    result.peak_after = after.peak_bytes;
+    result.cost_after = after.recompute_cost;
+  }
   spdlog::info("cleanup: {} re-saved, recompute cost {} -> {}, peak {} -> {} bytes",
                result.resaved.size(), result.cost_before, result.cost_after, result.peak_before,
                result.peak_after);

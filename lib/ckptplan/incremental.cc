@@ -1,5 +1,6 @@
 #include "ckptplan/incremental.h"
 
+#include "ckptplan/regions.h"
 #include "ckptplan/selector.h"
 
 #include <algorithm>
@@ -20,41 +21,24 @@ constexpr size_t kMaxPulledWalk = 16;
 // selector.h); tests/incremental_test.cc checks the two stay identical.
 using Choice = DropChoice;
 
-// Facts no plan changes.
+// Facts no plan changes, beside the SimContext's.
 struct StaticInfo {
-  std::vector<TensorId> root;            // storage root per tensor
   std::vector<uint8_t> recomputable;     // forward-produced, storage not resident
-  std::vector<uint8_t> resident_root;
-  std::vector<double> node_cost;
-  bool exact_costs = false;              // every cost sum is exact in a double
-  std::vector<uint8_t> is_candidate;     // per tensor
   std::vector<NodeId> region_start;      // per root: last node that surely reads it
-  std::vector<TensorId> candidates;
 };
 
 StaticInfo ComputeStaticInfo(const SimContext& context) {
   const Graph& graph = context.graph;
   StaticInfo info;
   const size_t num_tensors = graph.tensors.size();
-  info.root = context.root;
   info.recomputable.assign(num_tensors, 0);
-  info.is_candidate = context.is_candidate;
-  info.resident_root = context.resident_root;
-  info.node_cost = context.node_cost;
-  // Integer costs summing below 2^53 add up exactly in any order, so the
-  // chain's cost equals the difference of the two simulations' costs.
-  info.exact_costs = context.step_cost <= 9007199254740992.0;
-  for (NodeId n = 0; n < graph.nodes.size() && info.exact_costs; ++n) {
-    double cost = graph.NodeCost(n);
-    info.exact_costs = cost == std::floor(cost);
-  }
   info.region_start.assign(num_tensors, 0);
   for (TensorId t = 0; t < num_tensors; ++t) {
     NodeId p = graph.tensors[t].producer;
     info.recomputable[t] = context.forward_produced[t] && !context.resident_root[t];
     // Only forward steps read the original whatever the plan.
     if (context.forward_produced[t]) {
-      NodeId& start = info.region_start[info.root[t]];
+      NodeId& start = info.region_start[context.root[t]];
       start = std::max(start, p);
     }
   }
@@ -62,11 +46,10 @@ StaticInfo ComputeStaticInfo(const SimContext& context) {
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     if (graph.nodes[n].phase != Phase::kForward) continue;
     for (TensorId in : graph.nodes[n].inputs) {
-      NodeId& start = info.region_start[info.root[in]];
+      NodeId& start = info.region_start[context.root[in]];
       start = std::max(start, n);
     }
   }
-  info.candidates = context.candidates;
   return info;
 }
 
@@ -102,9 +85,12 @@ struct NodeRange {
   bool empty() const { return lo > hi; }
 };
 
-// What the current simulation says about where a drop can lower memory.
+// What the current simulation of a region says about where a drop can lower
+// memory. Node-indexed vectors are indexed by node - first; tensor-indexed
+// ones cover the whole graph but only the region's entries are meaningful.
 struct View {
-  int64_t peak = 0;
+  NodeId first = 0;                    // the region's first node
+  int64_t peak = 0;                    // the step's peak
   std::vector<NodeId> slot;            // per node: group it is re-run in; kNoId if not
   bool peak_at_node_step = false;      // some node peaks at its own (not a recompute) step
   bool all_peaks_at_node_step = false;  // every peak node does
@@ -117,32 +103,60 @@ struct View {
   // candidate has it, and the latest among the others.
   std::vector<NodeId> family_last, family_second;
   std::vector<TensorId> family_last_tensor;
-  RangeMax node_peak;                  // over nodes
-  std::vector<uint32_t> peak_prefix;   // peak nodes in [0, n)
+  RangeMax node_peak;                  // over nodes, the step's bytes
+  std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
 };
 
-void BuildView(const Graph& graph, const StaticInfo& info, const SaveSet& keep,
-               const SimResult& sim, View* view) {
-  const size_t num_nodes = graph.nodes.size();
-  view->peak = sim.peak_bytes;
+void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMemory::Part& region,
+               int64_t peak, View* view) {
+  const Graph& graph = context.graph;
+  const SimResult& sim = region.sim;
+  const NodeId first = region.range.first;
+  const size_t num_nodes = region.range.end - first;
+  const size_t num_tensors = graph.tensors.size();
+  view->first = first;
+  view->peak = peak;
+  view->peak_at_node_step = false;
   view->slot.assign(num_nodes, kNoId);
+  // Small regions reset only their own tensors' entries.
+  if (view->first_use.size() != num_tensors || 4 * num_nodes >= graph.nodes.size()) {
+    view->first_use.assign(num_tensors, kNoId);
+    view->last_use.assign(num_tensors, kNoId);
+    view->first_use_floor.assign(num_tensors, kLowest);
+    view->last_node.assign(num_tensors, 0);
+    view->family_last.assign(num_tensors, kNoId);
+    view->family_second.assign(num_tensors, kNoId);
+    view->family_last_tensor.assign(num_tensors, kNoId);
+  } else {
+    // Only the region's tensors are read below: reset those.
+    for (NodeId n = first; n < region.range.end; ++n) {
+      for (const std::vector<TensorId>* list : {&graph.nodes[n].inputs, &graph.nodes[n].outputs}) {
+        for (TensorId t : *list) {
+          for (TensorId u : {t, context.root[t]}) {
+            view->first_use[u] = view->last_use[u] = kNoId;
+            view->first_use_floor[u] = kLowest;
+            view->last_node[u] = 0;
+            view->family_last[u] = view->family_second[u] = kNoId;
+            view->family_last_tensor[u] = kNoId;
+          }
+        }
+      }
+    }
+  }
   std::vector<NodeId> group(sim.steps.size());
   size_t own_step_peaks = 0;
-  NodeId next = num_nodes == 0 ? 0 : static_cast<NodeId>(num_nodes - 1);
+  NodeId next = region.range.end == 0 ? 0 : region.range.end - 1;
   for (size_t s = sim.steps.size(); s-- > 0;) {
     const Step& step = sim.steps[s];
     if (!step.recompute) next = step.node;
     group[s] = next;
     if (step.recompute) {
-      view->slot[step.node] = next;
-    } else if (sim.total[s] == sim.peak_bytes) {
+      view->slot[step.node - first] = next;
+    } else if (sim.total[s] + region.offset[step.node - first] == peak) {
       view->peak_at_node_step = true;
       ++own_step_peaks;
     }
   }
-  view->first_use.assign(graph.tensors.size(), kNoId);
-  view->last_use.assign(graph.tensors.size(), kNoId);
-  view->first_use_floor.assign(graph.tensors.size(), std::numeric_limits<int64_t>::min());
   for (size_t s = 0; s < sim.steps.size(); ++s) {
     const Step& step = sim.steps[s];
     const Node& node = graph.nodes[step.node];
@@ -151,38 +165,38 @@ void BuildView(const Graph& graph, const StaticInfo& info, const SaveSet& keep,
       view->last_use[in] = group[s];
       if (view->first_use[in] != kNoId) continue;
       view->first_use[in] = group[s];
-      if (!step.recompute) view->first_use_floor[in] = sim.total[s];
+      if (!step.recompute) {
+        view->first_use_floor[in] = sim.total[s] + region.offset[step.node - first];
+      }
     }
   }
-  view->last_node.assign(graph.tensors.size(), 0);
   for (const Buffer& buffer : sim.buffers) {
     if (sim.steps[buffer.first_step].recompute) continue;
     view->last_node[buffer.root] = group[buffer.last_step];
   }
-  view->family_last.assign(graph.tensors.size(), kNoId);
-  view->family_second.assign(graph.tensors.size(), kNoId);
-  view->family_last_tensor.assign(graph.tensors.size(), kNoId);
-  for (TensorId t : info.candidates) {
+  for (TensorId t : region.candidates) {
     if (!keep[t] || view->last_use[t] == kNoId) continue;
-    const TensorId root = info.root[t];
+    const TensorId root = context.root[t];
     const NodeId last = view->last_use[t];
-    NodeId& first = view->family_last[root];
-    if (first == kNoId || last > first) {
-      view->family_second[root] = first;
-      first = last;
+    NodeId& top = view->family_last[root];
+    if (top == kNoId || last > top) {
+      view->family_second[root] = top;
+      top = last;
       view->family_last_tensor[root] = t;
     } else if (view->family_second[root] == kNoId || last > view->family_second[root]) {
       view->family_second[root] = last;
     }
   }
-  view->all_peaks_at_node_step =
-      own_step_peaks == static_cast<size_t>(std::count(sim.node_peak.begin(),
-                                                       sim.node_peak.end(), sim.peak_bytes));
-  view->node_peak.Build(sim.node_peak);
+  std::vector<int64_t> node_peak(num_nodes);
+  size_t peak_nodes = 0;
   view->peak_prefix.assign(num_nodes + 1, 0);
   for (size_t n = 0; n < num_nodes; ++n) {
-    view->peak_prefix[n + 1] = view->peak_prefix[n] + (sim.node_peak[n] == sim.peak_bytes);
+    node_peak[n] = sim.node_peak[n] + region.offset[n];
+    peak_nodes += node_peak[n] == peak;
+    view->peak_prefix[n + 1] = static_cast<uint32_t>(peak_nodes);
   }
+  view->all_peaks_at_node_step = own_step_peaks == peak_nodes;
+  view->node_peak.Build(node_peak);
 }
 
 // Best case of dropping one candidate, from the current simulation.
@@ -210,8 +224,8 @@ bool MayBeat(const Bound& bound, int tier, const Choice& best) {
 // plan already re-runs are not added but make the drop "pulling".
 class ChainWalker {
  public:
-  ChainWalker(const Graph& graph, const StaticInfo& info)
-      : graph_(graph), info_(info), mark_(graph.nodes.size(), 0) {}
+  ChainWalker(const SimContext& context, const StaticInfo& info)
+      : graph_(context.graph), context_(context), info_(info), mark_(graph_.nodes.size(), 0) {}
 
   struct Chain {
     double cost = 0;             // of the nodes added to the recompute set
@@ -221,48 +235,52 @@ class ChainWalker {
     size_t pulled_nodes = 0;
   };
 
-  // `slot` is View::slot; the recompute set is closed under this walk, so
-  // nodes reached through a recomputed node are recomputed too.
-  Chain Walk(TensorId t, const SaveSet& keep, const std::vector<NodeId>& slot) {
+  // View::slot gives the slots; the recompute set is closed under this walk,
+  // so nodes reached through a recomputed node are recomputed too. The walk
+  // stays in the view's region.
+  Chain Walk(TensorId t, const SaveSet& keep, const View& view) {
     ++epoch_;
     Chain chain;
     stack_.clear();
-    Visit(graph_.tensors[t].producer, slot, &chain);
+    Visit(graph_.tensors[t].producer, view, &chain);
     while (!stack_.empty()) {
       NodeId n = stack_.back();
       stack_.pop_back();
+      const bool recomputed = view.slot[n - view.first] != kNoId;
       for (TensorId in : graph_.nodes[n].inputs) {
-        if (slot[n] != kNoId && !info_.resident_root[in] && chain.pulled_inputs != kUnbounded) {
-          chain.pulled_inputs += graph_.tensors[info_.root[in]].bytes;
+        if (recomputed && !context_.resident_root[in] && chain.pulled_inputs != kUnbounded) {
+          chain.pulled_inputs += graph_.tensors[context_.root[in]].bytes;
         }
-        if (!info_.recomputable[in] || (info_.is_candidate[in] && keep[in])) continue;
-        Visit(graph_.tensors[in].producer, slot, &chain);
+        if (!info_.recomputable[in] || (context_.is_candidate[in] && keep[in])) continue;
+        Visit(graph_.tensors[in].producer, view, &chain);
       }
     }
     return chain;
   }
 
  private:
-  void Visit(NodeId n, const std::vector<NodeId>& slot, Chain* chain) {
+  void Visit(NodeId n, const View& view, Chain* chain) {
     if (mark_[n] == epoch_) return;
     mark_[n] = epoch_;
-    if (slot[n] != kNoId) {
+    const NodeId slot = view.slot[n - view.first];
+    if (slot != kNoId) {
       chain->pulls = true;
       // Slots only decrease towards the inputs, so the first recomputed
       // nodes reached give the latest slot; walking further only sums the
       // pulled inputs, which is capped (the bound then gives up on them).
-      chain->last_slot = std::max(chain->last_slot, slot[n]);
+      chain->last_slot = std::max(chain->last_slot, slot);
       if (++chain->pulled_nodes > kMaxPulledWalk) {
         chain->pulled_inputs = kUnbounded;
         return;
       }
     } else {
-      chain->cost += info_.node_cost[n];
+      chain->cost += context_.node_cost[n];
     }
     stack_.push_back(n);
   }
 
   const Graph& graph_;
+  const SimContext& context_;
   const StaticInfo& info_;
   std::vector<uint32_t> mark_;
   uint32_t epoch_ = 0;
@@ -274,45 +292,82 @@ int64_t SaturatingMultiply(int64_t bytes, int64_t count) {
   return bytes * count;
 }
 
-}  // namespace
+// Finds the best drop in one region, from bounds and region simulations.
+class RegionSearch {
+ public:
+  RegionSearch(const SimContext& context, const StaticInfo& info, IncrementalStats* stats)
+      : context_(context), info_(info), walker_(context, info), stats_(*stats),
+        tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
 
-GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
-                             const GreedyOptions& options, IncrementalStats* stats) {
-  IncrementalStats local_stats;
-  IncrementalStats& counters = stats ? *stats : local_stats;
-  SimOptions sim_options;
-  sim_options.reserve_bytes = options.reserve_bytes;
-  GreedyResult result;
-  result.keep = start;
-  const SimContext context(graph);
-  SimResult current = Simulate(context, result.keep, sim_options);
-  ++counters.simulations;
-  result.start_peak = current.peak_bytes;
+  // The best drop of a candidate of region `r`; its trial in *best_trial.
+  DropChoice Best(const RegionalMemory& memory, size_t r, SaveSet& keep,
+                  RegionalMemory::Trial* best_trial) {
+    const RegionalMemory::Part& region = memory.part(r);
+    const int64_t peak = memory.peak();
+    const uint32_t search = searches_++;
+    BuildView(context_, keep, region, peak, &view_);
+    Bounds(region, keep, memory.Outside(r));
+    DropChoice best;
+    auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
+      std::sort(bounds.begin(), bounds.end(), BoundBefore);
+      for (const Bound& bound : bounds) {
+        if (best.tensor != kNoId && !MayBeat(bound, tier, best)) break;
+        const TensorId t = bound.tensor;
+        if (tried_at_[t] == search) continue;
+        keep[t] = 0;
+        memory.Try(r, keep, &trial_);
+        keep[t] = 1;
+        ++stats_.simulations;
+        tried_at_[t] = search;
+        RegionDrop drop;
+        drop.peak = peak;
+        drop.trial_peak = trial_.peak;
+        drop.added_cost = trial_.added_cost;
+        drop.node_peak = &region.sim.node_peak;
+        drop.trial_node_peak = &trial_.sim.node_peak;
+        drop.offset = &region.offset;
+        DropChoice choice = ScoreDrop(t, drop);
+        if (choice.tensor != kNoId && choice.BetterThan(best)) {
+          best = choice;
+          std::swap(*best_trial, trial_);
+        }
+      }
+    };
+    try_bounds(tier0_, 0);
+    // When nothing lowers the peak, every tier-0 bound was simulated and
+    // `best` already holds the best tier-1 drop among them.
+    if (best.tensor == kNoId || best.tier != 0) try_bounds(tier1_, 1);
+    spdlog::trace("incremental: region [{}, {}): {} tier-0 bounds, {} tier-1 bounds, best tier {}",
+                  region.range.first, region.range.end, tier0_.size(), tier1_.size(), best.tier);
+    return best;
+  }
 
-  const StaticInfo info = ComputeStaticInfo(context);
-  ChainWalker walker(graph, info);
-  const size_t num_nodes = graph.nodes.size();
-  View view;
-  std::vector<Bound> tier0, tier1;
-  // Reused between iterations: fresh memory for every simulation is slow.
-  SimResult trial, best_sim;
-  std::vector<uint32_t> tried_at(graph.tensors.size(), UINT32_MAX);
-
-  while (current.peak_bytes > options.budget_bytes) {
-    const uint32_t iteration = static_cast<uint32_t>(counters.iterations++);
-    BuildView(graph, info, result.keep, current, &view);
-    tier0.clear();
-    tier1.clear();
-    for (TensorId t : info.candidates) {
-      if (!result.keep[t]) continue;
-      ++counters.bounded;
-      const TensorId root = info.root[t];
+ private:
+  // Bounds every saved candidate of the region into tier0_ and tier1_.
+  void Bounds(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region) {
+    const Graph& graph = context_.graph;
+    const View& view = view_;
+    const int64_t first = region.range.first;
+    const int64_t end = region.range.end;
+    // Max of the step's node peaks over global node ids [lo, hi).
+    auto peak_max = [&](int64_t lo, int64_t hi) {
+      return lo >= hi ? kLowest : view.node_peak.Query(lo - first, hi - first);
+    };
+    auto peaks_in = [&](int64_t lo, int64_t hi) {  // inclusive
+      return static_cast<int64_t>(view.peak_prefix[hi + 1 - first] - view.peak_prefix[lo - first]);
+    };
+    tier0_.clear();
+    tier1_.clear();
+    for (TensorId t : region.candidates) {
+      if (!keep[t]) continue;
+      ++stats_.bounded;
+      const TensorId root = context_.root[t];
       const int64_t bytes = graph.tensors[root].bytes;
-      ChainWalker::Chain chain = walker.Walk(t, result.keep, view.slot);
+      ChainWalker::Chain chain = walker_.Walk(t, keep, view);
       // Where the original storage can end earlier: after its forward reads
       // and the reads of the other saved tensors sharing it, and (the copy
       // taking over) before the first non-forward use of `t`.
-      NodeRange own{info.region_start[root],
+      NodeRange own{info_.region_start[root],
                     std::min(view.last_node[root], view.first_use[t])};
       const NodeId other = view.family_last_tensor[root] == t ? view.family_second[root]
                                                               : view.family_last[root];
@@ -331,15 +386,16 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
         outside = view.peak;
         peaks_inside = 0;
       } else if (b.empty() || b.lo > a.hi + 1) {
-        outside = std::max(view.node_peak.Query(0, a.lo), view.node_peak.Query(a.hi + 1, b.empty() ? num_nodes : b.lo));
-        if (!b.empty()) outside = std::max(outside, view.node_peak.Query(b.hi + 1, num_nodes));
-        peaks_inside = view.peak_prefix[a.hi + 1] - view.peak_prefix[a.lo];
-        if (!b.empty()) peaks_inside += view.peak_prefix[b.hi + 1] - view.peak_prefix[b.lo];
+        outside = std::max(peak_max(first, a.lo), peak_max(a.hi + 1, b.empty() ? end : b.lo));
+        if (!b.empty()) outside = std::max(outside, peak_max(b.hi + 1, end));
+        peaks_inside = peaks_in(a.lo, a.hi);
+        if (!b.empty()) peaks_inside += peaks_in(b.lo, b.hi);
       } else {
         const int64_t hi = std::max(a.hi, b.hi);
-        outside = std::max(view.node_peak.Query(0, a.lo), view.node_peak.Query(hi + 1, num_nodes));
-        peaks_inside = view.peak_prefix[hi + 1] - view.peak_prefix[a.lo];
+        outside = std::max(peak_max(first, a.lo), peak_max(hi + 1, end));
+        peaks_inside = peaks_in(a.lo, hi);
       }
+      outside = std::max(outside, outside_region);
       // The first non-forward reader's own step keeps its bytes: the copy
       // replaces the original there, and only pulled inputs may leave.
       if (view.first_use_floor[t] != kLowest && chain.pulled_inputs != kUnbounded) {
@@ -349,7 +405,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
       const int64_t own_bytes = own.empty() && !chain.pulls ? 0 : bytes;
       // Floating-point slack: the real added cost is a difference of two sums.
       const double slack =
-          info.exact_costs ? 0.0 : 1e-9 * (current.recompute_cost + chain.cost);
+          context_.exact_costs ? 0.0 : 1e-9 * (region.sim.recompute_cost + chain.cost);
       const double cost = std::max(0.0, chain.cost - slack);
       int64_t freed0 = view.peak - outside;
       // A node's own step stays; only storages that end earlier leave it.
@@ -358,7 +414,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
       } else if (view.peak_at_node_step && chain.pulled_inputs < kUnbounded - own_bytes) {
         freed0 = std::min(freed0, own_bytes + chain.pulled_inputs);
       }
-      if (freed0 > 0) tier0.push_back({t, cost / static_cast<double>(freed0), freed0});
+      if (freed0 > 0) tier0_.push_back({t, cost / static_cast<double>(freed0), freed0});
       // Per peak node, as for freed0; with a pull only when every peak node
       // peaks at its own step.
       int64_t freed1 = kUnbounded;
@@ -368,51 +424,105 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
         freed1 = SaturatingMultiply(own_bytes + chain.pulled_inputs, peaks_inside);
       }
       if (peaks_inside > 0 && freed1 > 0) {
-        tier1.push_back({t, cost / static_cast<double>(freed1), freed1});
+        tier1_.push_back({t, cost / static_cast<double>(freed1), freed1});
       }
     }
+  }
 
-    Choice best;
-    auto search = [&](std::vector<Bound>& bounds, int tier) {
-      std::sort(bounds.begin(), bounds.end(), BoundBefore);
-      for (const Bound& bound : bounds) {
-        if (best.tensor != kNoId && !MayBeat(bound, tier, best)) break;
-        const TensorId t = bound.tensor;
-        if (tried_at[t] == iteration) continue;
-        result.keep[t] = 0;
-        Simulate(context, result.keep, sim_options, &trial);
-        result.keep[t] = 1;
-        ++counters.simulations;
-        Choice choice = ScoreDrop(t, current, trial);
-        tried_at[t] = iteration;
-        if (choice.tensor != kNoId && choice.BetterThan(best)) {
-          best = choice;
-          std::swap(best_sim, trial);
+  const SimContext& context_;
+  const StaticInfo& info_;
+  ChainWalker walker_;
+  IncrementalStats& stats_;
+  View view_;
+  std::vector<Bound> tier0_, tier1_;
+  RegionalMemory::Trial trial_;  // reused: fresh memory for every simulation is slow
+  std::vector<uint32_t> tried_at_;  // per tensor: search that simulated its drop
+  uint32_t searches_ = 0;
+};
+
+// The best drop of one region as last computed, valid while the region's
+// plan, the step's peak and the other regions' highest node are unchanged.
+struct CachedChoice {
+  bool valid = false;
+  uint32_t version = 0;  // of the region's plan
+  int64_t peak = 0, outside = 0;
+  DropChoice choice;
+};
+
+}  // namespace
+
+GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
+                             const GreedyOptions& options, IncrementalStats* stats) {
+  IncrementalStats local_stats;
+  IncrementalStats& counters = stats ? *stats : local_stats;
+  SimOptions sim_options;
+  sim_options.reserve_bytes = options.reserve_bytes;
+  GreedyResult result;
+  result.keep = start;
+  const SimContext context(graph);
+  RegionalMemory memory(context, result.keep, sim_options);
+  counters.simulations += 1 + memory.size();
+  counters.regions = memory.size();
+  result.start_peak = memory.start_peak();
+  const StaticInfo info = ComputeStaticInfo(context);
+  RegionSearch search(context, info, &counters);
+
+  std::vector<CachedChoice> cache(memory.size());
+  std::vector<uint32_t> version(memory.size(), 0);
+  // The last region search's trial, kept so that applying its choice right
+  // away needs no new simulation.
+  RegionalMemory::Trial best_trial, chosen;
+  size_t chosen_region = SIZE_MAX;
+  TensorId chosen_tensor = kNoId;
+  while (memory.peak() > options.budget_bytes) {
+    ++counters.iterations;
+    const int64_t peak = memory.peak();
+    DropChoice best;
+    size_t best_region = SIZE_MAX;
+    for (size_t r = 0; r < memory.size(); ++r) {
+      // A region below the peak has no drop: the peak stays, and none of
+      // its nodes is at it.
+      if (memory.part(r).max != peak) continue;
+      CachedChoice& cached = cache[r];
+      const int64_t outside = memory.Outside(r);
+      if (!cached.valid || cached.version != version[r] || cached.peak != peak ||
+          cached.outside != outside) {
+        cached = {true, version[r], peak, outside, search.Best(memory, r, result.keep, &best_trial)};
+        if (cached.choice.tensor != kNoId) {
+          std::swap(chosen, best_trial);
+          chosen_region = r;
+          chosen_tensor = cached.choice.tensor;
         }
       }
-    };
-    search(tier0, 0);
-    // When nothing lowers the peak, every tier-0 bound was simulated and
-    // `best` already holds the best tier-1 drop among them.
-    if (best.tensor == kNoId || best.tier != 0) {
-      search(tier1, 1);
+      if (cached.choice.tensor != kNoId && cached.choice.BetterThan(best)) {
+        best = cached.choice;
+        best_region = r;
+      }
     }
-    spdlog::trace("incremental: iteration {}: {} tier-0 bounds, {} tier-1 bounds, best tier {}, {} simulations so far",
-                  iteration, tier0.size(), tier1.size(), best.tier, counters.simulations);
     if (best.tensor == kNoId) break;
-    spdlog::debug("incremental: drop '{}' (peak {} -> {}, cost +{})",
-                  graph.tensors[best.tensor].name, current.peak_bytes, best_sim.peak_bytes,
-                  best_sim.recompute_cost - current.recompute_cost);
     result.keep[best.tensor] = 0;
     result.drops.push_back(best.tensor);
-    std::swap(current, best_sim);
+    if (chosen_region != best_region || chosen_tensor != best.tensor) {
+      // Chosen from the cache: simulate it again.
+      memory.Try(best_region, result.keep, &chosen);
+      ++counters.simulations;
+    }
+    memory.Apply(&chosen);
+    chosen_region = SIZE_MAX;
+    ++version[best_region];
+    spdlog::debug("incremental: drop '{}' (peak {} -> {})", graph.tensors[best.tensor].name,
+                  peak, memory.peak());
   }
-  result.peak = current.peak_bytes;
-  result.recompute_cost = current.recompute_cost;
-  result.fits = current.peak_bytes <= options.budget_bytes;
-  spdlog::info("incremental: {} drops, peak {} -> {} bytes (budget {}), {}; {} simulations",
-               result.drops.size(), result.start_peak, result.peak, options.budget_bytes,
-               result.fits ? "fits" : "does not fit", counters.simulations);
+  // The plan's whole-step figures, from one simulation.
+  SimResult final_sim = Simulate(context, result.keep, sim_options);
+  ++counters.simulations;
+  result.peak = final_sim.peak_bytes;
+  result.recompute_cost = final_sim.recompute_cost;
+  result.fits = final_sim.peak_bytes <= options.budget_bytes;
+  spdlog::info("incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} simulations",
+               result.drops.size(), memory.size(), result.start_peak, result.peak,
+               options.budget_bytes, result.fits ? "fits" : "does not fit",
+               counters.simulations);
   return result;
 }
 

@@ -31,6 +31,7 @@ struct IncrementalStats {
   size_t iterations = 0;
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
   size_t bounded = 0;      ///< candidate bounds computed
+  size_t regions = 0;      ///< regions searched apart (FindRegions)
 };
 
 /// Same contract and result as GreedyPlan.

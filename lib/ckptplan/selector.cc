@@ -7,10 +7,14 @@
 namespace ckptplan {
 namespace {
 
-// How many original nodes sit at the peak.
-size_t CountAtPeak(const SimResult& sim) {
-  return static_cast<size_t>(
-      std::count(sim.node_peak.begin(), sim.node_peak.end(), sim.peak_bytes));
+// How many of the region's nodes sit at the peak.
+size_t CountAtPeak(const std::vector<int64_t>& node_peak, const std::vector<int64_t>* offset,
+                   int64_t peak) {
+  size_t count = 0;
+  for (size_t n = 0; n < node_peak.size(); ++n) {
+    count += node_peak[n] + (offset ? (*offset)[n] : 0) == peak;
+  }
+  return count;
 }
 
 }  // namespace
@@ -23,18 +27,23 @@ bool DropChoice::BetterThan(const DropChoice& other) const {
   return tensor < other.tensor;
 }
 
-DropChoice ScoreDrop(TensorId t, const SimResult& current, const SimResult& trial) {
+DropChoice ScoreDrop(TensorId t, const RegionDrop& drop) {
   DropChoice choice;
-  if (trial.peak_bytes > current.peak_bytes) return choice;
-  double added_cost = std::max(0.0, trial.recompute_cost - current.recompute_cost);
-  if (trial.peak_bytes < current.peak_bytes) {
+  if (drop.trial_peak > drop.peak) return choice;
+  const std::vector<int64_t>& before = *drop.node_peak;
+  const std::vector<int64_t>& after = *drop.trial_node_peak;
+  double added_cost = std::max(0.0, drop.added_cost);
+  if (drop.trial_peak < drop.peak) {
     choice.tier = 0;
-    choice.freed = current.peak_bytes - trial.peak_bytes;
+    choice.freed = drop.peak - drop.trial_peak;
   } else {
-    if (CountAtPeak(trial) >= CountAtPeak(current)) return choice;
-    for (size_t n = 0; n < current.node_peak.size(); ++n) {
-      if (current.node_peak[n] != current.peak_bytes) continue;
-      choice.freed += std::max<int64_t>(0, current.node_peak[n] - trial.node_peak[n]);
+    // Nodes outside the region keep their peaks, so their counts cancel.
+    if (CountAtPeak(after, drop.offset, drop.peak) >= CountAtPeak(before, drop.offset, drop.peak)) {
+      return choice;
+    }
+    for (size_t n = 0; n < before.size(); ++n) {
+      if (before[n] + (drop.offset ? (*drop.offset)[n] : 0) != drop.peak) continue;
+      choice.freed += std::max<int64_t>(0, before[n] - after[n]);
     }
     if (choice.freed <= 0) return choice;
     choice.tier = 1;
@@ -42,6 +51,16 @@ DropChoice ScoreDrop(TensorId t, const SimResult& current, const SimResult& tria
   choice.score = added_cost / static_cast<double>(choice.freed);
   choice.tensor = t;
   return choice;
+}
+
+DropChoice ScoreDrop(TensorId t, const SimResult& current, const SimResult& trial) {
+  RegionDrop drop;
+  drop.peak = current.peak_bytes;
+  drop.trial_peak = trial.peak_bytes;
+  drop.added_cost = trial.recompute_cost - current.recompute_cost;
+  drop.node_peak = &current.node_peak;
+  drop.trial_node_peak = &trial.node_peak;
+  return ScoreDrop(t, drop);
 }
 
 GreedyResult GreedyPlan(const Graph& graph, const SaveSet& start,

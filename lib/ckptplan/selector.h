@@ -40,6 +40,22 @@ struct DropChoice {
 /// (`trial`) the drop.
 DropChoice ScoreDrop(TensorId t, const SimResult& current, const SimResult& trial);
 
+/// What ScoreDrop reads, for a drop that changes the node peaks of one region
+/// only (FindRegions): the step's peak before and after, and the region's node
+/// peaks before and after (region simulations, plus `offset` per node to make
+/// them the step's; null for none).
+struct RegionDrop {
+  int64_t peak = 0;
+  int64_t trial_peak = 0;
+  double added_cost = 0;  ///< recompute cost after minus before
+  const std::vector<int64_t>* node_peak = nullptr;
+  const std::vector<int64_t>* trial_node_peak = nullptr;
+  const std::vector<int64_t>* offset = nullptr;
+};
+/// ScoreDrop for such a drop; equal to ScoreDrop on the whole step's
+/// simulations.
+DropChoice ScoreDrop(TensorId t, const RegionDrop& drop);
+
 /// From `start`, repeatedly drops the saved candidate with the least added
 /// recompute cost per byte of peak it frees, re-simulating each time, until
 /// the peak fits the budget. When no single drop lowers the peak (equal peaks

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
+#include <limits>
 
 namespace ckptplan {
 namespace {
@@ -55,19 +57,28 @@ uint32_t FirstNonForwardNode(const Graph& graph) {
 // Builds the step program and the buffers' lifetimes for one save set.
 class Builder {
  public:
-  Builder(const SimContext& context, const SaveSet& keep, SimResult* result)
+  Builder(const SimContext& context, const SaveSet& keep, NodeId first, NodeId end,
+          SimResult* result)
       : workspace(context.scratch.workspace),
         context_(context), graph_(context.graph), keep_(keep), result_(*result),
+        first_(first), end_(end),
         original_(context.scratch.original),
-        recomputed_(context.scratch.recomputed) {
-    original_.assign(graph_.tensors.size(), kNone);
-    recomputed_.assign(graph_.tensors.size(), kNone);
+        recomputed_(context.scratch.recomputed),
+        touched_(context.scratch.touched) {
+    if (original_.size() != graph_.tensors.size()) {
+      original_.assign(graph_.tensors.size(), kNone);
+      recomputed_.assign(graph_.tensors.size(), kNone);
+    }
+    touched_.clear();
     workspace.clear();
-    workspace.reserve(graph_.nodes.size());
+    workspace.reserve(end - first);
+  }
+  ~Builder() {
+    for (TensorId t : touched_) original_[t] = recomputed_[t] = kNone;
   }
 
   void Run() {
-    for (NodeId n = 0; n < graph_.nodes.size(); ++n) {
+    for (NodeId n = first_; n < end_; ++n) {
       const Node& node = graph_.nodes[n];
       if (node.phase != Phase::kForward) {
         for (TensorId t : node.inputs) {
@@ -153,6 +164,7 @@ class Builder {
                                                                    : Category::kTemporaries;
         result_.buffers.push_back({out, tensor.bytes, category, step, step});
       }
+      touched_.push_back(out);
       if (!recompute) {
         original_[out] = buffer;
       } else if (recomputed_[out] == kNone && !Saved(out)) {
@@ -165,16 +177,22 @@ class Builder {
   const Graph& graph_;
   const SaveSet& keep_;
   SimResult& result_;
+  const NodeId first_, end_;           // nodes simulated
   std::vector<uint32_t>& original_;    // buffer of each tensor's first instance
   std::vector<uint32_t>& recomputed_;  // buffer of its recomputed copy
+  std::vector<TensorId>& touched_;     // entries of the two set by this run
 };
 
-// Fixes categories that depend on the finished lifetimes.
-void SettleBuffers(const SimContext& context, SimResult& result) {
+// Fixes categories that depend on the finished lifetimes. Storages read
+// after `end` (the simulated range's end) live to its last step.
+void SettleBuffers(const SimContext& context, NodeId end, SimResult& result) {
   const Graph& graph = context.graph;
   const uint32_t last = result.steps.empty() ? 0 : result.steps.size() - 1;
+  const bool whole = end == graph.nodes.size();
   for (Buffer& buffer : result.buffers) {
-    if (buffer.category == Category::kGradients) {
+    if (buffer.category == Category::kGradients ||
+        (!whole && context.last_reader[buffer.root] != kNoId &&
+         context.last_reader[buffer.root] >= end)) {
       buffer.last_step = last;
     } else if (buffer.category == Category::kTemporaries &&
                context.forward_produced[buffer.root]) {
@@ -234,10 +252,16 @@ SimContext::SimContext(const Graph& g) : graph(g) {
     if (is_candidate[t]) candidates.push_back(t);
   }
   node_cost.resize(graph.nodes.size());
+  last_reader.assign(num_tensors, kNoId);
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     node_cost[n] = graph.NodeCost(n);
     step_cost += node_cost[n];
+    for (TensorId t : graph.nodes[n].inputs) last_reader[root[t]] = n;
   }
+  exact_costs = step_cost <= 9007199254740992.0;
+  for (double cost : node_cost) exact_costs = exact_costs && cost == std::floor(cost);
+  first_non_forward = FirstNonForwardNode(graph);
+  if (first_non_forward == kNone) first_non_forward = kNoId;
 }
 
 SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options) {
@@ -254,6 +278,9 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
               SimResult* out) {
   const Graph& graph = context.graph;
   assert(keep.size() == graph.tensors.size());
+  const NodeId end = std::min<size_t>(options.end_node, graph.nodes.size());
+  const NodeId first = std::min(options.first_node, end);
+  const bool whole = first == 0 && end == graph.nodes.size();
   SimResult& result = *out;
   // Keep the vectors' memory, reset everything else.
   result.peak_bytes = 0;
@@ -267,15 +294,15 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
   result.recompute_cost = 0;
   result.step_cost = 0;
   result.resident = {};
-  result.steps.reserve(graph.nodes.size());
-  result.buffers.reserve(graph.tensors.size());
-  Builder builder(context, keep, &result);
+  result.steps.reserve(end - first);
+  if (whole) result.buffers.reserve(graph.tensors.size());
+  Builder builder(context, keep, first, end, &result);
   builder.Run();
-  SettleBuffers(context, result);
+  SettleBuffers(context, end, result);
   result.step_cost = context.step_cost;
 
   const size_t num_steps = result.steps.size();
-  result.resident = ResidentBytes(graph, options.reserve_bytes);
+  if (whole) result.resident = ResidentBytes(graph, options.reserve_bytes);
   int64_t resident_total = 0;
   for (int64_t bytes : result.resident) resident_total += bytes;
 
@@ -295,8 +322,11 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
     if (builder.workspace[s] > 0) add(s, s, Category::kTemporaries, builder.workspace[s]);
   }
   uint32_t first_backward = kNone;
-  for (uint32_t s = 0; s < num_steps && graph.training.implicit_gradient_bytes > 0; ++s) {
-    if (graph.nodes[result.steps[s].node].phase != Phase::kForward) {
+  const bool implicit_here = context.first_non_forward != kNoId &&
+                             context.first_non_forward >= first && context.first_non_forward < end;
+  for (uint32_t s = 0; s < num_steps && graph.training.implicit_gradient_bytes > 0 && implicit_here;
+       ++s) {
+    if (!result.steps[s].recompute && result.steps[s].node == context.first_non_forward) {
       first_backward = s;
       break;
     }
@@ -327,13 +357,13 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
       result.peak_step = s;
     }
   }
-  result.node_peak.assign(graph.nodes.size(), 0);
-  int64_t pending = 0;
+  result.node_peak.assign(end - first, 0);
+  int64_t pending = std::numeric_limits<int64_t>::min();
   for (uint32_t s = 0; s < num_steps; ++s) {
     pending = std::max(pending, result.total[s]);
     if (!result.steps[s].recompute) {
-      result.node_peak[result.steps[s].node] = pending;
-      pending = 0;
+      result.node_peak[result.steps[s].node - first] = pending;
+      pending = std::numeric_limits<int64_t>::min();
     }
   }
 }
@@ -377,6 +407,65 @@ LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes) {
     }
   }
   return bound;
+}
+
+}  // namespace ckptplan
+
+namespace ckptplan {
+
+std::vector<Region> FindRegions(const SimContext& context) {
+  const Graph& graph = context.graph;
+  const size_t num_nodes = graph.nodes.size();
+  if (num_nodes == 0) return {};
+  // Spans of the storages a plan can touch: made or read by a forward node.
+  // A cut between nodes c - 1 and c is possible when no such span crosses it.
+  const size_t num_tensors = graph.tensors.size();
+  std::vector<NodeId> span_first(num_tensors, kNoId), span_last(num_tensors, 0);
+  std::vector<uint8_t> pinned(num_tensors, 0);
+  std::vector<uint8_t> makes_candidate(num_nodes, 0);
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    const Node& node = graph.nodes[n];
+    auto touch = [&](TensorId t) {
+      if (context.resident_root[t]) return;
+      const TensorId root = context.root[t];
+      span_first[root] = std::min(span_first[root], n);
+      span_last[root] = std::max(span_last[root], n);
+      if (node.phase == Phase::kForward || context.forward_produced[t]) pinned[root] = 1;
+    };
+    for (TensorId t : node.inputs) touch(t);
+    for (TensorId t : node.outputs) {
+      touch(t);
+      makes_candidate[n] |= context.is_candidate[t];
+    }
+  }
+  std::vector<int32_t> crossing(num_nodes + 1, 0);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    if (!pinned[t] || span_first[t] >= span_last[t]) continue;
+    ++crossing[span_first[t] + 1];
+    --crossing[span_last[t] + 1];
+  }
+  std::vector<Region> regions;
+  Region current{0, 0};
+  bool has_candidate = false;
+  int32_t open = 0;
+  for (NodeId c = 1; c <= num_nodes; ++c) {
+    has_candidate |= makes_candidate[c - 1] != 0;
+    if (c == num_nodes) break;
+    open += crossing[c];
+    if (open == 0 && has_candidate) {
+      current.end = c;
+      regions.push_back(current);
+      current = {c, c};
+      has_candidate = false;
+    }
+  }
+  current.end = static_cast<NodeId>(num_nodes);
+  if (has_candidate || regions.empty()) {
+    regions.push_back(current);
+  } else {
+    regions.back().end = current.end;
+  }
+  return regions;
 }
 
 }  // namespace ckptplan

@@ -53,6 +53,16 @@ SaveSet SaveAll(const Graph& graph);
 struct SimOptions {
   int64_t reserve_bytes = 0;
   bool record_categories = false;  ///< fill SimResult::by_category
+  /// Simulate only the nodes [first_node, end_node) (clamped to the graph):
+  /// a region of the step (see FindRegions). Storages made before the range
+  /// and resident state are not counted; storages made in it that are read
+  /// after it live to its last step, as gradients do; the implicit gradients
+  /// count only when the step's first non-forward node is in the range.
+  /// SimResult::node_peak is then indexed by node - first_node. On a region,
+  /// each node's peak differs from the whole step's by an amount no plan
+  /// changes.
+  NodeId first_node = 0;
+  NodeId end_node = kNoId;
 };
 
 struct Step {
@@ -82,7 +92,8 @@ struct SimResult {
   std::vector<Step> steps;
   std::vector<int64_t> total;  ///< bytes live at each step
   /// Per original node: the most bytes over its step and the recompute steps
-  /// inserted before it. Comparable across plans.
+  /// inserted before it. Comparable across plans. Indexed by node id minus
+  /// SimOptions::first_node.
   std::vector<int64_t> node_peak;
   std::vector<CategoryBytes> by_category;  ///< per step, if recorded
   std::vector<Buffer> buffers;
@@ -106,11 +117,20 @@ struct SimContext {
   std::vector<TensorId> candidates;         ///< SaveCandidates(graph)
   std::vector<double> node_cost;            ///< Graph::NodeCost of each node
   double step_cost = 0;                     ///< every node's cost, run once
+  /// Per storage root: the last node reading any tensor sharing it; kNoId
+  /// when none does.
+  std::vector<NodeId> last_reader;
+  NodeId first_non_forward = kNoId;         ///< first node not in the forward
+  /// Every node cost is an integer and all of them sum below 2^53, so any
+  /// sum of costs is exact in a double whatever the order.
+  bool exact_costs = false;
 
   /// Working memory Simulate reuses between calls (fresh pages are costly on
   /// large graphs); a context serves one thread at a time.
   struct Scratch {
+    // All kNone between calls; a call resets only the entries it set.
     std::vector<uint32_t> original, recomputed;
+    std::vector<TensorId> touched;
     std::vector<int64_t> workspace, delta, running;
   };
   mutable Scratch scratch;
@@ -134,6 +154,19 @@ struct LowerBound {
   NodeId node = kNoId;
 };
 LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes);
+
+/// A range of nodes [first, end) that no plan connects to the rest of the
+/// step: every storage a forward node makes or reads is made and last read
+/// within one region, so a plan's choices in one region change memory in
+/// that region only (e.g. the microbatches of gradient accumulation).
+struct Region {
+  NodeId first = 0;
+  NodeId end = 0;
+};
+/// Splits the step into the most regions such that each has a candidate
+/// (the last one may have none when it is the only one). One region when the
+/// step does not split, none when the graph has no nodes.
+std::vector<Region> FindRegions(const SimContext& context);
 
 }  // namespace ckptplan
 

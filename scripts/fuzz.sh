@@ -68,7 +68,8 @@ for fuzzer in "${fuzzers[@]}"; do
       -max_total_time="$seconds" -timeout=60 -rss_limit_mb=2048 -max_len="$(max_len_for "$fuzzer")" \
       -print_final_stats=1 -artifact_prefix="build-fuzz/artifacts/$fuzzer-" \
       >"$log" 2>&1; then
-    grep -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' "$log" |
+    # -a: the log can hold bytes of mutated inputs that libonnx echoed.
+    grep -a -E '^stat::number_of_executed_units|^stat::average_exec_per_sec|^stat::peak_rss_mb' "$log" |
       sed "s/^/fuzz: $fuzzer: /"
   else
     echo "fuzz: $fuzzer FAILED; see $log" >&2

@@ -305,6 +305,7 @@ class RegionSearch {
     const RegionalMemory::Part& region = memory.part(r);
     const int64_t peak = memory.peak();
     const uint32_t search = searches_++;
+    ++stats_.searches;
     BuildView(context_, keep, region, peak, &view_);
     Bounds(region, keep, memory.Outside(r));
     DropChoice best;
@@ -519,10 +520,11 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   result.peak = final_sim.peak_bytes;
   result.recompute_cost = final_sim.recompute_cost;
   result.fits = final_sim.peak_bytes <= options.budget_bytes;
-  spdlog::info("incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} simulations",
-               result.drops.size(), memory.size(), result.start_peak, result.peak,
-               options.budget_bytes, result.fits ? "fits" : "does not fit",
-               counters.simulations);
+  spdlog::info(
+      "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
+      "searches, {} simulations",
+      result.drops.size(), memory.size(), result.start_peak, result.peak, options.budget_bytes,
+      result.fits ? "fits" : "does not fit", counters.searches, counters.simulations);
   return result;
 }
 

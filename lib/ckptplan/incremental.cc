@@ -104,6 +104,9 @@ struct View {
   std::vector<NodeId> family_last, family_second;
   std::vector<TensorId> family_last_tensor;
   RangeMax node_peak;                  // over nodes, the step's bytes
+  // Working memory reused between builds.
+  std::vector<NodeId> group;           // per step: node whose group it is in
+  std::vector<int64_t> step_node_peak;  // per node: the step's bytes
   std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
 };
 
@@ -143,7 +146,8 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
       }
     }
   }
-  std::vector<NodeId> group(sim.steps.size());
+  std::vector<NodeId>& group = view->group;
+  group.resize(sim.steps.size());
   size_t own_step_peaks = 0;
   NodeId next = region.range.end == 0 ? 0 : region.range.end - 1;
   for (size_t s = sim.steps.size(); s-- > 0;) {
@@ -187,7 +191,8 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
       view->family_second[root] = last;
     }
   }
-  std::vector<int64_t> node_peak(num_nodes);
+  std::vector<int64_t>& node_peak = view->step_node_peak;
+  node_peak.resize(num_nodes);
   size_t peak_nodes = 0;
   view->peak_prefix.assign(num_nodes + 1, 0);
   for (size_t n = 0; n < num_nodes; ++n) {

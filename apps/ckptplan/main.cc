@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough();  // -v works before or after the subcommand
   int verbosity = 0;
-  app.add_flag("-v,--verbose", verbosity, "More log output on stderr (-v info, -vv debug)");
+  app.add_flag("-v,--verbose", verbosity, "More log output on stderr (-v info, -vv debug, -vvv trace)");
 
   PlanOptions plan;
   SizeFlags plan_sizes;
@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("ckptplan");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("ckptplan: %l: %v");
-  spdlog::set_level(verbosity >= 2   ? spdlog::level::debug
+  spdlog::set_level(verbosity >= 3   ? spdlog::level::trace
+                    : verbosity == 2 ? spdlog::level::debug
                     : verbosity == 1 ? spdlog::level::info
                                      : spdlog::level::warn);
   spdlog::cfg::load_env_levels();

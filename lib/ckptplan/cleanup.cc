@@ -29,12 +29,15 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
   result.cost_before = memory.start_cost();
   RegionalMemory::Trial trial;
   bool changed = memory.peak() <= budget_bytes;
+  // While the plan fits, a re-save fits when its own region stays within the
+  // budget: a region no re-save changed in a round has none in the next.
+  std::vector<uint8_t> region_changed(memory.size(), 1);
   while (changed) {
     changed = false;
     // Rank the dropped candidates by the recompute a re-save removes.
     std::vector<Gain> gains;
     for (TensorId t : context.candidates) {
-      if (result.keep[t]) continue;
+      if (result.keep[t] || !region_changed[memory.RegionOf(t)]) continue;
       result.keep[t] = 1;
       memory.Try(memory.RegionOf(t), result.keep, &trial);
       result.keep[t] = 0;
@@ -45,6 +48,7 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
       if (a.saved_cost != b.saved_cost) return a.saved_cost > b.saved_cost;
       return a.tensor < b.tensor;
     });
+    std::fill(region_changed.begin(), region_changed.end(), 0);
     for (const Gain& gain : gains) {
       result.keep[gain.tensor] = 1;
       memory.Try(memory.RegionOf(gain.tensor), result.keep, &trial);
@@ -57,6 +61,7 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
       spdlog::debug("cleanup: re-save '{}' (cost {:+})", graph.tensors[gain.tensor].name,
                     trial.added_cost);
       result.resaved.push_back(gain.tensor);
+      region_changed[trial.region] = 1;
       memory.Apply(&trial);
       changed = true;
     }

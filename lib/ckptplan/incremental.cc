@@ -15,7 +15,7 @@ namespace {
 
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 // Recomputed nodes a bound walks through before giving up on pulled inputs.
-constexpr size_t kMaxPulledWalk = 16;
+constexpr size_t kMaxPulledWalk = 256;
 
 // Drops are ranked exactly as the reference ranks them (DropChoice in
 // selector.h); tests/incremental_test.cc checks the two stay identical.
@@ -92,8 +92,6 @@ struct View {
   NodeId first = 0;                    // the region's first node
   int64_t peak = 0;                    // the step's peak
   std::vector<NodeId> slot;            // per node: group it is re-run in; kNoId if not
-  bool peak_at_node_step = false;      // some node peaks at its own (not a recompute) step
-  bool all_peaks_at_node_step = false;  // every peak node does
   std::vector<NodeId> last_node;       // per root: node whose group last reads its original
   std::vector<NodeId> first_use;       // per tensor: first group a non-forward step reads it
   std::vector<int64_t> first_use_floor;  // per tensor: bytes at that step if it is the group's
@@ -104,7 +102,15 @@ struct View {
   std::vector<NodeId> family_last, family_second;
   std::vector<TensorId> family_last_tensor;
   RangeMax node_peak;                  // over nodes, the step's bytes
+  // Working memory reused between builds.
+  std::vector<NodeId> group;           // per step: node whose group it is in
+  std::vector<int64_t> step_node_peak;  // per node: the step's bytes
+  std::vector<int64_t> own_total;      // per node: the step's bytes at its own step
   std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
+  // Over the peak nodes in [first, first + n): how far below the peak their
+  // own steps are (saturating sum).
+  std::vector<int64_t> gap_prefix;
+  int64_t max_own_total = kLowest;     // most bytes at a node's own step
 };
 
 void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMemory::Part& region,
@@ -116,7 +122,6 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
   const size_t num_tensors = graph.tensors.size();
   view->first = first;
   view->peak = peak;
-  view->peak_at_node_step = false;
   view->slot.assign(num_nodes, kNoId);
   // Small regions reset only their own tensors' entries.
   if (view->first_use.size() != num_tensors || 4 * num_nodes >= graph.nodes.size()) {
@@ -143,8 +148,8 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
       }
     }
   }
-  std::vector<NodeId> group(sim.steps.size());
-  size_t own_step_peaks = 0;
+  std::vector<NodeId>& group = view->group;
+  group.resize(sim.steps.size());
   NodeId next = region.range.end == 0 ? 0 : region.range.end - 1;
   for (size_t s = sim.steps.size(); s-- > 0;) {
     const Step& step = sim.steps[s];
@@ -152,9 +157,6 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
     group[s] = next;
     if (step.recompute) {
       view->slot[step.node - first] = next;
-    } else if (sim.total[s] + region.offset[step.node - first] == peak) {
-      view->peak_at_node_step = true;
-      ++own_step_peaks;
     }
   }
   for (size_t s = 0; s < sim.steps.size(); ++s) {
@@ -187,15 +189,29 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
       view->family_second[root] = last;
     }
   }
-  std::vector<int64_t> node_peak(num_nodes);
+  std::vector<int64_t>& own_total = view->own_total;
+  own_total.resize(num_nodes);
+  view->max_own_total = kLowest;
+  for (size_t s = 0; s < sim.steps.size(); ++s) {
+    if (sim.steps[s].recompute) continue;
+    const NodeId n = sim.steps[s].node - first;
+    own_total[n] = sim.total[s] + region.offset[n];
+    view->max_own_total = std::max(view->max_own_total, own_total[n]);
+  }
+  std::vector<int64_t>& node_peak = view->step_node_peak;
+  node_peak.resize(num_nodes);
   size_t peak_nodes = 0;
   view->peak_prefix.assign(num_nodes + 1, 0);
+  view->gap_prefix.assign(num_nodes + 1, 0);
   for (size_t n = 0; n < num_nodes; ++n) {
     node_peak[n] = sim.node_peak[n] + region.offset[n];
-    peak_nodes += node_peak[n] == peak;
+    const bool at_peak = node_peak[n] == peak;
+    peak_nodes += at_peak;
     view->peak_prefix[n + 1] = static_cast<uint32_t>(peak_nodes);
+    const int64_t gap = at_peak ? peak - own_total[n] : 0;
+    view->gap_prefix[n + 1] =
+        view->gap_prefix[n] > kUnbounded - gap ? kUnbounded : view->gap_prefix[n] + gap;
   }
-  view->all_peaks_at_node_step = own_step_peaks == peak_nodes;
   view->node_peak.Build(node_peak);
 }
 
@@ -287,6 +303,8 @@ class ChainWalker {
   std::vector<NodeId> stack_;
 };
 
+int64_t SaturatingAdd(int64_t a, int64_t b) { return a > kUnbounded - b ? kUnbounded : a + b; }
+
 int64_t SaturatingMultiply(int64_t bytes, int64_t count) {
   if (bytes > 0 && count > kUnbounded / bytes) return kUnbounded;
   return bytes * count;
@@ -305,6 +323,7 @@ class RegionSearch {
     const RegionalMemory::Part& region = memory.part(r);
     const int64_t peak = memory.peak();
     const uint32_t search = searches_++;
+    ++stats_.searches;
     BuildView(context_, keep, region, peak, &view_);
     Bounds(region, keep, memory.Outside(r));
     DropChoice best;
@@ -327,6 +346,9 @@ class RegionSearch {
         drop.trial_node_peak = &trial_.sim.node_peak;
         drop.offset = &region.offset;
         DropChoice choice = ScoreDrop(t, drop);
+        spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
+                      context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
+                      choice.score, choice.freed);
         if (choice.tensor != kNoId && choice.BetterThan(best)) {
           best = choice;
           std::swap(*best_trial, trial_);
@@ -356,6 +378,10 @@ class RegionSearch {
     auto peaks_in = [&](int64_t lo, int64_t hi) {  // inclusive
       return static_cast<int64_t>(view.peak_prefix[hi + 1 - first] - view.peak_prefix[lo - first]);
     };
+    auto gaps_in = [&](int64_t lo, int64_t hi) {  // inclusive
+      const int64_t total = view.gap_prefix[hi + 1 - first];
+      return total == kUnbounded ? kUnbounded : total - view.gap_prefix[lo - first];
+    };
     tier0_.clear();
     tier1_.clear();
     for (TensorId t : region.candidates) {
@@ -382,18 +408,24 @@ class RegionSearch {
       const NodeRange& b = own.empty() ? NodeRange{} : pulled;
       int64_t outside;
       int64_t peaks_inside;
+      int64_t gaps_inside;  // how far below the peak those nodes' own steps are
       if (a.empty()) {
         outside = view.peak;
-        peaks_inside = 0;
+        peaks_inside = gaps_inside = 0;
       } else if (b.empty() || b.lo > a.hi + 1) {
         outside = std::max(peak_max(first, a.lo), peak_max(a.hi + 1, b.empty() ? end : b.lo));
         if (!b.empty()) outside = std::max(outside, peak_max(b.hi + 1, end));
         peaks_inside = peaks_in(a.lo, a.hi);
-        if (!b.empty()) peaks_inside += peaks_in(b.lo, b.hi);
+        gaps_inside = gaps_in(a.lo, a.hi);
+        if (!b.empty()) {
+          peaks_inside += peaks_in(b.lo, b.hi);
+          gaps_inside = SaturatingAdd(gaps_inside, gaps_in(b.lo, b.hi));
+        }
       } else {
         const int64_t hi = std::max(a.hi, b.hi);
         outside = std::max(peak_max(first, a.lo), peak_max(hi + 1, end));
         peaks_inside = peaks_in(a.lo, hi);
+        gaps_inside = gaps_in(a.lo, hi);
       }
       outside = std::max(outside, outside_region);
       // The first non-forward reader's own step keeps its bytes: the copy
@@ -409,20 +441,20 @@ class RegionSearch {
       const double cost = std::max(0.0, chain.cost - slack);
       int64_t freed0 = view.peak - outside;
       // A node's own step stays; only storages that end earlier leave it.
+      // Without a pull no recompute step leaves a group either. With one, a
+      // node's peak may fall to its own step's bytes less what leaves it.
+      const int64_t leaving = chain.pulls ? SaturatingAdd(own_bytes, chain.pulled_inputs)
+                                          : own_bytes;
       if (!chain.pulls) {
         freed0 = std::min(freed0, own_bytes);
-      } else if (view.peak_at_node_step && chain.pulled_inputs < kUnbounded - own_bytes) {
-        freed0 = std::min(freed0, own_bytes + chain.pulled_inputs);
+      } else if (view.max_own_total != kLowest) {
+        freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
       }
       if (freed0 > 0) tier0_.push_back({t, cost / static_cast<double>(freed0), freed0});
-      // Per peak node, as for freed0; with a pull only when every peak node
-      // peaks at its own step.
-      int64_t freed1 = kUnbounded;
-      if (!chain.pulls) {
-        freed1 = SaturatingMultiply(own_bytes, peaks_inside);
-      } else if (view.all_peaks_at_node_step && chain.pulled_inputs < kUnbounded - own_bytes) {
-        freed1 = SaturatingMultiply(own_bytes + chain.pulled_inputs, peaks_inside);
-      }
+      // Per peak node, as for freed0.
+      const int64_t freed1 = chain.pulls
+                                 ? SaturatingAdd(gaps_inside, SaturatingMultiply(leaving, peaks_inside))
+                                 : SaturatingMultiply(own_bytes, peaks_inside);
       if (peaks_inside > 0 && freed1 > 0) {
         tier1_.push_back({t, cost / static_cast<double>(freed1), freed1});
       }
@@ -519,10 +551,11 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   result.peak = final_sim.peak_bytes;
   result.recompute_cost = final_sim.recompute_cost;
   result.fits = final_sim.peak_bytes <= options.budget_bytes;
-  spdlog::info("incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} simulations",
-               result.drops.size(), memory.size(), result.start_peak, result.peak,
-               options.budget_bytes, result.fits ? "fits" : "does not fit",
-               counters.simulations);
+  spdlog::info(
+      "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
+      "searches, {} simulations",
+      result.drops.size(), memory.size(), result.start_peak, result.peak, options.budget_bytes,
+      result.fits ? "fits" : "does not fit", counters.searches, counters.simulations);
   return result;
 }
 

@@ -32,6 +32,7 @@ struct IncrementalStats {
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
   size_t bounded = 0;      ///< candidate bounds computed
   size_t regions = 0;      ///< regions searched apart (FindRegions)
+  size_t searches = 0;     ///< region searches (bounds, then trials)
 };
 
 /// Same contract and result as GreedyPlan.

@@ -1,10 +1,13 @@
 #include "ckptplan/local_search.h"
 
 #include <algorithm>
+#include <memory>
 #include <tuple>
 #include <vector>
 
 #include <spdlog/spdlog.h>
+
+#include "ckptplan/regions.h"
 
 namespace ckptplan {
 namespace {
@@ -22,21 +25,31 @@ struct Key {
 class Search {
  public:
   Search(const Graph& graph, const LocalSearchOptions& options, SaveSet keep)
-      : graph_(graph),
+      : context_(graph),
         options_(options),
         keep_(std::move(keep)),
-        candidates_(SaveCandidates(graph)) {
+        candidates_(context_.candidates) {
     sim_options_.reserve_bytes = options.reserve_bytes;
-    current_ = Evaluate();
+    Reset();
   }
 
   // One round; false when no move improves or the simulation budget is spent.
   bool Step() {
     Key best = current_;
     std::vector<TensorId> best_move;
+    // Single flips change one region: simulate that region only.
     for (TensorId t : candidates_) {
       if (Exhausted()) return false;
-      Try({t}, &best, &best_move);
+      keep_[t] ^= 1;
+      memory_->Try(memory_->RegionOf(t), keep_, &trial_);
+      keep_[t] ^= 1;
+      ++simulations_;
+      Key key = KeyOf(trial_.peak, trial_.cost);
+      if (key < best) {
+        best = key;
+        best_move = {t};
+        std::swap(best_trial_, trial_);
+      }
     }
     if (best_move.empty() && candidates_.size() <= options_.pair_limit) {
       for (size_t i = 0; i < candidates_.size(); ++i) {
@@ -59,7 +72,13 @@ class Search {
     }
     if (best_move.empty()) return false;
     for (TensorId t : best_move) keep_[t] ^= 1;
-    current_ = best;
+    if (best_move.size() == 1) {
+      memory_->Apply(&best_trial_);
+      current_ = KeyOf(memory_->peak(), memory_->cost());
+    } else {
+      Reset();  // the move's simulation was counted when it was tried
+      --simulations_;
+    }
     ++moves_;
     return true;
   }
@@ -78,28 +97,38 @@ class Search {
  private:
   bool Exhausted() const { return simulations_ >= options_.max_simulations; }
 
-  Key Evaluate() {
-    ++simulations_;
-    SimResult sim = Simulate(graph_, keep_, sim_options_);
-    return {std::max<int64_t>(0, sim.peak_bytes - options_.budget_bytes), sim.recompute_cost,
-            sim.peak_bytes};
+  Key KeyOf(int64_t peak, double cost) const {
+    return {std::max<int64_t>(0, peak - options_.budget_bytes), cost, peak};
   }
 
+  // Simulates the current plan from scratch, region by region.
+  void Reset() {
+    memory_ = std::make_unique<RegionalMemory>(context_, keep_, sim_options_);
+    ++simulations_;
+    current_ = KeyOf(memory_->peak(), memory_->cost());
+  }
+
+  // Moves of several flips (small graphs only): simulated whole.
   void Try(const std::vector<TensorId>& flips, Key* best, std::vector<TensorId>* best_move) {
     for (TensorId t : flips) keep_[t] ^= 1;
-    Key key = Evaluate();
+    ++simulations_;
+    Simulate(context_, keep_, sim_options_, &whole_);
     for (TensorId t : flips) keep_[t] ^= 1;
+    Key key = KeyOf(whole_.peak_bytes, whole_.recompute_cost);
     if (key < *best) {
       *best = key;
       *best_move = flips;
     }
   }
 
-  const Graph& graph_;
+  const SimContext context_;
   const LocalSearchOptions& options_;
   SaveSet keep_;
-  const std::vector<TensorId> candidates_;
+  const std::vector<TensorId>& candidates_;
   SimOptions sim_options_;
+  std::unique_ptr<RegionalMemory> memory_;
+  RegionalMemory::Trial trial_, best_trial_;
+  SimResult whole_;
   Key current_;
   size_t moves_ = 0;
   size_t simulations_ = 0;

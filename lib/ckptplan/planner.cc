@@ -22,9 +22,18 @@ constexpr int kMaxSegments = 64;
 constexpr size_t kLocalSearchStarts = 4;
 constexpr size_t kManyStartsLimit = 64;
 // Local search simulations are capped at this many node-steps per search
-// (e.g. 20000 simulations of a 200-node graph), so that it stays a small
-// part of the planning time on large graphs.
+// (e.g. 20000 simulations of a 200-node region), so that it stays a small
+// part of the planning time on large graphs. Its single flips simulate one
+// region (FindRegions) each.
 constexpr size_t kLocalSearchNodeSteps = 4'000'000;
+// The every-k-th search simulates the whole step once per k: it tries at most
+// this many node-steps' worth of k (and at least kMinSegments).
+constexpr size_t kSegmentNodeSteps = 8'000'000;
+constexpr int kMinSegments = 8;
+// Above this many candidates the greedy runs from the --start set only: on
+// such graphs (e.g. many microbatches) both starts end at the same plans
+// while each greedy takes seconds.
+constexpr size_t kSecondStartLimit = 10'000;
 
 class Candidates {
  public:
@@ -113,7 +122,9 @@ void AddBestSegments(const Graph& graph, const PlannerOptions& options, Candidat
   for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
   // Compared raw; only the chosen one is cleaned up (by `candidates`).
   Candidates segments(graph, options, /*cleanup=*/false);
-  const int most = static_cast<int>(std::min<size_t>(forward, kMaxSegments));
+  const size_t affordable =
+      std::max<size_t>(kMinSegments, kSegmentNodeSteps / std::max<size_t>(graph.nodes.size(), 1));
+  const int most = static_cast<int>(std::min<size_t>({forward, kMaxSegments, affordable}));
   for (int k = 1; k <= most; ++k) {
     segments.Add(SegmentPlan(graph, k), std::to_string(k) + " segments");
   }
@@ -125,8 +136,13 @@ void AddBestSegments(const Graph& graph, const PlannerOptions& options, Candidat
 
 PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
   Candidates candidates(graph, options);
-  const std::string other = options.start == "mincut" ? "save-all" : "mincut";
-  for (const std::string& start : {options.start, other}) {
+  const SimContext context(graph);
+  const size_t num_candidates = context.candidates.size();
+  std::vector<std::string> starts{options.start};
+  if (num_candidates <= kSecondStartLimit) {
+    starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
+  }
+  for (const std::string& start : starts) {
     candidates.Add(Greedy(graph, StartSet(graph, start, options.policy), options),
                    "greedy from " + start);
   }
@@ -140,17 +156,23 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
   LocalSearchOptions search;
   search.budget_bytes = options.budget_bytes;
   search.reserve_bytes = options.reserve_bytes;
-  search.max_simulations = std::clamp<size_t>(
-      kLocalSearchNodeSteps / std::max<size_t>(graph.nodes.size(), 1), 200, search.max_simulations);
-  const size_t starts = SaveCandidates(graph).size() <= kManyStartsLimit ? kLocalSearchStarts : 1;
+  // Single flips simulate their region (the whole step when costs are not
+  // exact integers; see RegionalMemory).
+  size_t largest_region = context.exact_costs ? 1 : graph.nodes.size();
+  for (const Region& region : FindRegions(context)) {
+    largest_region = std::max<size_t>(largest_region, region.end - region.first);
+  }
+  search.max_simulations = std::clamp<size_t>(kLocalSearchNodeSteps / largest_region, 200,
+                                              search.max_simulations);
+  const size_t search_starts = num_candidates <= kManyStartsLimit ? kLocalSearchStarts : 1;
   search.triple_limit = 0;
-  for (const PlannerResult& start : candidates.Top(starts)) {
+  for (const PlannerResult& start : candidates.Top(search_starts)) {
     LocalSearchResult improved = ImprovePlan(graph, start.keep, search);
     if (improved.moves > 0) candidates.Add(improved.keep, start.method + " + local search");
   }
   // Three-flip moves (small graphs only), from the best plan found.
   search.triple_limit = LocalSearchOptions().triple_limit;
-  if (SaveCandidates(graph).size() <= search.triple_limit) {
+  if (num_candidates <= search.triple_limit) {
     const PlannerResult best = candidates.best();
     LocalSearchResult improved = ImprovePlan(graph, best.keep, search);
     if (improved.moves > 0) candidates.Add(improved.keep, best.method + " + local search");

@@ -22,7 +22,7 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
   const Graph& graph = context.graph;
   SimResult whole = Simulate(context, keep, options);
   start_peak_ = peak_ = whole.peak_bytes;
-  start_cost_ = whole.recompute_cost;
+  start_cost_ = cost_ = whole.recompute_cost;
   std::vector<Region> ranges;
   if (context.exact_costs) {
     ranges = FindRegions(context);
@@ -49,6 +49,7 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
 SimOptions RegionalMemory::OptionsFor(size_t r) const {
   SimOptions options = options_;
   options.record_categories = false;
+  options.record_recomputes = false;
   options.first_node = parts_[r].range.first;
   options.end_node = parts_[r].range.end;
   return options;
@@ -83,12 +84,15 @@ void RegionalMemory::Try(size_t r, const SaveSet& keep, Trial* trial) const {
   trial->region_max = MaxWithOffset(trial->sim.node_peak, part.offset);
   trial->peak = std::max(Outside(r), trial->region_max);
   trial->added_cost = trial->sim.recompute_cost - part.sim.recompute_cost;
+  // One region is the whole step; several add up exactly (integer costs).
+  trial->cost = parts_.size() == 1 ? trial->sim.recompute_cost : cost_ + trial->added_cost;
 }
 
 void RegionalMemory::Apply(Trial* trial) {
   Part& part = parts_[trial->region];
   std::swap(part.sim, trial->sim);
   part.max = trial->region_max;
+  cost_ = trial->cost;
   UpdateTop();
 }
 

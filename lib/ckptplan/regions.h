@@ -37,6 +37,7 @@ class RegionalMemory {
 
   /// The step's peak and recompute cost for the current plan.
   int64_t peak() const { return peak_; }
+  double cost() const { return cost_; }
   /// The starting plan's peak and recompute cost, from a whole-step simulation.
   int64_t start_peak() const { return start_peak_; }
   double start_cost() const { return start_cost_; }
@@ -54,6 +55,7 @@ class RegionalMemory {
     int64_t peak = 0;        ///< the step's peak
     int64_t region_max = 0;  ///< the region's highest node peak, step's bytes
     double added_cost = 0;   ///< recompute cost after minus before
+    double cost = 0;         ///< the step's recompute cost after
     SimResult sim;
   };
   /// Simulates region `r` under `keep` (the current plan but for candidates
@@ -70,7 +72,7 @@ class RegionalMemory {
   std::vector<Part> parts_;
   std::vector<uint32_t> region_of_node_;
   int64_t peak_ = 0, start_peak_ = 0;
-  double start_cost_ = 0;
+  double start_cost_ = 0, cost_ = 0;
   // The two highest region maxima and how many regions reach the first.
   int64_t top_ = 0, second_ = 0;
   size_t at_top_ = 0;

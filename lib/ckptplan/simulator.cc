@@ -58,10 +58,11 @@ uint32_t FirstNonForwardNode(const Graph& graph) {
 class Builder {
  public:
   Builder(const SimContext& context, const SaveSet& keep, NodeId first, NodeId end,
-          SimResult* result)
+          bool record_recomputes, SimResult* result)
       : workspace(context.scratch.workspace),
         context_(context), graph_(context.graph), keep_(keep), result_(*result),
-        first_(first), end_(end),
+        first_(first), end_(end), record_recomputes_(record_recomputes),
+        stack_(context.scratch.stack),
         original_(context.scratch.original),
         recomputed_(context.scratch.recomputed),
         touched_(context.scratch.touched) {
@@ -110,7 +111,8 @@ class Builder {
 
   void MaterializeForTensor(TensorId target) {
     Recompute record{target, {}, 0};
-    std::vector<TensorId> stack{target};
+    std::vector<TensorId>& stack = stack_;
+    stack.assign(1, target);
     while (!stack.empty()) {
       TensorId t = stack.back();
       if (recomputed_[t] != kNone) {
@@ -131,12 +133,12 @@ class Builder {
       }
       NodeId p = graph_.tensors[t].producer;
       EmitStep(p, /*recompute=*/true);
-      record.chain.push_back(p);
+      if (record_recomputes_) record.chain.push_back(p);
       record.cost += context_.node_cost[p];
       stack.pop_back();
     }
     result_.recompute_cost += record.cost;
-    result_.recomputes.push_back(std::move(record));
+    if (record_recomputes_) result_.recomputes.push_back(std::move(record));
   }
 
   void Read(uint32_t buffer, uint32_t step) {
@@ -178,6 +180,8 @@ class Builder {
   const SaveSet& keep_;
   SimResult& result_;
   const NodeId first_, end_;           // nodes simulated
+  const bool record_recomputes_;
+  std::vector<TensorId>& stack_;       // of MaterializeForTensor
   std::vector<uint32_t>& original_;    // buffer of each tensor's first instance
   std::vector<uint32_t>& recomputed_;  // buffer of its recomputed copy
   std::vector<TensorId>& touched_;     // entries of the two set by this run
@@ -296,7 +300,7 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
   result.resident = {};
   result.steps.reserve(end - first);
   if (whole) result.buffers.reserve(graph.tensors.size());
-  Builder builder(context, keep, first, end, &result);
+  Builder builder(context, keep, first, end, options.record_recomputes, &result);
   builder.Run();
   SettleBuffers(context, end, result);
   result.step_cost = context.step_cost;

@@ -53,6 +53,9 @@ SaveSet SaveAll(const Graph& graph);
 struct SimOptions {
   int64_t reserve_bytes = 0;
   bool record_categories = false;  ///< fill SimResult::by_category
+  /// Fill SimResult::recomputes; searches that read only the peaks and the
+  /// recompute cost turn it off.
+  bool record_recomputes = true;
   /// Simulate only the nodes [first_node, end_node) (clamped to the graph):
   /// a region of the step (see FindRegions). Storages made before the range
   /// and resident state are not counted; storages made in it that are read
@@ -130,7 +133,7 @@ struct SimContext {
   struct Scratch {
     // All kNone between calls; a call resets only the entries it set.
     std::vector<uint32_t> original, recomputed;
-    std::vector<TensorId> touched;
+    std::vector<TensorId> touched, stack;
     std::vector<int64_t> workspace, delta, running;
   };
   mutable Scratch scratch;

@@ -2,6 +2,8 @@
 // must exit with its code, say its message on stderr and write no output.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -30,7 +32,9 @@ TEST_CASE("bad inputs: every manifest case fails cleanly with its code and messa
   const nlohmann::json manifest = nlohmann::json::parse(in);
   const nlohmann::json& cases = manifest.at("cases");
   REQUIRE(cases.size() >= 40);
-  const fs::path out_dir = fs::temp_directory_path() / "ckptplan_bad_inputs_test";
+  // One directory per process: test runs from several checkouts share /tmp.
+  const fs::path out_dir =
+      fs::temp_directory_path() / ("ckptplan_bad_inputs_test." + std::to_string(getpid()));
   for (const nlohmann::json& entry : cases) {
     const std::string name = entry.at("name");
     CAPTURE(name);

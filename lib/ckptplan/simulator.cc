@@ -151,7 +151,11 @@ class Builder {
     const Node& node = graph_.nodes[n];
     const uint32_t step = static_cast<uint32_t>(result_.steps.size());
     const bool forward_read = node.phase == Phase::kForward && !recompute;
-    result_.steps.push_back({n, recompute});
+    // Filled in place: a braced temporary makes the compiler store the
+    // fields one by one and load them back whole, which stalls.
+    Step& emitted = result_.steps.emplace_back();
+    emitted.node = n;
+    emitted.recompute = recompute;
     workspace.push_back(node.workspace_bytes);
     for (TensorId in : node.inputs) Read(BufferFor(in, forward_read), step);
     for (TensorId out : node.outputs) {
@@ -164,7 +168,11 @@ class Builder {
         Category category = recompute ? Category::kRecomputed
                             : tensor.kind == TensorKind::kGradient ? Category::kGradients
                                                                    : Category::kTemporaries;
-        result_.buffers.push_back({out, tensor.bytes, category, step, step});
+        Buffer& made = result_.buffers.emplace_back();
+        made.root = out;
+        made.bytes = tensor.bytes;
+        made.category = category;
+        made.first_step = made.last_step = step;
       }
       touched_.push_back(out);
       if (!recompute) {

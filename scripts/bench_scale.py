@@ -10,7 +10,7 @@ medians over --runs runs (--big-runs for graphs of 10^6 nodes).
 
 Usage: /usr/bin/python3 scripts/bench_scale.py [--binary build/ckptplan]
        [--sizes 1e3,1e4,1e5,1e6] [--runs 3] [--big-runs 1] [--fraction 0.5]
-       [--plan-timeout 600] [--workdir DIR]
+       [--plan-timeout 600] [--workdir DIR] [--strategy ckptplan|greedy]
 """
 import argparse
 import os
@@ -30,9 +30,9 @@ SHAPES = {
 }
 
 
-def timings(binary, graph, budget, timeout):
+def timings(binary, graph, budget, timeout, strategy):
     """Runs one plan; returns the parsed timings line, or None on timeout."""
-    command = [binary, "plan", graph, "--budget", str(budget), "--timings"]
+    command = [binary, "plan", graph, "--budget", str(budget), "--timings", "--strategy", strategy]
     try:
         done = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True, timeout=timeout)
@@ -54,6 +54,8 @@ def main():
     parser.add_argument("--fraction", type=float, default=0.5)
     parser.add_argument("--plan-timeout", type=float, default=600)
     parser.add_argument("--workdir", default=None)
+    parser.add_argument("--strategy", default="ckptplan",
+                        help="plan --strategy: ckptplan (the default search) or greedy")
     args = parser.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="ckptplan_bench_")
     os.makedirs(workdir, exist_ok=True)
@@ -64,18 +66,18 @@ def main():
         if not os.path.exists(graph):
             subprocess.run([args.binary, "generate", "transformer"] + SHAPES[size] +
                            ["-o", graph], check=True, stdout=subprocess.DEVNULL)
-        probe = timings(args.binary, graph, 2**62, None)
+        probe = timings(args.binary, graph, 2**62, None, args.strategy)
         budget = int(probe["save_all_peak"] * args.fraction)
         note = "%g%% of save-all" % (100 * args.fraction)
         runs = args.big_runs if probe["nodes"] >= 500000 else args.runs
         samples = []
         for _ in range(runs):
-            sample = timings(args.binary, graph, budget, args.plan_timeout)
+            sample = timings(args.binary, graph, budget, args.plan_timeout, args.strategy)
             if sample is not None and not sample["fits"]:
                 # The greedy stops above the budget: use the lowest peak it reached.
                 budget = int(sample["peak"])
                 note = "lowest reached (%g%% infeasible)" % (100 * args.fraction)
-                sample = timings(args.binary, graph, budget, args.plan_timeout)
+                sample = timings(args.binary, graph, budget, args.plan_timeout, args.strategy)
             samples.append(sample)
         done = [s for s in samples if s is not None]
         med = lambda key: statistics.median(s[key] for s in done) if done else float("nan")
@@ -95,6 +97,9 @@ def main():
         print("| %s | %d | %.3f | %.2f ms | %s | %s | %.0f%% (%s) | %.1f MiB | %.0f B | %s | %d/%d |"
               % (size, nodes, parse, 1000 * simulate, plan_text, "-" if drops is None else drops,
                  100 * frac, note, rss / 2**20, rss / nodes, ratio, done, runs))
+    plans = {size: plan for (size, _, _, _, plan, *_rest) in rows}
+    if plans.get("1e5") and plans.get("1e6"):
+        print("\nplan time 1e6 / 1e5: %.1f" % (plans["1e6"] / plans["1e5"]))
 
 
 if __name__ == "__main__":

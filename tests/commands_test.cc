@@ -54,3 +54,25 @@ TEST_CASE("generate and --planner reject bad values with usage errors") {
 
 }  // namespace
 }  // namespace ckptplan
+
+namespace ckptplan {
+namespace {
+
+TEST_CASE("plan files and summaries do not depend on recording every step's categories") {
+  // The timeline makes `plan` record categories at every step; without it
+  // only the peak's breakdown is computed. Both must print the same figures.
+  const std::string dir = testing::ScratchDir("commands_per_step");
+  const std::string graph =
+      std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/transformer_block.json";
+  auto plain = testing::RunCli("plan " + graph + " --budget 300MiB --json -o " + dir + "/a.json");
+  auto charted = testing::RunCli("plan " + graph + " --budget 300MiB --json -o " + dir +
+                                 "/b.json --timeline " + dir + "/t.json");
+  REQUIRE(plain.code == 0);
+  REQUIRE(charted.code == 0);
+  CHECK(plain.out.find("\"peak_breakdown\"") != std::string::npos);
+  CHECK(plain.out == charted.out);
+  CHECK(testing::Slurp(dir + "/a.json") == testing::Slurp(dir + "/b.json"));
+}
+
+}  // namespace
+}  // namespace ckptplan

@@ -37,7 +37,7 @@ PeakRecord MakePeakRecord(const Graph& graph, const SimResult& sim, size_t top) 
     record.peak_phase = ToString(node.phase);
     record.peak_recompute = sim.steps[sim.peak_step].recompute;
   }
-  record.breakdown = sim.by_category.empty() ? sim.resident : sim.by_category[sim.peak_step];
+  record.breakdown = CategoriesAt(sim, sim.peak_step);
   for (const LiveTensor& live : LiveAt(sim, sim.peak_step, top)) {
     const Tensor& tensor = graph.tensors[live.tensor];
     PeakTensor entry{tensor.name, live.bytes, live.category, "", "", ""};

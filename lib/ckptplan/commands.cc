@@ -25,10 +25,13 @@
 namespace ckptplan {
 namespace {
 
-SimResult SimulateRecorded(const Graph& graph, const SaveSet& keep, int64_t reserve) {
+// `per_step`: categories at every step (timelines and reports), not only at
+// the peak.
+SimResult SimulateRecorded(const Graph& graph, const SaveSet& keep, int64_t reserve,
+                           bool per_step = true) {
   SimOptions options;
   options.reserve_bytes = reserve;
-  options.record_categories = true;
+  options.record_categories = per_step;
   return Simulate(graph, keep, options);
 }
 
@@ -116,16 +119,16 @@ std::string PlanGraphFile(const std::string& plan_path) {
 
 }  // namespace
 
-PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options) {
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool per_step) {
   PlanOutcome outcome;
   outcome.bound = ComputeLowerBound(graph, options.reserve_bytes);
   auto clock = std::chrono::steady_clock::now();
   outcome.found = PlanGraph(graph, options);
   outcome.plan_seconds = SecondsSince(clock);
   clock = std::chrono::steady_clock::now();
-  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes);
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes, per_step);
   outcome.simulate_seconds = SecondsSince(clock);
-  outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes);
+  outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes, per_step);
   if (outcome.found.fits) return outcome;
   const LowerBound& bound = outcome.bound;
   const int64_t budget_bytes = options.budget_bytes;
@@ -155,7 +158,10 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   const double parse_s = SecondsSince(clock);
   const long parse_rss_kib = options.timings ? PeakRssKib() : 0;
   const Graph& graph = loaded.graph;
-  PlanOutcome outcome = ComputePlan(graph, planner_options);
+  // Categories at every step only for the outputs that chart them.
+  const bool per_step = !options.timeline_path.empty() || !options.report_path.empty() ||
+                        !options.trace_path.empty() || !options.timeline_csv_path.empty();
+  PlanOutcome outcome = ComputePlan(graph, planner_options, per_step);
   spdlog::info("plan: {}", outcome.found.method);
   const SimResult& save_all = outcome.save_all;
   const SimResult& planned = outcome.planned;

@@ -69,7 +69,8 @@ struct ExportOptions {
   LoadOptions load;
 };
 /// The planning path `plan` and `check` share: PlanGraph (planner.h) with
-/// `options`, then save-all and the plan simulated with categories recorded.
+/// `options`, then save-all and the plan simulated with categories recorded
+/// at every step (`per_step`) or at the peak only.
 /// Never throws for an unreachable budget: `infeasible` says why instead.
 struct PlanOutcome {
   LowerBound bound;
@@ -80,7 +81,7 @@ struct PlanOutcome {
   double plan_seconds = 0;      ///< PlanGraph alone
   double simulate_seconds = 0;  ///< the save-all simulation alone
 };
-PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options);
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool per_step = true);
 
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output

@@ -1,5 +1,7 @@
 #include "ckptplan/json_loader.h"
 
+#include <sys/stat.h>
+
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -10,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptplan/errors.h"
+#include "ckptplan/output_file.h"
 #include "ckptplan/problems.h"
 
 namespace ckptplan {
@@ -620,7 +623,47 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source, const Lim
   return Loader(source, limits).RunDom(root);
 }
 
-Graph LoadJsonGraph(const std::string& path, const Limits& limits) {
+Graph LoadJsonGraph(const std::string& path, const Limits& limits, std::string* sha256_hex) {
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    // A pipe cannot be read twice: hold it in memory.
+    const std::string text = ReadFile(path);
+    if (sha256_hex) *sha256_hex = Sha256Hex(text);
+    return ParseJsonGraph(text, path, limits);
+  }
+  // A regular file is read twice in pieces (depth scan, then the streaming
+  // parse), so that a large graph's text is never held in memory at once.
+  auto open = [&](std::ifstream& in) {
+    in.open(path, std::ios::binary);
+    if (!in) throw IoError(path + ": cannot open file for reading");
+  };
+  {
+    std::ifstream in;
+    open(in);
+    JsonDepthScanner scanner(limits.max_depth, path);
+    Sha256 sha;
+    std::vector<char> piece(1 << 16);
+    while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {
+      const std::string_view read(piece.data(), static_cast<size_t>(in.gcount()));
+      scanner.Feed(read);
+      sha.Update(read);
+    }
+    if (in.bad()) throw IoError(path + ": read failed");
+    if (sha256_hex) *sha256_hex = sha.HexDigest();
+  }
+  {
+    std::ifstream in;
+    open(in);
+    Loader loader(path, limits);
+    StreamHandler handler(loader, path);
+    json::sax_parse(in, &handler);
+    if (in.bad()) throw IoError(path + ": read failed");
+    if (!handler.wants_dom()) {
+      handler.Finish();
+      return loader.Finish();
+    }
+  }
+  // The document needs the whole-document reader (see StreamHandler).
   return ParseJsonGraph(ReadFile(path), path, limits);
 }
 

@@ -19,7 +19,10 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source,
                      const Limits& limits = Limits());
 
 /// Reads and parses the file at `path`. Throws IoError when it cannot be read.
-Graph LoadJsonGraph(const std::string& path, const Limits& limits = Limits());
+/// A regular file is read in pieces, never held whole in memory. Sets
+/// *sha256_hex, when given, to the file's SHA-256.
+Graph LoadJsonGraph(const std::string& path, const Limits& limits = Limits(),
+                    std::string* sha256_hex = nullptr);
 
 /// Reads a whole file; throws IoError naming `path` on failure.
 std::string ReadFile(const std::string& path);

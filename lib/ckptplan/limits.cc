@@ -5,29 +5,32 @@
 
 namespace ckptplan {
 
-void CheckJsonDepth(std::string_view text, uint32_t max_depth, const std::string& source) {
-  uint32_t depth = 0;
-  bool in_string = false, escaped = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+void JsonDepthScanner::Feed(std::string_view piece) {
+  for (size_t i = 0; i < piece.size(); ++i) {
+    char c = piece[i];
+    if (in_string_) {
+      if (escaped_) escaped_ = false;
+      else if (c == '\\') escaped_ = true;
+      else if (c == '"') in_string_ = false;
       continue;
     }
     if (c == '"') {
-      in_string = true;
+      in_string_ = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > max_depth) {
-        throw InputError(source + ": JSON nests deeper than " + std::to_string(max_depth) +
-                         " levels at byte " + std::to_string(i) +
+      if (++depth_ > max_depth_) {
+        throw InputError(source_ + ": JSON nests deeper than " + std::to_string(max_depth_) +
+                         " levels at byte " + std::to_string(offset_ + i) +
                          " (raise the limit with --max-depth)");
       }
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
+    } else if ((c == ']' || c == '}') && depth_ > 0) {
+      --depth_;
     }
   }
+  offset_ += piece.size();
+}
+
+void CheckJsonDepth(std::string_view text, uint32_t max_depth, const std::string& source) {
+  JsonDepthScanner(max_depth, source).Feed(text);
 }
 
 void CheckReserve(int64_t bytes, std::string_view what) {

@@ -45,6 +45,22 @@ inline int64_t SaturatingMul(int64_t a, int64_t b) {
 /// Linear and allocation-free; run it before handing text to a parser.
 void CheckJsonDepth(std::string_view text, uint32_t max_depth, const std::string& source);
 
+/// CheckJsonDepth over text that arrives in pieces (a file read in chunks).
+class JsonDepthScanner {
+ public:
+  JsonDepthScanner(uint32_t max_depth, const std::string& source)
+      : max_depth_(max_depth), source_(source) {}
+  /// Scans the next piece; throws as CheckJsonDepth does.
+  void Feed(std::string_view piece);
+
+ private:
+  const uint32_t max_depth_;
+  const std::string& source_;
+  uint32_t depth_ = 0;
+  bool in_string_ = false, escaped_ = false;
+  uint64_t offset_ = 0;  // bytes scanned before this piece
+};
+
 /// Throws InputError (exit code kExitUsage) naming `what` when `bytes` is
 /// over kMaxReserveBytes.
 void CheckReserve(int64_t bytes, std::string_view what);

@@ -17,8 +17,8 @@ bool EndsWith(const std::string& text, const std::string& suffix) {
 
 LoadedGraph LoadGraph(const std::string& path, const LoadOptions& options) {
   if (EndsWith(path, ".onnx")) return LoadOnnxGraph(path, options);
-  std::string text = ReadFile(path);
-  LoadedGraph loaded{ParseJsonGraph(text, path, options.limits), Sha256Hex(text)};
+  LoadedGraph loaded;
+  loaded.graph = LoadJsonGraph(path, options.limits, &loaded.sha256);
   return loaded;
 }
 

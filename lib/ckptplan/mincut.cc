@@ -1,11 +1,14 @@
 #include "ckptplan/mincut.h"
 
+#include <algorithm>
 #include <deque>
 #include <limits>
 
 #include <boost/graph/adjacency_list.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
 #include <spdlog/spdlog.h>
+
+#include "ckptplan/simulator.h"
 
 namespace ckptplan {
 namespace {
@@ -21,8 +24,9 @@ using Vertex = Traits::vertex_descriptor;
 
 constexpr Vertex kSource = 0;
 constexpr Vertex kSink = 1;
-Vertex In(TensorId t) { return 2 + 2 * static_cast<Vertex>(t); }
-Vertex Out(TensorId t) { return 3 + 2 * static_cast<Vertex>(t); }
+// Vertices of the tensor with local index `i` in its region's network.
+Vertex In(uint32_t i) { return 2 + 2 * static_cast<Vertex>(i); }
+Vertex Out(uint32_t i) { return 3 + 2 * static_cast<Vertex>(i); }
 
 class Network {
  public:
@@ -75,48 +79,60 @@ bool IsForwardActivation(const Graph& graph, TensorId t) {
 
 MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
   const size_t num_tensors = graph.tensors.size();
-  const std::vector<TensorId> candidates = SaveCandidates(graph);
-  std::vector<uint8_t> is_candidate(num_tensors, 0);
-  int64_t infinity = 1;
-  for (TensorId t : candidates) {
-    is_candidate[t] = 1;
-    infinity += graph.tensors[graph.StorageRoot(t)].bytes;
-  }
-  Network network(num_tensors);
-  for (TensorId t = 0; t < num_tensors; ++t) {
-    if (!IsForwardActivation(graph, t)) continue;
-    const int64_t bytes = graph.tensors[graph.StorageRoot(t)].bytes;
-    network.AddEdge(In(t), Out(t), is_candidate[t] ? bytes : infinity);
-    if (!policy.Allows(graph.nodes[graph.tensors[t].producer].op)) {
-      network.AddEdge(kSource, In(t), infinity);
-    }
-    if (is_candidate[t]) network.AddEdge(Out(t), kSink, infinity);
-  }
-  for (const Node& node : graph.nodes) {
-    if (node.phase != Phase::kForward) continue;
-    for (TensorId a : node.inputs) {
-      if (!IsForwardActivation(graph, a)) continue;
-      for (TensorId b : node.outputs) {
-        if (IsForwardActivation(graph, b)) network.AddEdge(Out(a), In(b), infinity);
+  const SimContext context(graph);
+  MinCutResult result;
+  result.keep = SaveAll(graph);
+  // Regions (FindRegions) share no forward data flow, so their networks are
+  // separate components: each is cut on its own, which keeps the network
+  // small. The source side of the minimal min cut is the same either way.
+  std::vector<uint32_t> local(num_tensors, kNoId);
+  std::vector<TensorId> tensors;
+  for (const Region& region : FindRegions(context)) {
+    tensors.clear();
+    int64_t infinity = 1;
+    for (NodeId n = region.first; n < region.end; ++n) {
+      for (TensorId t : graph.nodes[n].outputs) {
+        if (!IsForwardActivation(graph, t) || local[t] != kNoId) continue;
+        local[t] = static_cast<uint32_t>(tensors.size());
+        tensors.push_back(t);
+        if (context.is_candidate[t]) infinity += graph.tensors[context.root[t]].bytes;
       }
     }
-  }
-  MinCutResult result;
-  result.cut_bytes = network.MaxFlow();
-  const std::vector<uint8_t> source_side = network.SourceSide();
-  result.keep = SaveAll(graph);
-  for (TensorId t : candidates) {
+    if (tensors.empty()) continue;
+    std::sort(tensors.begin(), tensors.end());
+    for (uint32_t i = 0; i < tensors.size(); ++i) local[tensors[i]] = i;
+    Network network(tensors.size());
+    for (TensorId t : tensors) {
+      const int64_t bytes = graph.tensors[context.root[t]].bytes;
+      network.AddEdge(In(local[t]), Out(local[t]), context.is_candidate[t] ? bytes : infinity);
+      if (!policy.Allows(graph.nodes[graph.tensors[t].producer].op)) {
+        network.AddEdge(kSource, In(local[t]), infinity);
+      }
+      if (context.is_candidate[t]) network.AddEdge(Out(local[t]), kSink, infinity);
+    }
+    for (NodeId n = region.first; n < region.end; ++n) {
+      const Node& node = graph.nodes[n];
+      if (node.phase != Phase::kForward) continue;
+      for (TensorId a : node.inputs) {
+        if (!IsForwardActivation(graph, a)) continue;
+        for (TensorId b : node.outputs) {
+          if (IsForwardActivation(graph, b)) network.AddEdge(Out(local[a]), In(local[b]), infinity);
+        }
+      }
+    }
+    result.cut_bytes += network.MaxFlow();
+    const std::vector<uint8_t> source_side = network.SourceSide();
     // A candidate whose t_in is on the sink side is recomputed; t_out can
     // never be on the source side (it reaches the sink with infinite capacity).
-    if (source_side[In(t)]) {
-      result.saved.push_back(t);
-    } else {
-      result.keep[t] = 0;
-      result.dropped.push_back(t);
+    for (TensorId t : tensors) {
+      if (context.is_candidate[t] && !source_side[In(local[t])]) result.keep[t] = 0;
     }
   }
+  for (TensorId t : context.candidates) {
+    (result.keep[t] ? result.saved : result.dropped).push_back(t);
+  }
   spdlog::info("mincut: {} of {} candidates saved ({} bytes), {} recomputed", result.saved.size(),
-               candidates.size(), result.cut_bytes, result.dropped.size());
+               context.candidates.size(), result.cut_bytes, result.dropped.size());
   return result;
 }
 

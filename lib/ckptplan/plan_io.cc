@@ -33,7 +33,7 @@ ordered_json BreakdownJson(const SimResult& sim, uint32_t step) {
   ordered_json breakdown = ordered_json::object();
   for (size_t c = 0; c < kNumCategories; ++c) {
     breakdown[std::string(ToString(static_cast<Category>(c)))] =
-        sim.by_category.empty() ? sim.resident[c] : sim.by_category[step][c];
+        CategoriesAt(sim, step)[c];
   }
   return breakdown;
 }

@@ -1,6 +1,7 @@
 #include "ckptplan/planner.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -28,7 +29,7 @@ constexpr size_t kManyStartsLimit = 64;
 constexpr size_t kLocalSearchNodeSteps = 4'000'000;
 // The every-k-th search simulates the whole step once per k: it tries at most
 // this many node-steps' worth of k (and at least kMinSegments).
-constexpr size_t kSegmentNodeSteps = 8'000'000;
+constexpr size_t kSegmentNodeSteps = 1'000'000;
 constexpr int kMinSegments = 8;
 // Above this many candidates the greedy runs from the --start set only: on
 // such graphs (e.g. many microbatches) both starts end at the same plans
@@ -54,7 +55,9 @@ class Candidates {
   }
 
   // Adds a plan; fitting plans are cleaned up first.
-  void Add(SaveSet keep, std::string method) {
+  // Adds a plan found since `since` (for the log's timings).
+  void Add(SaveSet keep, std::string method,
+           std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now()) {
     PlannerResult result = Measure(std::move(keep), method);
     if (result.fits && cleanup_) {
       CleanupResult cleaned =
@@ -63,8 +66,9 @@ class Candidates {
         result = Measure(std::move(cleaned.keep), method + " + cleanup");
       }
     }
-    spdlog::debug("planner: {}: peak {} bytes, cost {}, {}", result.method, result.peak,
-                  result.recompute_cost, result.fits ? "fits" : "does not fit");
+    spdlog::debug("planner: {}: peak {} bytes, cost {}, {} ({:.3f} s)", result.method, result.peak,
+                  result.recompute_cost, result.fits ? "fits" : "does not fit",
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
     if (!has_best_ || Better(result, best_)) {
       best_ = result;
       has_best_ = true;
@@ -125,9 +129,12 @@ void AddBestSegments(const Graph& graph, const PlannerOptions& options, Candidat
   const size_t affordable =
       std::max<size_t>(kMinSegments, kSegmentNodeSteps / std::max<size_t>(graph.nodes.size(), 1));
   const int most = static_cast<int>(std::min<size_t>({forward, kMaxSegments, affordable}));
+  const auto since = std::chrono::steady_clock::now();
   for (int k = 1; k <= most; ++k) {
     segments.Add(SegmentPlan(graph, k), std::to_string(k) + " segments");
   }
+  spdlog::debug("planner: {} segment plans ({:.3f} s)", most,
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
   const PlannerResult& best = segments.best();
   if (best.keep.empty()) return;
   candidates->Add(best.keep, best.method);
@@ -143,8 +150,9 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
     starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
   }
   for (const std::string& start : starts) {
+    const auto since = std::chrono::steady_clock::now();
     candidates.Add(Greedy(graph, StartSet(graph, start, options.policy), options),
-                   "greedy from " + start);
+                   "greedy from " + start, since);
   }
   AddBestSegments(graph, options, &candidates);
   candidates.Add(SaveAll(graph), "save-all");
@@ -167,7 +175,11 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
   const size_t search_starts = num_candidates <= kManyStartsLimit ? kLocalSearchStarts : 1;
   search.triple_limit = 0;
   for (const PlannerResult& start : candidates.Top(search_starts)) {
+    const auto since = std::chrono::steady_clock::now();
     LocalSearchResult improved = ImprovePlan(graph, start.keep, search);
+    spdlog::debug("planner: local search from {}: {} moves ({:.3f} s)", start.method,
+                  improved.moves,
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
     if (improved.moves > 0) candidates.Add(improved.keep, start.method + " + local search");
   }
   // Three-flip moves (small graphs only), from the best plan found.

@@ -49,7 +49,7 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
 SimOptions RegionalMemory::OptionsFor(size_t r) const {
   SimOptions options = options_;
   options.record_categories = false;
-  options.record_recomputes = false;
+  options.record_details = false;
   options.first_node = parts_[r].range.first;
   options.end_node = parts_[r].range.end;
   return options;

@@ -324,8 +324,8 @@ std::string BreakdownTable(const HtmlReportInput& input) {
   if (both) out += "<th>save-all, at its peak</th><th>share</th>";
   out += "</tr></thead><tbody>";
   for (size_t c = 0; c < kNumCategories; ++c) {
-    int64_t bytes = planned.by_category[planned.peak_step][c];
-    int64_t all_bytes = save_all.by_category[save_all.peak_step][c];
+    int64_t bytes = CategoriesAt(planned, planned.peak_step)[c];
+    int64_t all_bytes = CategoriesAt(save_all, save_all.peak_step)[c];
     out += "<tr><td><span class=\"swatch\" style=\"background:" + std::string(kCategoryColors[c]) +
            "\"></span>" + CategoryName(c) + "</td>" + BytesCell(bytes) + "<td class=\"num\">" +
            PercentOf(bytes, planned.peak_bytes) + "</td>";

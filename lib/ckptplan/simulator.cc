@@ -58,10 +58,10 @@ uint32_t FirstNonForwardNode(const Graph& graph) {
 class Builder {
  public:
   Builder(const SimContext& context, const SaveSet& keep, NodeId first, NodeId end,
-          bool record_recomputes, SimResult* result)
+          bool record_details, SimResult* result)
       : workspace(context.scratch.workspace),
         context_(context), graph_(context.graph), keep_(keep), result_(*result),
-        first_(first), end_(end), record_recomputes_(record_recomputes),
+        first_(first), end_(end), record_details_(record_details),
         stack_(context.scratch.stack),
         original_(context.scratch.original),
         recomputed_(context.scratch.recomputed),
@@ -133,12 +133,12 @@ class Builder {
       }
       NodeId p = graph_.tensors[t].producer;
       EmitStep(p, /*recompute=*/true);
-      if (record_recomputes_) record.chain.push_back(p);
+      if (record_details_) record.chain.push_back(p);
       record.cost += context_.node_cost[p];
       stack.pop_back();
     }
     result_.recompute_cost += record.cost;
-    if (record_recomputes_) result_.recomputes.push_back(std::move(record));
+    if (record_details_) result_.recomputes.push_back(std::move(record));
   }
 
   void Read(uint32_t buffer, uint32_t step) {
@@ -151,7 +151,11 @@ class Builder {
     const Node& node = graph_.nodes[n];
     const uint32_t step = static_cast<uint32_t>(result_.steps.size());
     const bool forward_read = node.phase == Phase::kForward && !recompute;
-    result_.steps.push_back({n, recompute});
+    // Filled in place: a braced temporary makes the compiler store the
+    // fields one by one and load them back whole, which stalls.
+    Step& emitted = result_.steps.emplace_back();
+    emitted.node = n;
+    emitted.recompute = recompute;
     workspace.push_back(node.workspace_bytes);
     for (TensorId in : node.inputs) Read(BufferFor(in, forward_read), step);
     for (TensorId out : node.outputs) {
@@ -164,7 +168,11 @@ class Builder {
         Category category = recompute ? Category::kRecomputed
                             : tensor.kind == TensorKind::kGradient ? Category::kGradients
                                                                    : Category::kTemporaries;
-        result_.buffers.push_back({out, tensor.bytes, category, step, step});
+        Buffer& made = result_.buffers.emplace_back();
+        made.root = out;
+        made.bytes = tensor.bytes;
+        made.category = category;
+        made.first_step = made.last_step = step;
       }
       touched_.push_back(out);
       if (!recompute) {
@@ -180,7 +188,7 @@ class Builder {
   const SaveSet& keep_;
   SimResult& result_;
   const NodeId first_, end_;           // nodes simulated
-  const bool record_recomputes_;
+  const bool record_details_;
   std::vector<TensorId>& stack_;       // of MaterializeForTensor
   std::vector<uint32_t>& original_;    // buffer of each tensor's first instance
   std::vector<uint32_t>& recomputed_;  // buffer of its recomputed copy
@@ -230,6 +238,12 @@ std::vector<TensorId> SaveCandidates(const Graph& graph) {
 }
 
 SaveSet SaveAll(const Graph& graph) { return SaveSet(graph.tensors.size(), 1); }
+
+const CategoryBytes& CategoriesAt(const SimResult& sim, uint32_t step) {
+  if (step < sim.by_category.size()) return sim.by_category[step];
+  assert(step == sim.peak_step);
+  return sim.peak_breakdown;
+}
 
 SimContext::SimContext(const Graph& g) : graph(g) {
   const size_t num_tensors = graph.tensors.size();
@@ -298,9 +312,10 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
   result.recompute_cost = 0;
   result.step_cost = 0;
   result.resident = {};
+  result.peak_breakdown = {};
   result.steps.reserve(end - first);
   if (whole) result.buffers.reserve(graph.tensors.size());
-  Builder builder(context, keep, first, end, options.record_recomputes, &result);
+  Builder builder(context, keep, first, end, options.record_details, &result);
   builder.Run();
   SettleBuffers(context, end, result);
   result.step_cost = context.step_cost;
@@ -310,21 +325,6 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
   int64_t resident_total = 0;
   for (int64_t bytes : result.resident) resident_total += bytes;
 
-  // Difference arrays: +bytes at the first step, -bytes after the last.
-  const size_t width = options.record_categories ? kNumCategories : 1;
-  std::vector<int64_t>& delta = context.scratch.delta;
-  delta.assign((num_steps + 1) * width, 0);
-  auto add = [&](uint32_t first, uint32_t last, Category category, int64_t bytes) {
-    size_t column = options.record_categories ? static_cast<size_t>(category) : 0;
-    delta[first * width + column] += bytes;
-    delta[(last + 1) * width + column] -= bytes;
-  };
-  for (const Buffer& buffer : result.buffers) {
-    add(buffer.first_step, buffer.last_step, buffer.category, buffer.bytes);
-  }
-  for (uint32_t s = 0; s < num_steps; ++s) {
-    if (builder.workspace[s] > 0) add(s, s, Category::kTemporaries, builder.workspace[s]);
-  }
   uint32_t first_backward = kNone;
   const bool implicit_here = context.first_non_forward != kNoId &&
                              context.first_non_forward >= first && context.first_non_forward < end;
@@ -335,10 +335,30 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
       break;
     }
   }
-  if (first_backward != kNone) {
-    add(first_backward, num_steps - 1, Category::kGradients,
-        graph.training.implicit_gradient_bytes);
-  }
+  // Everything that is not resident, as (first step, last step, category,
+  // bytes): storages, each step's workspace, the implicit gradients.
+  auto for_each_part = [&](auto&& visit) {
+    for (const Buffer& buffer : result.buffers) {
+      visit(buffer.first_step, buffer.last_step, buffer.category, buffer.bytes);
+    }
+    for (uint32_t s = 0; s < num_steps; ++s) {
+      if (builder.workspace[s] > 0) visit(s, s, Category::kTemporaries, builder.workspace[s]);
+    }
+    if (first_backward != kNone) {
+      visit(first_backward, static_cast<uint32_t>(num_steps - 1), Category::kGradients,
+            graph.training.implicit_gradient_bytes);
+    }
+  };
+
+  // Difference arrays: +bytes at the first step, -bytes after the last.
+  const size_t width = options.record_categories ? kNumCategories : 1;
+  std::vector<int64_t>& delta = context.scratch.delta;
+  delta.assign((num_steps + 1) * width, 0);
+  for_each_part([&](uint32_t first_step, uint32_t last_step, Category category, int64_t bytes) {
+    size_t column = options.record_categories ? static_cast<size_t>(category) : 0;
+    delta[first_step * width + column] += bytes;
+    delta[(last_step + 1) * width + column] -= bytes;
+  });
 
   result.total.resize(num_steps);
   if (options.record_categories) result.by_category.resize(num_steps);
@@ -360,6 +380,16 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
       result.peak_bytes = total;
       result.peak_step = s;
     }
+  }
+  if (options.record_categories && num_steps > 0) {
+    result.peak_breakdown = result.by_category[result.peak_step];
+  } else if (options.record_details) {
+    result.peak_breakdown = result.resident;
+    for_each_part([&](uint32_t first_step, uint32_t last_step, Category category, int64_t bytes) {
+      if (first_step <= result.peak_step && result.peak_step <= last_step) {
+        result.peak_breakdown[static_cast<size_t>(category)] += bytes;
+      }
+    });
   }
   result.node_peak.assign(end - first, 0);
   int64_t pending = std::numeric_limits<int64_t>::min();

@@ -53,9 +53,9 @@ SaveSet SaveAll(const Graph& graph);
 struct SimOptions {
   int64_t reserve_bytes = 0;
   bool record_categories = false;  ///< fill SimResult::by_category
-  /// Fill SimResult::recomputes; searches that read only the peaks and the
-  /// recompute cost turn it off.
-  bool record_recomputes = true;
+  /// Fill SimResult::recomputes and SimResult::peak_breakdown; searches that
+  /// read only the peaks and the recompute cost turn it off.
+  bool record_details = true;
   /// Simulate only the nodes [first_node, end_node) (clamped to the graph):
   /// a region of the step (see FindRegions). Storages made before the range
   /// and resident state are not counted; storages made in it that are read
@@ -104,7 +104,12 @@ struct SimResult {
   double recompute_cost = 0;
   double step_cost = 0;  ///< cost of every original node, run once
   CategoryBytes resident{};  ///< constant part: parameters ... reserve
+  CategoryBytes peak_breakdown{};  ///< bytes by category at peak_step
 };
+
+/// Bytes by category at `step`: by_category's row, or at the peak step
+/// peak_breakdown when categories were not recorded per step.
+const CategoryBytes& CategoriesAt(const SimResult& sim, uint32_t step);
 
 /// Per-graph facts Simulate needs, computed once, so that planners that
 /// simulate many plans of one graph do not recompute them. Holds a reference

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 namespace ckptplan {
@@ -117,13 +118,18 @@ SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_b
   if (capacity >= total) return keep;
   for (TensorId t : candidates) keep[t] = 0;
   if (capacity <= 0) return keep;
-  // Weights rounded up, capacity down: the chosen set never exceeds it.
-  constexpr int64_t kBuckets = 4096;
-  const int64_t unit = std::max<int64_t>(1, (capacity + kBuckets - 1) / kBuckets);
-  const size_t cap = static_cast<size_t>(capacity / unit);
+  // Weights rounded up, capacity down: the chosen set never exceeds it. The
+  // table of choices has one bit per candidate and capacity bucket: 4096
+  // buckets, fewer above 16,384 candidates so that it stays within 64 Mibit.
+  constexpr int64_t kMaxBuckets = 4096, kMinBuckets = 64, kTableBits = int64_t{1} << 26;
   const size_t k = candidates.size();
+  const int64_t buckets =
+      std::clamp<int64_t>(kTableBits / static_cast<int64_t>(k), kMinBuckets, kMaxBuckets);
+  const int64_t unit = std::max<int64_t>(1, (capacity + buckets - 1) / buckets);
+  const size_t cap = static_cast<size_t>(capacity / unit);
   std::vector<double> best(cap + 1, 0);
-  std::vector<std::vector<uint8_t>> take(k, std::vector<uint8_t>(cap + 1, 0));
+  std::vector<uint64_t> take((k * (cap + 1) + 63) / 64, 0);
+  auto bit = [&](size_t i, size_t c) { return i * (cap + 1) + c; };
   for (size_t i = 0; i < k; ++i) {
     const int64_t w = (weight[i] + unit - 1) / unit;
     for (size_t c = cap + 1; c-- > 0;) {
@@ -131,13 +137,13 @@ SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_b
       double with = best[c - w] + value[i];
       if (with > best[c]) {
         best[c] = with;
-        take[i][c] = 1;
+        take[bit(i, c) / 64] |= uint64_t{1} << (bit(i, c) % 64);
       }
     }
   }
   size_t c = cap;
   for (size_t i = k; i-- > 0;) {
-    if (!take[i][c]) continue;
+    if (!((take[bit(i, c) / 64] >> (bit(i, c) % 64)) & 1)) continue;
     keep[candidates[i]] = 1;
     c -= static_cast<size_t>((weight[i] + unit - 1) / unit);
   }

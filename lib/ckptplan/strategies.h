@@ -54,7 +54,7 @@ SaveSet SqrtSegmentsPlan(const Graph& graph);
 /// candidate costs the save-all peak. Keeps the candidates of greatest total
 /// recompute cost (their producer's cost) whose bytes fit in
 /// budget - (save-all peak - bytes of all candidates), by a 0/1 knapsack with
-/// byte weights quantised to 4096 buckets.
+/// byte weights quantised to 4096 buckets (fewer above 16,384 candidates).
 SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_bytes);
 
 }  // namespace ckptplan

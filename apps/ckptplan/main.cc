@@ -4,11 +4,11 @@
 
 #include <CLI/CLI.hpp>
 #include <spdlog/cfg/env.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/check.h"
 #include "ckptplan/commands.h"
+#include "ckptplan/console.h"
 #include "ckptplan/errors.h"
 #include "ckptplan/size.h"
 #include "ckptplan/sweep.h"
@@ -186,9 +186,7 @@ int main(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? kExitOk : kExitUsage;
   }
-  auto logger = spdlog::stderr_color_mt("ckptplan");
-  spdlog::set_default_logger(logger);
-  spdlog::set_pattern("ckptplan: %l: %v");
+  spdlog::set_default_logger(MakeStderrLogger());
   spdlog::set_level(verbosity >= 3   ? spdlog::level::trace
                     : verbosity == 2 ? spdlog::level::debug
                     : verbosity == 1 ? spdlog::level::info
@@ -244,16 +242,16 @@ int main(int argc, char** argv) {
     }
     return RunSimulate(simulate, std::cout);
   } catch (const InputError& e) {
-    std::cerr << "ckptplan: error: " << e.what() << '\n';
+    std::cerr << "ckptplan: error: " << Printable(e.what()) << '\n';
     return e.exit_code();
   } catch (const InfeasibleError& e) {
-    std::cerr << "ckptplan: infeasible: " << e.what() << '\n';
+    std::cerr << "ckptplan: infeasible: " << Printable(e.what()) << '\n';
     return kExitInfeasible;
   } catch (const IoError& e) {
-    std::cerr << "ckptplan: error: " << e.what() << '\n';
+    std::cerr << "ckptplan: error: " << Printable(e.what()) << '\n';
     return kExitIo;
   } catch (const std::exception& e) {
-    std::cerr << "ckptplan: internal error: " << e.what() << '\n';
+    std::cerr << "ckptplan: internal error: " << Printable(e.what()) << '\n';
     return kExitInternal;
   }
 }

@@ -1,0 +1,25 @@
+// What ckptplan prints on the terminal: messages carry names from input
+// files, which a hostile file can fill with control characters (terminal
+// escape sequences). They are shown escaped.
+#ifndef CKPTPLAN_CONSOLE_H_
+#define CKPTPLAN_CONSOLE_H_
+
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <spdlog/logger.h>
+
+namespace ckptplan {
+
+/// `text` with every control byte but newline and tab, and DEL, written as
+/// \xNN. Other bytes (UTF-8 included) are kept.
+std::string Printable(std::string_view text);
+
+/// The logger for stderr, prefixing "ckptplan: LEVEL: " and passing each
+/// message through Printable.
+std::shared_ptr<spdlog::logger> MakeStderrLogger();
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_CONSOLE_H_

@@ -1,6 +1,7 @@
 #include "ckptplan/cleanup.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include <spdlog/spdlog.h>
 
@@ -18,6 +19,7 @@ struct Gain {
 
 CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,
                             int64_t reserve_bytes) {
+  const auto started = std::chrono::steady_clock::now();
   SimOptions options;
   options.reserve_bytes = reserve_bytes;
   CleanupResult result;
@@ -32,8 +34,10 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
   // While the plan fits, a re-save fits when its own region stays within the
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
+  size_t rounds = 0;
   while (changed) {
     changed = false;
+    ++rounds;
     // Rank the dropped candidates by the recompute a re-save removes.
     std::vector<Gain> gains;
     for (TensorId t : context.candidates) {
@@ -74,9 +78,11 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
     result.peak_after = after.peak_bytes;
     result.cost_after = after.recompute_cost;
   }
-  spdlog::info("cleanup: {} re-saved, recompute cost {} -> {}, peak {} -> {} bytes",
-               result.resaved.size(), result.cost_before, result.cost_after, result.peak_before,
-               result.peak_after);
+  spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes "
+               "({:.3f} s)",
+               result.resaved.size(), rounds, result.cost_before, result.cost_after,
+               result.peak_before, result.peak_after,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return result;
 }
 

@@ -4,6 +4,7 @@
 #include "ckptplan/selector.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -14,8 +15,11 @@ namespace ckptplan {
 namespace {
 
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
-// Recomputed nodes a bound walks through before giving up on pulled inputs.
-constexpr size_t kMaxPulledWalk = 256;
+// Recomputed nodes a bound walks through before giving up on pulled inputs:
+// a short walk first, a long one only when the short one gives up (long
+// walks for every candidate cost more than the simulations they save).
+constexpr size_t kShortPulledWalk = 16;
+constexpr size_t kLongPulledWalk = 256;
 
 // Drops are ranked exactly as the reference ranks them (DropChoice in
 // selector.h); tests/incremental_test.cc checks the two stay identical.
@@ -254,8 +258,9 @@ class ChainWalker {
   // View::slot gives the slots; the recompute set is closed under this walk,
   // so nodes reached through a recomputed node are recomputed too. The walk
   // stays in the view's region.
-  Chain Walk(TensorId t, const SaveSet& keep, const View& view) {
+  Chain Walk(TensorId t, const SaveSet& keep, const View& view, size_t max_pulled) {
     ++epoch_;
+    max_pulled_ = max_pulled;
     Chain chain;
     stack_.clear();
     Visit(graph_.tensors[t].producer, view, &chain);
@@ -285,7 +290,7 @@ class ChainWalker {
       // nodes reached give the latest slot; walking further only sums the
       // pulled inputs, which is capped (the bound then gives up on them).
       chain->last_slot = std::max(chain->last_slot, slot);
-      if (++chain->pulled_nodes > kMaxPulledWalk) {
+      if (++chain->pulled_nodes > max_pulled_) {
         chain->pulled_inputs = kUnbounded;
         return;
       }
@@ -300,6 +305,7 @@ class ChainWalker {
   const StaticInfo& info_;
   std::vector<uint32_t> mark_;
   uint32_t epoch_ = 0;
+  size_t max_pulled_ = 0;
   std::vector<NodeId> stack_;
 };
 
@@ -389,7 +395,10 @@ class RegionSearch {
       ++stats_.bounded;
       const TensorId root = context_.root[t];
       const int64_t bytes = graph.tensors[root].bytes;
-      ChainWalker::Chain chain = walker_.Walk(t, keep, view);
+      ChainWalker::Chain chain = walker_.Walk(t, keep, view, kShortPulledWalk);
+      if (chain.pulled_inputs == kUnbounded) {
+        chain = walker_.Walk(t, keep, view, kLongPulledWalk);
+      }
       // Where the original storage can end earlier: after its forward reads
       // and the reads of the other saved tensors sharing it, and (the copy
       // taking over) before the first non-forward use of `t`.
@@ -485,6 +494,7 @@ struct CachedChoice {
 
 GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
                              const GreedyOptions& options, IncrementalStats* stats) {
+  const auto started = std::chrono::steady_clock::now();
   IncrementalStats local_stats;
   IncrementalStats& counters = stats ? *stats : local_stats;
   SimOptions sim_options;
@@ -553,9 +563,10 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   result.fits = final_sim.peak_bytes <= options.budget_bytes;
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
-      "searches, {} simulations",
+      "searches, {} simulations ({:.3f} s)",
       result.drops.size(), memory.size(), result.start_peak, result.peak, options.budget_bytes,
-      result.fits ? "fits" : "does not fit", counters.searches, counters.simulations);
+      result.fits ? "fits" : "does not fit", counters.searches, counters.simulations,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return result;
 }
 

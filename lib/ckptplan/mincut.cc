@@ -1,6 +1,7 @@
 #include "ckptplan/mincut.h"
 
 #include <algorithm>
+#include <chrono>
 #include <deque>
 #include <limits>
 
@@ -78,6 +79,7 @@ bool IsForwardActivation(const Graph& graph, TensorId t) {
 }  // namespace
 
 MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
+  const auto started = std::chrono::steady_clock::now();
   const size_t num_tensors = graph.tensors.size();
   const SimContext context(graph);
   MinCutResult result;
@@ -131,8 +133,10 @@ MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
   for (TensorId t : context.candidates) {
     (result.keep[t] ? result.saved : result.dropped).push_back(t);
   }
-  spdlog::info("mincut: {} of {} candidates saved ({} bytes), {} recomputed", result.saved.size(),
-               context.candidates.size(), result.cut_bytes, result.dropped.size());
+  spdlog::info("mincut: {} of {} candidates saved ({} bytes), {} recomputed ({:.3f} s)",
+               result.saved.size(), context.candidates.size(), result.cut_bytes,
+               result.dropped.size(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return result;
 }
 

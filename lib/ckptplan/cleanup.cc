@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/console.h"
 #include "ckptplan/regions.h"
 
 namespace ckptplan {
@@ -82,7 +83,7 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
                "({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,
                result.peak_before, result.peak_after,
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+               SecondsSince(started));
   return result;
 }
 

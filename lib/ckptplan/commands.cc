@@ -7,6 +7,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/console.h"
 #include "ckptplan/errors.h"
 #include "ckptplan/incremental.h"
 #include "ckptplan/json_writer.h"
@@ -70,9 +71,6 @@ long PeakRssKib() {
   return usage.ru_maxrss;
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
 
 struct OutputFile {
   std::string path;

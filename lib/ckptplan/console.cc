@@ -44,4 +44,8 @@ std::shared_ptr<spdlog::logger> MakeStderrLogger() {
   return logger;
 }
 
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace ckptplan

@@ -4,6 +4,7 @@
 #ifndef CKPTPLAN_CONSOLE_H_
 #define CKPTPLAN_CONSOLE_H_
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -19,6 +20,9 @@ std::string Printable(std::string_view text);
 /// The logger for stderr, prefixing "ckptplan: LEVEL: " and passing each
 /// message through Printable.
 std::shared_ptr<spdlog::logger> MakeStderrLogger();
+
+/// Seconds from `start` to now, for the times in log lines and --timings.
+double SecondsSince(std::chrono::steady_clock::time_point start);
 
 }  // namespace ckptplan
 

@@ -1,5 +1,7 @@
 #include "ckptplan/incremental.h"
 
+#include "ckptplan/console.h"
+#include "ckptplan/limits.h"
 #include "ckptplan/regions.h"
 #include "ckptplan/selector.h"
 
@@ -213,8 +215,7 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
     peak_nodes += at_peak;
     view->peak_prefix[n + 1] = static_cast<uint32_t>(peak_nodes);
     const int64_t gap = at_peak ? peak - own_total[n] : 0;
-    view->gap_prefix[n + 1] =
-        view->gap_prefix[n] > kUnbounded - gap ? kUnbounded : view->gap_prefix[n] + gap;
+    view->gap_prefix[n + 1] = SaturatingAdd(view->gap_prefix[n], gap);
   }
   view->node_peak.Build(node_peak);
 }
@@ -308,13 +309,6 @@ class ChainWalker {
   size_t max_pulled_ = 0;
   std::vector<NodeId> stack_;
 };
-
-int64_t SaturatingAdd(int64_t a, int64_t b) { return a > kUnbounded - b ? kUnbounded : a + b; }
-
-int64_t SaturatingMultiply(int64_t bytes, int64_t count) {
-  if (bytes > 0 && count > kUnbounded / bytes) return kUnbounded;
-  return bytes * count;
-}
 
 // Finds the best drop in one region, from bounds and region simulations.
 class RegionSearch {
@@ -462,8 +456,8 @@ class RegionSearch {
       if (freed0 > 0) tier0_.push_back({t, cost / static_cast<double>(freed0), freed0});
       // Per peak node, as for freed0.
       const int64_t freed1 = chain.pulls
-                                 ? SaturatingAdd(gaps_inside, SaturatingMultiply(leaving, peaks_inside))
-                                 : SaturatingMultiply(own_bytes, peaks_inside);
+                                 ? SaturatingAdd(gaps_inside, SaturatingMul(leaving, peaks_inside))
+                                 : SaturatingMul(own_bytes, peaks_inside);
       if (peaks_inside > 0 && freed1 > 0) {
         tier1_.push_back({t, cost / static_cast<double>(freed1), freed1});
       }
@@ -566,7 +560,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
       "searches, {} simulations ({:.3f} s)",
       result.drops.size(), memory.size(), result.start_peak, result.peak, options.budget_bytes,
       result.fits ? "fits" : "does not fit", counters.searches, counters.simulations,
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      SecondsSince(started));
   return result;
 }
 

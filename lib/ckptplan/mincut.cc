@@ -9,6 +9,7 @@
 #include <boost/graph/push_relabel_max_flow.hpp>
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/console.h"
 #include "ckptplan/simulator.h"
 
 namespace ckptplan {
@@ -136,7 +137,7 @@ MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
   spdlog::info("mincut: {} of {} candidates saved ({} bytes), {} recomputed ({:.3f} s)",
                result.saved.size(), context.candidates.size(), result.cut_bytes,
                result.dropped.size(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+               SecondsSince(started));
   return result;
 }
 

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/cleanup.h"
+#include "ckptplan/console.h"
 #include "ckptplan/errors.h"
 #include "ckptplan/incremental.h"
 #include "ckptplan/local_search.h"
@@ -68,7 +69,7 @@ class Candidates {
     }
     spdlog::debug("planner: {}: peak {} bytes, cost {}, {} ({:.3f} s)", result.method, result.peak,
                   result.recompute_cost, result.fits ? "fits" : "does not fit",
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
+                  SecondsSince(since));
     if (!has_best_ || Better(result, best_)) {
       best_ = result;
       has_best_ = true;
@@ -134,7 +135,7 @@ void AddBestSegments(const Graph& graph, const PlannerOptions& options, Candidat
     segments.Add(SegmentPlan(graph, k), std::to_string(k) + " segments");
   }
   spdlog::debug("planner: {} segment plans ({:.3f} s)", most,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
+                SecondsSince(since));
   const PlannerResult& best = segments.best();
   if (best.keep.empty()) return;
   candidates->Add(best.keep, best.method);
@@ -179,7 +180,7 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
     LocalSearchResult improved = ImprovePlan(graph, start.keep, search);
     spdlog::debug("planner: local search from {}: {} moves ({:.3f} s)", start.method,
                   improved.moves,
-                  std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count());
+                  SecondsSince(since));
     if (improved.moves > 0) candidates.Add(improved.keep, start.method + " + local search");
   }
   // Three-flip moves (small graphs only), from the best plan found.

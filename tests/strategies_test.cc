@@ -11,12 +11,9 @@ namespace {
 using testing::Id;
 using testing::TinyGraph;
 
-// Same chain as cleanup_test: save-all peak 510 at f3_bwd; f1 costs 5.
-constexpr const char* kChain =
-    "T x 10 input; T a 100; T b 100; T c 100; T l 4; T dc 100; T db 100; T da 100;"
-    "F f1 relu x -> a 5; F f2 relu a -> b 1; F f3 relu b -> c 1; F s sum c -> l 1;"
-    "B s_bwd sum_bwd l -> dc 1; B f3_bwd relu_bwd dc c -> db 1;"
-    "B f2_bwd relu_bwd db b -> da 1; B f1_bwd relu_bwd da a -> 1";
+// testing::kTinyChain: x -f1-> a -f2-> b -f3-> c -> loss, 100-byte activations,
+// save-all peak 510 at f3_bwd; f1 costs 5, f2 and f3 cost 1.
+constexpr const char* kChain = testing::kTinyChain;
 
 TEST_CASE("strategies: scope blocks") {
   CHECK(ScopeBlock("h.0.attn") == "h.0");

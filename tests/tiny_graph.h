@@ -69,6 +69,15 @@ inline Graph TinyGraph(const std::string& text) {
   return ParseJsonGraph(root.dump(), "tiny.json");
 }
 
+// x (10, input) -f1-> a (100) -f2-> b (100) -f3-> c (100) -> loss (4);
+// backward reads c (f3_bwd), b (f2_bwd), a (f1_bwd). f1 costs 5, f2 costs 1.
+// Save-all peak 510 at f3_bwd.
+inline constexpr const char* kTinyChain =
+    "T x 10 input; T a 100; T b 100; T c 100; T l 4; T dc 100; T db 100; T da 100;"
+    "F f1 relu x -> a 5; F f2 relu a -> b 1; F f3 relu b -> c 1; F s sum c -> l 1;"
+    "B s_bwd sum_bwd l -> dc 1; B f3_bwd relu_bwd dc c -> db 1;"
+    "B f2_bwd relu_bwd db b -> da 1; B f1_bwd relu_bwd da a -> 1";
+
 }  // namespace ckptplan::testing
 
 #endif  // CKPTPLAN_TESTS_TINY_GRAPH_H_

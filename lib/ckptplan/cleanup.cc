@@ -44,7 +44,7 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
     for (TensorId t : context.candidates) {
       if (result.keep[t] || !region_changed[memory.RegionOf(t)]) continue;
       result.keep[t] = 1;
-      memory.Try(memory.RegionOf(t), result.keep, &trial);
+      memory.Try(memory.RegionOf(t), result.keep, &trial, /*need_sim=*/false);
       result.keep[t] = 0;
       if (trial.peak > budget_bytes) continue;
       gains.push_back({t, -trial.added_cost});

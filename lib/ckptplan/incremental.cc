@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <unordered_map>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -122,7 +123,7 @@ struct View {
 void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMemory::Part& region,
                int64_t peak, View* view) {
   const Graph& graph = context.graph;
-  const SimResult& sim = region.sim;
+  const SimResult& sim = region.sim.full();
   const NodeId first = region.range.first;
   const size_t num_nodes = region.range.end - first;
   const size_t num_tensors = graph.tensors.size();
@@ -342,8 +343,8 @@ class RegionSearch {
         drop.peak = peak;
         drop.trial_peak = trial_.peak;
         drop.added_cost = trial_.added_cost;
-        drop.node_peak = &region.sim.node_peak;
-        drop.trial_node_peak = &trial_.sim.node_peak;
+        drop.node_peak = &region.sim.figures().node_peak;
+        drop.trial_node_peak = &trial_.sim.figures().node_peak;
         drop.offset = &region.offset;
         DropChoice choice = ScoreDrop(t, drop);
         spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
@@ -440,7 +441,7 @@ class RegionSearch {
       const int64_t own_bytes = own.empty() && !chain.pulls ? 0 : bytes;
       // Floating-point slack: the real added cost is a difference of two sums.
       const double slack =
-          context_.exact_costs ? 0.0 : 1e-9 * (region.sim.recompute_cost + chain.cost);
+          context_.exact_costs ? 0.0 : 1e-9 * (region.sim.figures().recompute_cost + chain.cost);
       const double cost = std::max(0.0, chain.cost - slack);
       int64_t freed0 = view.peak - outside;
       // A node's own step stays; only storages that end earlier leave it.
@@ -484,6 +485,71 @@ struct CachedChoice {
   DropChoice choice;
 };
 
+// Region searches kept for the region's copies: a copy with the same plan,
+// node peaks shifted by as much as the step's peak and the highest node
+// outside it, has the same best drop, its tensor ids shifted.
+class SharedSearches {
+ public:
+  explicit SharedSearches(const RegionalMemory& memory) : memory_(memory) {}
+
+  // The search of region `r` done for a copy, translated; false when none.
+  bool Find(size_t r, const SaveSet& keep, int64_t peak, int64_t outside, DropChoice* choice) {
+    if (!Eligible(r)) return false;
+    const uint64_t key = Key(r, keep, peak, outside);
+    auto found = entries_.find(key);
+    if (found == entries_.end()) return false;
+    const Entry& entry = found->second;
+    const RegionalMemory::Part& part = memory_.part(r);
+    const RegionalMemory::Part& source = memory_.part(entry.source);
+    if (source.shape.first_of_shape != part.shape.first_of_shape || entry.plan != plan_ ||
+        entry.peak != peak - part.offset_shift || entry.outside != outside - part.offset_shift) {
+      return false;
+    }
+    *choice = entry.choice;
+    if (choice->tensor != kNoId) {
+      choice->tensor = static_cast<TensorId>(choice->tensor + part.shape.tensor_shift -
+                                             source.shape.tensor_shift);
+    }
+    return true;
+  }
+
+  void Store(size_t r, const SaveSet& keep, int64_t peak, int64_t outside,
+             const DropChoice& choice) {
+    if (!Eligible(r)) return;
+    const uint64_t key = Key(r, keep, peak, outside);
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    const RegionalMemory::Part& part = memory_.part(r);
+    entries_[key] = {r, plan_, peak - part.offset_shift, outside - part.offset_shift, choice};
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 100'000;
+  struct Entry {
+    size_t source;
+    std::vector<uint8_t> plan;
+    int64_t peak, outside;  // less the source's offset shift
+    DropChoice choice;
+  };
+
+  bool Eligible(size_t r) const {
+    const RegionalMemory::Part& part = memory_.part(r);
+    return part.shape.copies > 1 && part.offsets_match;
+  }
+
+  uint64_t Key(size_t r, const SaveSet& keep, int64_t peak, int64_t outside) {
+    const int64_t shift = memory_.part(r).offset_shift;
+    uint64_t key = memory_.PlanKey(r, keep, &plan_);
+    for (int64_t value : {peak - shift, outside - shift}) {
+      key = (key ^ static_cast<uint64_t>(value)) * 0x9e3779b97f4a7c15ull;
+    }
+    return key;
+  }
+
+  const RegionalMemory& memory_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  std::vector<uint8_t> plan_;
+};
+
 }  // namespace
 
 GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
@@ -504,6 +570,7 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   RegionSearch search(context, info, &counters);
 
   std::vector<CachedChoice> cache(memory.size());
+  SharedSearches shared(memory);
   std::vector<uint32_t> version(memory.size(), 0);
   // The last region search's trial, kept so that applying its choice right
   // away needs no new simulation.
@@ -523,11 +590,17 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
       const int64_t outside = memory.Outside(r);
       if (!cached.valid || cached.version != version[r] || cached.peak != peak ||
           cached.outside != outside) {
-        cached = {true, version[r], peak, outside, search.Best(memory, r, result.keep, &best_trial)};
-        if (cached.choice.tensor != kNoId) {
-          std::swap(chosen, best_trial);
-          chosen_region = r;
-          chosen_tensor = cached.choice.tensor;
+        cached = {true, version[r], peak, outside, {}};
+        if (shared.Find(r, result.keep, peak, outside, &cached.choice)) {
+          ++counters.shared_searches;
+        } else {
+          cached.choice = search.Best(memory, r, result.keep, &best_trial);
+          shared.Store(r, result.keep, peak, outside, cached.choice);
+          if (cached.choice.tensor != kNoId) {
+            std::swap(chosen, best_trial);
+            chosen_region = r;
+            chosen_tensor = cached.choice.tensor;
+          }
         }
       }
       if (cached.choice.tensor != kNoId && cached.choice.BetterThan(best)) {
@@ -555,12 +628,13 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   result.peak = final_sim.peak_bytes;
   result.recompute_cost = final_sim.recompute_cost;
   result.fits = final_sim.peak_bytes <= options.budget_bytes;
+  counters.shared_trials = memory.shared_trials();
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
-      "searches, {} simulations ({:.3f} s)",
+      "searches ({} more copied from a copy of the region), {} simulations ({} copied) ({:.3f} s)",
       result.drops.size(), memory.size(), result.start_peak, result.peak, options.budget_bytes,
-      result.fits ? "fits" : "does not fit", counters.searches, counters.simulations,
-      SecondsSince(started));
+      result.fits ? "fits" : "does not fit", counters.searches, counters.shared_searches,
+      counters.simulations, counters.shared_trials, SecondsSince(started));
   return result;
 }
 

@@ -33,6 +33,9 @@ struct IncrementalStats {
   size_t bounded = 0;      ///< candidate bounds computed
   size_t regions = 0;      ///< regions searched apart (FindRegions)
   size_t searches = 0;     ///< region searches (bounds, then trials)
+  /// Searches and trials answered from a copy of the region (ShapeRegions).
+  size_t shared_searches = 0;
+  size_t shared_trials = 0;
 };
 
 /// Same contract and result as GreedyPlan.

@@ -10,12 +10,57 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "ckptplan/graph.h"
 #include "ckptplan/simulator.h"
 
 namespace ckptplan {
+
+/// Where a region's copy of its shape's first region sits. Regions of one
+/// shape are copies of one another up to a shift of node and tensor ids (e.g.
+/// the microbatches of gradient accumulation): node by node the same phase,
+/// op, cost and workspace, reading and making tensors of the same bytes, kind,
+/// aliasing and candidacy, read after the region or not alike. Any plan then
+/// simulates the same in each, ids shifted, and a min cut cuts each alike.
+struct RegionShape {
+  size_t first_of_shape = 0;  ///< index of the shape's first region
+  int64_t node_shift = 0;     ///< this region's node ids minus that region's
+  int64_t tensor_shift = 0;   ///< the same for the tensors the region makes
+  size_t copies = 1;          ///< regions of this shape
+};
+/// One RegionShape per region of `regions` (FindRegions). The region holding
+/// the step's first non-forward node (where implicit gradients appear) has a
+/// shape of its own.
+std::vector<RegionShape> ShapeRegions(const SimContext& context,
+                                      const std::vector<Region>& regions);
+
+/// A region's simulation, its own or one of a copy of the region (ShapeRegions)
+/// shared with it. Peaks, totals and costs are the same in copies; steps,
+/// buffers and recomputes name ids, which full() shifts, once, on first use.
+class RegionSim {
+ public:
+  /// The simulation with this region's ids.
+  const SimResult& full() const;
+  /// The same but for ids (those of the copy it is shared with): enough for
+  /// node_peak, total, peak_bytes and recompute_cost.
+  const SimResult& figures() const { return shared_ ? *shared_ : own_; }
+  /// Storage for a simulation of this region's own.
+  SimResult* own() {
+    shared_.reset();
+    return &own_;
+  }
+  /// Takes `sim`, a copy's simulation whose ids are lower by the shifts.
+  void Share(std::shared_ptr<const SimResult> sim, int64_t node_shift, int64_t tensor_shift);
+  void swap(RegionSim& other);
+
+ private:
+  mutable SimResult own_;
+  mutable std::shared_ptr<const SimResult> shared_;
+  int64_t node_shift_ = 0, tensor_shift_ = 0;
+};
 
 class RegionalMemory {
  public:
@@ -26,8 +71,13 @@ class RegionalMemory {
     /// Per node of the region: the step's node peak minus the region's,
     /// which no plan changes.
     std::vector<int64_t> offset;
-    SimResult sim;        ///< region simulation of the current plan
+    RegionSim sim;        ///< region simulation of the current plan
     int64_t max = 0;      ///< highest node peak, in the step's bytes
+    RegionShape shape;    ///< see ShapeRegions
+    /// Whether `offset` is the shape's first region's plus a constant,
+    /// `offset_shift`: then equal plans give node peaks that differ by it.
+    bool offsets_match = false;
+    int64_t offset_shift = 0;
   };
 
   /// Simulates `keep` region by region. Splits only when every node cost is
@@ -56,17 +106,37 @@ class RegionalMemory {
     int64_t region_max = 0;  ///< the region's highest node peak, step's bytes
     double added_cost = 0;   ///< recompute cost after minus before
     double cost = 0;         ///< the step's recompute cost after
-    SimResult sim;
+    RegionSim sim;           ///< unless Try was asked for the figures only
+    bool has_sim = false;
   };
   /// Simulates region `r` under `keep` (the current plan but for candidates
-  /// of region `r`).
-  void Try(size_t r, const SaveSet& keep, Trial* trial) const;
-  /// Makes `trial` the current plan of its region.
+  /// of region `r`). A plan that a copy of the region (same shape) was tried
+  /// with is not simulated again: its simulation is shared, or with
+  /// `need_sim` false, only the figures are filled in.
+  void Try(size_t r, const SaveSet& keep, Trial* trial, bool need_sim = true) const;
+  /// Makes `trial` (tried with `need_sim`) the current plan of its region.
   void Apply(Trial* trial);
+
+  /// Trials answered from a copy of their region (see Try).
+  size_t shared_trials() const { return shared_trials_; }
+  /// A hash of region `r`'s plan under `keep`, equal for copies with equal
+  /// plans, and in `plan` the keep bits of its candidates, in order.
+  uint64_t PlanKey(size_t r, const SaveSet& keep, std::vector<uint8_t>* plan) const;
 
  private:
   void UpdateTop();
-
+  // A trial of region `source` with `plan` (the keep bits of its candidates,
+  // in order), kept for its copies: the figures, and the simulation when a
+  // caller needed it.
+  struct Memo {
+    size_t source = 0;
+    std::vector<uint8_t> plan;
+    double recompute_cost = 0;
+    int64_t region_max = 0;             // with the source's offsets
+    std::vector<int64_t> node_peak;     // when `sim` is not kept
+    std::shared_ptr<const SimResult> sim;  // when a caller needed it
+    size_t bytes = 0;
+  };
   const SimContext& context_;
   SimOptions options_;
   std::vector<Part> parts_;
@@ -76,6 +146,12 @@ class RegionalMemory {
   // The two highest region maxima and how many regions reach the first.
   int64_t top_ = 0, second_ = 0;
   size_t at_top_ = 0;
+  // Simulations kept for the region's copies, by PlanKey; dropped all at
+  // once past a size.
+  mutable std::unordered_map<uint64_t, Memo> memo_;
+  mutable size_t memo_bytes_ = 0;
+  mutable size_t shared_trials_ = 0;
+  mutable std::vector<uint8_t> plan_;
 };
 
 }  // namespace ckptplan

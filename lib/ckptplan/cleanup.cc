@@ -71,14 +71,9 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
       changed = true;
     }
   }
-  if (result.resaved.empty()) {
-    result.peak_after = result.peak_before;
-    result.cost_after = result.cost_before;
-  } else {
-    const SimResult after = Simulate(context, result.keep, options);
-    result.peak_after = after.peak_bytes;
-    result.cost_after = after.recompute_cost;
-  }
+  // The regions' figures are the step's (exactly: see RegionalMemory).
+  result.peak_after = memory.peak();
+  result.cost_after = memory.cost();
   spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes "
                "({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,

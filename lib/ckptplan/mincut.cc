@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/console.h"
+#include "ckptplan/regions.h"
 #include "ckptplan/simulator.h"
 
 namespace ckptplan {
@@ -88,9 +89,30 @@ MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
   // Regions (FindRegions) share no forward data flow, so their networks are
   // separate components: each is cut on its own, which keeps the network
   // small. The source side of the minimal min cut is the same either way.
+  // Copies of a region (ShapeRegions, e.g. microbatches) are cut alike: the
+  // first of each shape is cut, the others copy its cut.
   std::vector<uint32_t> local(num_tensors, kNoId);
   std::vector<TensorId> tensors;
-  for (const Region& region : FindRegions(context)) {
+  const std::vector<Region> regions = FindRegions(context);
+  const std::vector<RegionShape> shapes = ShapeRegions(context, regions);
+  std::vector<int64_t> region_cut(regions.size(), 0);
+  size_t copied = 0;
+  for (size_t r = 0; r < regions.size(); ++r) {
+    const Region& region = regions[r];
+    const RegionShape& shape = shapes[r];
+    if (shape.first_of_shape != r) {
+      for (NodeId n = region.first; n < region.end; ++n) {
+        for (TensorId t : graph.nodes[n].outputs) {
+          if (context.is_candidate[t]) {
+            result.keep[t] = result.keep[static_cast<TensorId>(t - shape.tensor_shift)];
+          }
+        }
+      }
+      region_cut[r] = region_cut[shape.first_of_shape];
+      result.cut_bytes += region_cut[r];
+      ++copied;
+      continue;
+    }
     tensors.clear();
     int64_t infinity = 1;
     for (NodeId n = region.first; n < region.end; ++n) {
@@ -123,7 +145,8 @@ MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
         }
       }
     }
-    result.cut_bytes += network.MaxFlow();
+    region_cut[r] = network.MaxFlow();
+    result.cut_bytes += region_cut[r];
     const std::vector<uint8_t> source_side = network.SourceSide();
     // A candidate whose t_in is on the sink side is recomputed; t_out can
     // never be on the source side (it reaches the sink with infinite capacity).
@@ -134,10 +157,11 @@ MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
   for (TensorId t : context.candidates) {
     (result.keep[t] ? result.saved : result.dropped).push_back(t);
   }
-  spdlog::info("mincut: {} of {} candidates saved ({} bytes), {} recomputed ({:.3f} s)",
-               result.saved.size(), context.candidates.size(), result.cut_bytes,
-               result.dropped.size(),
-               SecondsSince(started));
+  spdlog::info(
+      "mincut: {} of {} candidates saved ({} bytes), {} recomputed; {} regions, {} cut as copies "
+      "of another ({:.3f} s)",
+      result.saved.size(), context.candidates.size(), result.cut_bytes, result.dropped.size(),
+      regions.size(), copied, SecondsSince(started));
   return result;
 }
 

@@ -2,6 +2,8 @@
 
 #include <doctest/doctest.h>
 
+#include "ckptplan/synth.h"
+#include "test_graphs.h"
 #include "tiny_graph.h"
 
 namespace ckptplan {
@@ -127,6 +129,28 @@ TEST_CASE("recompute policy: file entries, +default, and bad names") {
   }
   CHECK_THROWS_WITH(ParseRecomputePolicy("relu\nbad op\n", "p.txt"),
                     doctest::Contains("p.txt:2: 'bad op' is not an op name"));
+}
+
+TEST_CASE("mincut: copies of one step are cut as the step is") {
+  // Regions that are copies (ShapeRegions) take the first copy's cut; each
+  // part must still be cut as the step alone is.
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 3 + static_cast<int>(seed % 4);
+    options.width = 1 + static_cast<int>(seed % 3);
+    options.optimizer = seed % 2 == 0;
+    const Graph step = RandomTrainingGraph(options);
+    const Graph graph = ckptplan::testing::Concatenate(std::vector<Graph>(5, step));
+    CAPTURE(seed);
+    const MinCutResult alone = MinCutStart(step, DefaultRecomputePolicy());
+    const MinCutResult all = MinCutStart(graph, DefaultRecomputePolicy());
+    const size_t per_part = step.tensors.size();
+    for (TensorId t = 0; t < graph.tensors.size(); ++t) {
+      CHECK(all.keep[t] == alone.keep[t % per_part]);
+    }
+    CHECK(all.cut_bytes == 5 * alone.cut_bytes);
+  }
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptplan/regions.h"
 #include "ckptplan/simulator.h"
 #include "ckptplan/synth.h"
 #include "test_graphs.h"
@@ -57,6 +58,99 @@ TEST_CASE("a step whose activations cross every cut is one region") {
   REQUIRE(regions.size() == 1);
   CHECK(regions[0].first == 0);
   CHECK(regions[0].end == graph.nodes.size());
+}
+
+TEST_CASE("regions that are copies of one another share a shape") {
+  // Four chain steps (7 nodes, 8 tensors each) cut after each part's g_bwd:
+  // [0, 5) is p0's f..g_bwd; [5, 12) and [12, 19) are p0 (p1)'s f_bwd, opt
+  // and p1 (p2)'s f..g_bwd; [19, 28) is p2's tail and all of p3.
+  Graph one = FromJson(testing::kChainGraph);
+  Graph graph = Concatenate({one, one, one, one});
+  SimContext context(graph);
+  std::vector<Region> regions = FindRegions(context);
+  REQUIRE(regions.size() == 4);
+  CHECK(regions[1].first == 5);
+  CHECK(regions[2].first == 12);
+  std::vector<RegionShape> shapes = ShapeRegions(context, regions);
+  REQUIRE(shapes.size() == 4);
+  // Regions 1 and 2 differ by one part: 7 nodes and 8 tensors on.
+  CHECK(shapes[1].first_of_shape == 1);
+  CHECK(shapes[2].first_of_shape == 1);
+  CHECK(shapes[2].node_shift == 7);
+  CHECK(shapes[2].tensor_shift == 8);
+  CHECK(shapes[1].copies == 2);
+  CHECK(shapes[2].copies == 2);
+  // The first and last regions have other lengths.
+  CHECK(shapes[0].first_of_shape == 0);
+  CHECK(shapes[0].copies == 1);
+  CHECK(shapes[3].first_of_shape == 3);
+  CHECK(shapes[3].copies == 1);
+
+  // One byte more on p2's b (read in region 2) makes region 2 its own shape.
+  graph.tensors[testing::Id(graph, "p2.b")].bytes += 1;
+  SimContext changed(graph);
+  shapes = ShapeRegions(changed, FindRegions(changed));
+  CHECK(shapes[2].first_of_shape == 2);
+  CHECK(shapes[1].copies == 1);
+
+  // So does an op of another name (the min cut's policy reads ops).
+  graph.tensors[testing::Id(graph, "p2.b")].bytes -= 1;
+  graph.nodes[12 + 2].op = "gemm";
+  SimContext renamed(graph);
+  shapes = ShapeRegions(renamed, FindRegions(renamed));
+  CHECK(shapes[2].first_of_shape == 2);
+}
+
+TEST_CASE("property: a trial shared by a copy equals the copy's own simulation") {
+  std::mt19937_64 rng(11);
+  size_t shared = 0;
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    RandomGraphOptions random;
+    random.seed = seed;
+    random.layers = 3 + static_cast<int>(seed % 3);
+    random.width = 1 + static_cast<int>(seed % 3);
+    random.optimizer = seed % 2 == 0;
+    const Graph step = RandomTrainingGraph(random);
+    const Graph graph = Concatenate(std::vector<Graph>(4, step));
+    CAPTURE(seed);
+    SimContext context(graph);
+    SimOptions options;
+    RegionalMemory memory(context, SaveAll(graph), options);
+    const size_t per_part = step.tensors.size();
+    RegionalMemory::Trial trial;
+    for (int plan = 0; plan < 8; ++plan) {
+      // One random plan of the step, the same in every part.
+      std::vector<uint8_t> bits(per_part);
+      for (uint8_t& bit : bits) bit = rng() % 3 != 0;
+      SaveSet keep = SaveAll(graph);
+      for (TensorId t = 0; t < graph.tensors.size(); ++t) keep[t] = bits[t % per_part];
+      for (size_t r = 0; r < memory.size(); ++r) {
+        memory.Try(r, keep, &trial);
+        SimResult own = Simulate(context, keep, memory.OptionsFor(r));
+        const SimResult& tried = trial.sim.full();
+        CHECK(tried.node_peak == own.node_peak);
+        CHECK(tried.total == own.total);
+        CHECK(tried.recompute_cost == own.recompute_cost);
+        REQUIRE(tried.steps.size() == own.steps.size());
+        for (size_t i = 0; i < own.steps.size(); ++i) {
+          CHECK(tried.steps[i].node == own.steps[i].node);
+          CHECK(tried.steps[i].recompute == own.steps[i].recompute);
+        }
+        REQUIRE(tried.buffers.size() == own.buffers.size());
+        for (size_t i = 0; i < own.buffers.size(); ++i) {
+          CHECK(tried.buffers[i].root == own.buffers[i].root);
+          CHECK(tried.buffers[i].first_step == own.buffers[i].first_step);
+          CHECK(tried.buffers[i].last_step == own.buffers[i].last_step);
+        }
+        // The figures-only trial agrees too.
+        const int64_t region_max = trial.region_max;
+        memory.Try(r, keep, &trial, /*need_sim=*/false);
+        CHECK(trial.region_max == region_max);
+      }
+    }
+    shared += memory.shared_trials();
+  }
+  CHECK(shared > 100);
 }
 
 // Random plans of concatenated random graphs and small transformers: every

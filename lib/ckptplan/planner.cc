@@ -39,13 +39,13 @@ constexpr size_t kSecondStartLimit = 10'000;
 
 class Candidates {
  public:
-  Candidates(const Graph& graph, const PlannerOptions& options, bool cleanup = true)
-      : graph_(graph), options_(options), cleanup_(cleanup) {
+  Candidates(const SimContext& context, const PlannerOptions& options, bool cleanup = true)
+      : context_(context), graph_(context.graph), options_(options), cleanup_(cleanup) {
     sim_options_.reserve_bytes = options.reserve_bytes;
   }
 
   PlannerResult Measure(SaveSet keep, std::string method) const {
-    SimResult sim = Simulate(graph_, keep, sim_options_);
+    SimResult sim = Simulate(context_, keep, sim_options_);
     PlannerResult result;
     result.keep = std::move(keep);
     result.peak = sim.peak_bytes;
@@ -104,6 +104,7 @@ class Candidates {
     return a.peak < b.peak || (a.peak == b.peak && a.recompute_cost < b.recompute_cost);
   }
 
+  const SimContext& context_;
   const Graph& graph_;
   const PlannerOptions& options_;
   const bool cleanup_;
@@ -122,11 +123,13 @@ SaveSet Greedy(const Graph& graph, const SaveSet& start, const PlannerOptions& o
 }
 
 // Every-k-th: the fitting segment plan of least cost, else the lowest peak.
-void AddBestSegments(const Graph& graph, const PlannerOptions& options, Candidates* candidates) {
+void AddBestSegments(const SimContext& context, const PlannerOptions& options,
+                     Candidates* candidates) {
+  const Graph& graph = context.graph;
   size_t forward = 0;
   for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
   // Compared raw; only the chosen one is cleaned up (by `candidates`).
-  Candidates segments(graph, options, /*cleanup=*/false);
+  Candidates segments(context, options, /*cleanup=*/false);
   const size_t affordable =
       std::max<size_t>(kMinSegments, kSegmentNodeSteps / std::max<size_t>(graph.nodes.size(), 1));
   const int most = static_cast<int>(std::min<size_t>({forward, kMaxSegments, affordable}));
@@ -142,9 +145,9 @@ void AddBestSegments(const Graph& graph, const PlannerOptions& options, Candidat
   if (!best.fits) candidates->Add(Greedy(graph, best.keep, options), "greedy from " + best.method);
 }
 
-PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
-  Candidates candidates(graph, options);
-  const SimContext context(graph);
+PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& options) {
+  const Graph& graph = context.graph;
+  Candidates candidates(context, options);
   const size_t num_candidates = context.candidates.size();
   std::vector<std::string> starts{options.start};
   if (num_candidates <= kSecondStartLimit) {
@@ -155,7 +158,7 @@ PlannerResult PlanDefault(const Graph& graph, const PlannerOptions& options) {
     candidates.Add(Greedy(graph, StartSet(graph, start, options.policy), options),
                    "greedy from " + start, since);
   }
-  AddBestSegments(graph, options, &candidates);
+  AddBestSegments(context, options, &candidates);
   candidates.Add(SaveAll(graph), "save-all");
   candidates.Add(ScopeCheckpointPlan(graph), "scope-checkpoint");
   candidates.Add(SqrtSegmentsPlan(graph), "sqrt-segments");
@@ -203,11 +206,12 @@ SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePo
 }
 
 PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {
-  Candidates one(graph, options);
+  const SimContext context(graph);
+  Candidates one(context, options);
   PlannerResult result;
   switch (options.strategy) {
     case Strategy::kCkptplan:
-      result = PlanDefault(graph, options);
+      result = PlanDefault(context, options);
       break;
     case Strategy::kGreedy:
       one.Add(Greedy(graph, StartSet(graph, options.start, options.policy), options),

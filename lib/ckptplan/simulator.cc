@@ -79,11 +79,11 @@ class Builder {
   }
 
   void Run() {
+    const TensorId* ids = context_.ids.data();
     for (NodeId n = first_; n < end_; ++n) {
-      const Node& node = graph_.nodes[n];
-      if (node.phase != Phase::kForward) {
-        for (TensorId t : node.inputs) {
-          if (NeedsRecompute(t)) MaterializeForTensor(t);
+      if (!context_.node_forward[n]) {
+        for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+          if (NeedsRecompute(ids[i])) MaterializeForTensor(ids[i]);
         }
       }
       EmitStep(n, /*recompute=*/false);
@@ -119,11 +119,11 @@ class Builder {
         stack.pop_back();
         continue;
       }
-      const Node& producer = graph_.nodes[graph_.tensors[t].producer];
+      const NodeId p = context_.producer[t];
       TensorId missing = kNoId;
-      for (TensorId in : producer.inputs) {
-        if (NeedsRecompute(in)) {
-          missing = in;
+      for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
+        if (NeedsRecompute(context_.ids[i])) {
+          missing = context_.ids[i];
           break;
         }
       }
@@ -131,7 +131,6 @@ class Builder {
         stack.push_back(missing);
         continue;
       }
-      NodeId p = graph_.tensors[t].producer;
       EmitStep(p, /*recompute=*/true);
       if (record_details_) record.chain.push_back(p);
       record.cost += context_.node_cost[p];
@@ -148,31 +147,35 @@ class Builder {
   }
 
   void EmitStep(NodeId n, bool recompute) {
-    const Node& node = graph_.nodes[n];
     const uint32_t step = static_cast<uint32_t>(result_.steps.size());
-    const bool forward_read = node.phase == Phase::kForward && !recompute;
+    const bool forward_read = context_.node_forward[n] && !recompute;
     // Filled in place: a braced temporary makes the compiler store the
     // fields one by one and load them back whole, which stalls.
     Step& emitted = result_.steps.emplace_back();
     emitted.node = n;
     emitted.recompute = recompute;
-    workspace.push_back(node.workspace_bytes);
-    for (TensorId in : node.inputs) Read(BufferFor(in, forward_read), step);
-    for (TensorId out : node.outputs) {
-      const Tensor& tensor = graph_.tensors[out];
+    workspace.push_back(context_.node_workspace[n]);
+    const TensorId* ids = context_.ids.data();
+    const uint32_t outputs = context_.outputs_begin[n];
+    for (uint32_t i = context_.inputs_begin[n]; i < outputs; ++i) {
+      Read(BufferFor(ids[i], forward_read), step);
+    }
+    for (uint32_t i = outputs; i < context_.inputs_begin[n + 1]; ++i) {
+      const TensorId out = ids[i];
       uint32_t buffer = kNone;
-      if (tensor.alias_of != kNoId) {
-        buffer = BufferFor(tensor.alias_of, forward_read);
-      } else if (!IsResidentKind(tensor.kind)) {
+      const SimContext::Made made = context_.made[out];
+      if (made == SimContext::Made::kAlias) {
+        buffer = BufferFor(context_.alias_of[out], forward_read);
+      } else if (made != SimContext::Made::kNothing) {
         buffer = static_cast<uint32_t>(result_.buffers.size());
         Category category = recompute ? Category::kRecomputed
-                            : tensor.kind == TensorKind::kGradient ? Category::kGradients
-                                                                   : Category::kTemporaries;
-        Buffer& made = result_.buffers.emplace_back();
-        made.root = out;
-        made.bytes = tensor.bytes;
-        made.category = category;
-        made.first_step = made.last_step = step;
+                            : made == SimContext::Made::kGradient ? Category::kGradients
+                                                                  : Category::kTemporaries;
+        Buffer& buffer_made = result_.buffers.emplace_back();
+        buffer_made.root = out;
+        buffer_made.bytes = context_.bytes[out];
+        buffer_made.category = category;
+        buffer_made.first_step = buffer_made.last_step = step;
       }
       touched_.push_back(out);
       if (!recompute) {
@@ -280,6 +283,39 @@ SimContext::SimContext(const Graph& g) : graph(g) {
   for (double cost : node_cost) exact_costs = exact_costs && cost == std::floor(cost);
   first_non_forward = FirstNonForwardNode(graph);
   if (first_non_forward == kNone) first_non_forward = kNoId;
+
+  const size_t num_nodes = graph.nodes.size();
+  inputs_begin.resize(num_nodes + 1);
+  outputs_begin.resize(num_nodes);
+  node_forward.resize(num_nodes);
+  node_workspace.resize(num_nodes);
+  size_t num_ids = 0;
+  for (const Node& node : graph.nodes) num_ids += node.inputs.size() + node.outputs.size();
+  ids.reserve(num_ids);
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    const Node& node = graph.nodes[n];
+    inputs_begin[n] = static_cast<uint32_t>(ids.size());
+    ids.insert(ids.end(), node.inputs.begin(), node.inputs.end());
+    outputs_begin[n] = static_cast<uint32_t>(ids.size());
+    ids.insert(ids.end(), node.outputs.begin(), node.outputs.end());
+    node_forward[n] = node.phase == Phase::kForward;
+    node_workspace[n] = node.workspace_bytes;
+  }
+  inputs_begin[num_nodes] = static_cast<uint32_t>(ids.size());
+  made.resize(num_tensors);
+  producer.resize(num_tensors);
+  alias_of.resize(num_tensors);
+  bytes.resize(num_tensors);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    const Tensor& tensor = graph.tensors[t];
+    made[t] = tensor.alias_of != kNoId        ? Made::kAlias
+              : IsResidentKind(tensor.kind)   ? Made::kNothing
+              : tensor.kind == TensorKind::kGradient ? Made::kGradient
+                                                     : Made::kActivation;
+    producer[t] = tensor.producer;
+    alias_of[t] = tensor.alias_of;
+    bytes[t] = tensor.bytes;
+  }
 }
 
 SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options) {

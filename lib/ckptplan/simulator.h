@@ -133,6 +133,20 @@ struct SimContext {
   /// sum of costs is exact in a double whatever the order.
   bool exact_costs = false;
 
+  /// The graph in flat arrays, for the simulator's inner loop: node n reads
+  /// ids[inputs_begin[n] .. outputs_begin[n]) and makes
+  /// ids[outputs_begin[n] .. inputs_begin[n + 1]).
+  std::vector<uint32_t> inputs_begin, outputs_begin;
+  std::vector<TensorId> ids;
+  std::vector<uint8_t> node_forward;      ///< phase is forward
+  std::vector<int64_t> node_workspace;
+  /// Per tensor: what making it allocates.
+  enum class Made : uint8_t { kActivation, kGradient, kAlias, kNothing };
+  std::vector<Made> made;
+  std::vector<NodeId> producer;
+  std::vector<TensorId> alias_of;
+  std::vector<int64_t> bytes;
+
   /// Working memory Simulate reuses between calls (fresh pages are costly on
   /// large graphs); a context serves one thread at a time.
   struct Scratch {

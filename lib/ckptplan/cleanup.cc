@@ -20,12 +20,17 @@ struct Gain {
 
 CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,
                             int64_t reserve_bytes) {
+  return ResaveDropped(SimContext(graph), keep, budget_bytes, reserve_bytes);
+}
+
+CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int64_t budget_bytes,
+                            int64_t reserve_bytes) {
+  const Graph& graph = context.graph;
   const auto started = std::chrono::steady_clock::now();
   SimOptions options;
   options.reserve_bytes = reserve_bytes;
   CleanupResult result;
   result.keep = keep;
-  const SimContext context(graph);
   // Each try re-simulates only the region of the tensor re-saved.
   RegionalMemory memory(context, result.keep, options);
   result.peak_before = memory.start_peak();

@@ -29,6 +29,9 @@ struct CleanupResult {
 /// `keep` is already over budget, nothing is re-saved.
 CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,
                             int64_t reserve_bytes);
+/// The same, reusing `context` (see SimContext).
+CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int64_t budget_bytes,
+                            int64_t reserve_bytes);
 
 }  // namespace ckptplan
 

@@ -554,6 +554,12 @@ class SharedSearches {
 
 GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
                              const GreedyOptions& options, IncrementalStats* stats) {
+  return IncrementalPlan(SimContext(graph), start, options, stats);
+}
+
+GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
+                             const GreedyOptions& options, IncrementalStats* stats) {
+  const Graph& graph = context.graph;
   const auto started = std::chrono::steady_clock::now();
   IncrementalStats local_stats;
   IncrementalStats& counters = stats ? *stats : local_stats;
@@ -561,7 +567,6 @@ GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
   sim_options.reserve_bytes = options.reserve_bytes;
   GreedyResult result;
   result.keep = start;
-  const SimContext context(graph);
   RegionalMemory memory(context, result.keep, sim_options);
   counters.simulations += 1 + memory.size();
   counters.regions = memory.size();

@@ -41,6 +41,9 @@ struct IncrementalStats {
 /// Same contract and result as GreedyPlan.
 GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
                              const GreedyOptions& options, IncrementalStats* stats = nullptr);
+/// The same, reusing `context` (see SimContext).
+GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
+                             const GreedyOptions& options, IncrementalStats* stats = nullptr);
 
 }  // namespace ckptplan
 

@@ -24,8 +24,8 @@ struct Key {
 
 class Search {
  public:
-  Search(const Graph& graph, const LocalSearchOptions& options, SaveSet keep)
-      : context_(graph),
+  Search(const SimContext& context, const LocalSearchOptions& options, SaveSet keep)
+      : context_(context),
         options_(options),
         keep_(std::move(keep)),
         candidates_(context_.candidates) {
@@ -121,7 +121,7 @@ class Search {
     }
   }
 
-  const SimContext context_;
+  const SimContext& context_;
   const LocalSearchOptions& options_;
   SaveSet keep_;
   const std::vector<TensorId>& candidates_;
@@ -138,7 +138,12 @@ class Search {
 
 LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,
                               const LocalSearchOptions& options) {
-  Search search(graph, options, keep);
+  return ImprovePlan(SimContext(graph), keep, options);
+}
+
+LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
+                              const LocalSearchOptions& options) {
+  Search search(context, options, keep);
   while (search.Step()) {
   }
   LocalSearchResult result = search.Result();

@@ -36,6 +36,9 @@ struct LocalSearchResult {
 
 LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,
                               const LocalSearchOptions& options);
+/// The same, reusing `context` (see SimContext).
+LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
+                              const LocalSearchOptions& options);
 
 }  // namespace ckptplan
 

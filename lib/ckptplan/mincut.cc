@@ -81,9 +81,13 @@ bool IsForwardActivation(const Graph& graph, TensorId t) {
 }  // namespace
 
 MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy) {
+  return MinCutStart(SimContext(graph), policy);
+}
+
+MinCutResult MinCutStart(const SimContext& context, const RecomputePolicy& policy) {
+  const Graph& graph = context.graph;
   const auto started = std::chrono::steady_clock::now();
   const size_t num_tensors = graph.tensors.size();
-  const SimContext context(graph);
   MinCutResult result;
   result.keep = SaveAll(graph);
   // Regions (FindRegions) share no forward data flow, so their networks are

@@ -31,6 +31,8 @@ struct MinCutResult {
 
 /// Computes the min-cut save set of `graph` under `policy`.
 MinCutResult MinCutStart(const Graph& graph, const RecomputePolicy& policy);
+/// The same, reusing `context` (see SimContext).
+MinCutResult MinCutStart(const SimContext& context, const RecomputePolicy& policy);
 
 }  // namespace ckptplan
 

@@ -40,7 +40,7 @@ constexpr size_t kSecondStartLimit = 10'000;
 class Candidates {
  public:
   Candidates(const SimContext& context, const PlannerOptions& options, bool cleanup = true)
-      : context_(context), graph_(context.graph), options_(options), cleanup_(cleanup) {
+      : context_(context), options_(options), cleanup_(cleanup) {
     sim_options_.reserve_bytes = options.reserve_bytes;
   }
 
@@ -62,7 +62,7 @@ class Candidates {
     PlannerResult result = Measure(std::move(keep), method);
     if (result.fits && cleanup_) {
       CleanupResult cleaned =
-          ResaveDropped(graph_, result.keep, options_.budget_bytes, options_.reserve_bytes);
+          ResaveDropped(context_, result.keep, options_.budget_bytes, options_.reserve_bytes);
       if (!cleaned.resaved.empty()) {
         result = Measure(std::move(cleaned.keep), method + " + cleanup");
       }
@@ -105,7 +105,6 @@ class Candidates {
   }
 
   const SimContext& context_;
-  const Graph& graph_;
   const PlannerOptions& options_;
   const bool cleanup_;
   SimOptions sim_options_;
@@ -114,12 +113,12 @@ class Candidates {
   std::vector<PlannerResult> all_;  // every plan added, in order
 };
 
-SaveSet Greedy(const Graph& graph, const SaveSet& start, const PlannerOptions& options) {
+SaveSet Greedy(const SimContext& context, const SaveSet& start, const PlannerOptions& options) {
   GreedyOptions greedy;
   greedy.budget_bytes = options.budget_bytes;
   greedy.reserve_bytes = options.reserve_bytes;
-  if (options.reference_greedy) return GreedyPlan(graph, start, greedy).keep;
-  return IncrementalPlan(graph, start, greedy).keep;
+  if (options.reference_greedy) return GreedyPlan(context.graph, start, greedy).keep;
+  return IncrementalPlan(context, start, greedy).keep;
 }
 
 // Every-k-th: the fitting segment plan of least cost, else the lowest peak.
@@ -142,7 +141,7 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
   const PlannerResult& best = segments.best();
   if (best.keep.empty()) return;
   candidates->Add(best.keep, best.method);
-  if (!best.fits) candidates->Add(Greedy(graph, best.keep, options), "greedy from " + best.method);
+  if (!best.fits) candidates->Add(Greedy(context, best.keep, options), "greedy from " + best.method);
 }
 
 PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& options) {
@@ -155,7 +154,7 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   }
   for (const std::string& start : starts) {
     const auto since = std::chrono::steady_clock::now();
-    candidates.Add(Greedy(graph, StartSet(graph, start, options.policy), options),
+    candidates.Add(Greedy(context, StartSet(context, start, options.policy), options),
                    "greedy from " + start, since);
   }
   AddBestSegments(context, options, &candidates);
@@ -180,7 +179,7 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   search.triple_limit = 0;
   for (const PlannerResult& start : candidates.Top(search_starts)) {
     const auto since = std::chrono::steady_clock::now();
-    LocalSearchResult improved = ImprovePlan(graph, start.keep, search);
+    LocalSearchResult improved = ImprovePlan(context, start.keep, search);
     spdlog::debug("planner: local search from {}: {} moves ({:.3f} s)", start.method,
                   improved.moves,
                   SecondsSince(since));
@@ -190,7 +189,7 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   search.triple_limit = LocalSearchOptions().triple_limit;
   if (num_candidates <= search.triple_limit) {
     const PlannerResult best = candidates.best();
-    LocalSearchResult improved = ImprovePlan(graph, best.keep, search);
+    LocalSearchResult improved = ImprovePlan(context, best.keep, search);
     if (improved.moves > 0) candidates.Add(improved.keep, best.method + " + local search");
   }
   return candidates.best();
@@ -199,8 +198,13 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
 }  // namespace
 
 SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePolicy& policy) {
-  if (start == "save-all") return SaveAll(graph);
-  if (start == "mincut") return MinCutStart(graph, policy).keep;
+  return StartSet(SimContext(graph), start, policy);
+}
+
+SaveSet StartSet(const SimContext& context, const std::string& start,
+                 const RecomputePolicy& policy) {
+  if (start == "save-all") return SaveAll(context.graph);
+  if (start == "mincut") return MinCutStart(context, policy).keep;
   throw InputError("--start: unknown start set '" + start + "' (expected mincut or save-all)",
                    kExitUsage);
 }
@@ -214,7 +218,7 @@ PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {
       result = PlanDefault(context, options);
       break;
     case Strategy::kGreedy:
-      one.Add(Greedy(graph, StartSet(graph, options.start, options.policy), options),
+      one.Add(Greedy(context, StartSet(context, options.start, options.policy), options),
               "greedy from " + options.start);
       result = one.best();
       break;

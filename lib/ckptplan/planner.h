@@ -45,6 +45,9 @@ struct PlannerResult {
 /// The start set named by `start` ("mincut", "save-all"); throws InputError
 /// (exit code kExitUsage) for any other name.
 SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePolicy& policy);
+/// The same, reusing `context` (see SimContext).
+SaveSet StartSet(const SimContext& context, const std::string& start,
+                 const RecomputePolicy& policy);
 
 /// Plans `graph` for options.budget_bytes with options.strategy.
 PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options);

@@ -31,7 +31,7 @@ constexpr size_t kLocalSearchNodeSteps = 4'000'000;
 // The every-k-th search simulates the whole step once per k: it tries at most
 // this many node-steps' worth of k (and at least kMinSegments).
 constexpr size_t kSegmentNodeSteps = 1'000'000;
-constexpr int kMinSegments = 8;
+constexpr int kMinSegments = 2;
 // Above this many candidates the greedy runs from the --start set only: on
 // such graphs (e.g. many microbatches) both starts end at the same plans
 // while each greedy takes seconds.

@@ -4,8 +4,9 @@
 // The default strategy runs the greedy (selector.h) from the --start set and,
 // on graphs of at most 10,000 candidates, from the other start (min-cut,
 // mincut.h, and save-all), takes the best every-k-th segment plan (k = 1..64,
-// fewer on graphs of over 15,625 nodes; when none fits, also the greedy from
-// the lowest-peak one) and the baselines (strategies.h), and cleans each
+// fewer on graphs of over 15,625 nodes, down to 2 over 500,000; when none
+// fits, also the greedy from the lowest-peak one) and the baselines
+// (strategies.h), and cleans each
 // fitting plan up (cleanup.h). Local search (local_search.h) then runs from
 // the best four distinct plans (the best one on graphs of more than 64
 // candidates), with three-flip moves from the best plan on graphs of at most

@@ -590,7 +590,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
     for (size_t r = 0; r < memory.size(); ++r) {
       // A region below the peak has no drop: the peak stays, and none of
       // its nodes is at it.
-      if (memory.part(r).max != peak) continue;
+      if (memory.maxes()[r] != peak) continue;
       CachedChoice& cached = cache[r];
       const int64_t outside = memory.Outside(r);
       if (!cached.valid || cached.version != version[r] || cached.peak != peak ||

@@ -10,7 +10,6 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/console.h"
-#include "ckptplan/regions.h"
 #include "ckptplan/simulator.h"
 
 namespace ckptplan {
@@ -97,8 +96,8 @@ MinCutResult MinCutStart(const SimContext& context, const RecomputePolicy& polic
   // first of each shape is cut, the others copy its cut.
   std::vector<uint32_t> local(num_tensors, kNoId);
   std::vector<TensorId> tensors;
-  const std::vector<Region> regions = FindRegions(context);
-  const std::vector<RegionShape> shapes = ShapeRegions(context, regions);
+  const std::vector<Region>& regions = context.regions();
+  const std::vector<RegionShape>& shapes = context.shapes();
   std::vector<int64_t> region_cut(regions.size(), 0);
   size_t copied = 0;
   for (size_t r = 0; r < regions.size(); ++r) {

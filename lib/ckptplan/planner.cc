@@ -170,7 +170,7 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   // Single flips simulate their region (the whole step when costs are not
   // exact integers; see RegionalMemory).
   size_t largest_region = context.exact_costs ? 1 : graph.nodes.size();
-  for (const Region& region : FindRegions(context)) {
+  for (const Region& region : context.regions()) {
     largest_region = std::max<size_t>(largest_region, region.end - region.first);
   }
   search.max_simulations = std::clamp<size_t>(kLocalSearchNodeSteps / largest_region, 200,

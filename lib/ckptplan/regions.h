@@ -19,24 +19,6 @@
 
 namespace ckptplan {
 
-/// Where a region's copy of its shape's first region sits. Regions of one
-/// shape are copies of one another up to a shift of node and tensor ids (e.g.
-/// the microbatches of gradient accumulation): node by node the same phase,
-/// op, cost and workspace, reading and making tensors of the same bytes, kind,
-/// aliasing and candidacy, read after the region or not alike. Any plan then
-/// simulates the same in each, ids shifted, and a min cut cuts each alike.
-struct RegionShape {
-  size_t first_of_shape = 0;  ///< index of the shape's first region
-  int64_t node_shift = 0;     ///< this region's node ids minus that region's
-  int64_t tensor_shift = 0;   ///< the same for the tensors the region makes
-  size_t copies = 1;          ///< regions of this shape
-};
-/// One RegionShape per region of `regions` (FindRegions). The region holding
-/// the step's first non-forward node (where implicit gradients appear) has a
-/// shape of its own.
-std::vector<RegionShape> ShapeRegions(const SimContext& context,
-                                      const std::vector<Region>& regions);
-
 /// A region's simulation, its own or one of a copy of the region (ShapeRegions)
 /// shared with it. Peaks, totals and costs are the same in copies; steps,
 /// buffers and recomputes name ids, which full() shifts, once, on first use.
@@ -95,6 +77,8 @@ class RegionalMemory {
   const Part& part(size_t r) const { return parts_[r]; }
   /// Region that makes candidate `t`.
   size_t RegionOf(TensorId t) const { return region_of_node_[context_.graph.tensors[t].producer]; }
+  /// Each region's highest node peak (Part::max), side by side.
+  const std::vector<int64_t>& maxes() const { return maxes_; }
   /// Highest node peak outside region `r`, in the step's bytes.
   int64_t Outside(size_t r) const;
   SimOptions OptionsFor(size_t r) const;
@@ -140,6 +124,7 @@ class RegionalMemory {
   const SimContext& context_;
   SimOptions options_;
   std::vector<Part> parts_;
+  std::vector<int64_t> maxes_;  // parts_[r].max
   std::vector<uint32_t> region_of_node_;
   int64_t peak_ = 0, start_peak_ = 0;
   double start_cost_ = 0, cost_ = 0;

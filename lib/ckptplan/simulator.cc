@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <cstring>
 #include <limits>
+#include <unordered_map>
 
 namespace ckptplan {
 namespace {
@@ -536,6 +538,157 @@ std::vector<Region> FindRegions(const SimContext& context) {
     regions.back().end = current.end;
   }
   return regions;
+}
+
+namespace {
+
+// Compares regions node by node, tensors up to a shift of the ids of those
+// the region makes.
+class ShapeComparer {
+ public:
+  explicit ShapeComparer(const SimContext& context) : context_(context), graph_(context.graph) {}
+
+  // First tensor the region makes: tensor ids of copies differ by as much.
+  TensorId Base(const Region& region) const {
+    for (NodeId n = region.first; n < region.end; ++n) {
+      if (!graph_.nodes[n].outputs.empty()) return graph_.nodes[n].outputs[0];
+    }
+    return 0;
+  }
+
+  // Hash of what Same compares, so that only regions of equal hash are compared.
+  uint64_t Hash(const Region& region) const {
+    const TensorId base = Base(region);
+    uint64_t hash = 1469598103934665603ull;
+    auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
+    mix(region.end - region.first);
+    for (NodeId n = region.first; n < region.end; ++n) {
+      const Node& node = graph_.nodes[n];
+      mix(static_cast<uint64_t>(node.phase));
+      mix(std::hash<std::string>()(node.op));
+      mix(static_cast<uint64_t>(node.workspace_bytes));
+      uint64_t cost_bits;
+      std::memcpy(&cost_bits, &context_.node_cost[n], sizeof cost_bits);
+      mix(cost_bits);
+      for (const std::vector<TensorId>* list : {&node.inputs, &node.outputs}) {
+        mix(list->size());
+        for (TensorId t : *list) {
+          mix(Local(t, region) ? uint64_t{t} - base : ~uint64_t{0});
+          mix(graph_.tensors[context_.root[t]].bytes);
+        }
+      }
+    }
+    return hash;
+  }
+
+  // Whether `b` is a copy of `a`, its tensors shifted by `shift`.
+  bool Same(const Region& a, const Region& b, int64_t shift) const {
+    if (a.end - a.first != b.end - b.first) return false;
+    for (NodeId i = 0; i < a.end - a.first; ++i) {
+      const NodeId na = a.first + i, nb = b.first + i;
+      const Node& x = graph_.nodes[na];
+      const Node& y = graph_.nodes[nb];
+      if (x.phase != y.phase || x.op != y.op || x.workspace_bytes != y.workspace_bytes ||
+          context_.node_cost[na] != context_.node_cost[nb] ||
+          x.inputs.size() != y.inputs.size() || x.outputs.size() != y.outputs.size()) {
+        return false;
+      }
+      for (size_t k = 0; k < x.inputs.size(); ++k) {
+        if (!SameTensor(x.inputs[k], y.inputs[k], a, b, shift)) return false;
+      }
+      for (size_t k = 0; k < x.outputs.size(); ++k) {
+        if (!SameTensor(x.outputs[k], y.outputs[k], a, b, shift)) return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  bool Local(TensorId t, const Region& region) const {
+    const NodeId p = graph_.tensors[t].producer;
+    return p != kNoId && p >= region.first && p < region.end;
+  }
+
+  // Alike in what the simulator reads of a tensor another region made: only
+  // whether it is resident, forward-made or a candidate.
+  bool SameFlags(TensorId s, TensorId t) const {
+    return context_.resident_root[s] == context_.resident_root[t] &&
+           context_.forward_produced[s] == context_.forward_produced[t] &&
+           context_.is_candidate[s] == context_.is_candidate[t];
+  }
+
+  // `s` in `a` and `t` in `b` play the same part.
+  bool SameRef(TensorId s, TensorId t, const Region& a, const Region& b, int64_t shift) const {
+    const bool local = Local(s, a);
+    if (local != Local(t, b)) return false;
+    if (!local) return SameFlags(s, t);
+    return int64_t{t} - int64_t{s} == shift;
+  }
+
+  bool SameTensor(TensorId s, TensorId t, const Region& a, const Region& b, int64_t shift) const {
+    if (!SameRef(s, t, a, b, shift) || !SameFlags(s, t)) return false;
+    if (!Local(s, a)) return true;
+    const Tensor& x = graph_.tensors[s];
+    const Tensor& y = graph_.tensors[t];
+    if (x.bytes != y.bytes || x.kind != y.kind) return false;
+    if ((x.alias_of == kNoId) != (y.alias_of == kNoId)) return false;
+    if (x.alias_of != kNoId && !SameRef(x.alias_of, y.alias_of, a, b, shift)) return false;
+    const TensorId rs = context_.root[s], rt = context_.root[t];
+    if (!SameRef(rs, rt, a, b, shift) || !SameFlags(rs, rt)) return false;
+    if (graph_.tensors[rs].bytes != graph_.tensors[rt].bytes) return false;
+    // Storages read after the region live to its end.
+    const NodeId ls = context_.last_reader[rs], lt = context_.last_reader[rt];
+    return (ls != kNoId && ls >= a.end) == (lt != kNoId && lt >= b.end);
+  }
+
+  const SimContext& context_;
+  const Graph& graph_;
+};
+
+}  // namespace
+
+std::vector<RegionShape> ShapeRegions(const SimContext& context,
+                                      const std::vector<Region>& regions) {
+  std::vector<RegionShape> shapes(regions.size());
+  const ShapeComparer comparer(context);
+  // Shapes' first regions by hash.
+  std::unordered_map<uint64_t, std::vector<size_t>> firsts;
+  const NodeId implicit = context.graph.training.implicit_gradient_bytes > 0
+                              ? context.first_non_forward
+                              : kNoId;
+  for (size_t r = 0; r < regions.size(); ++r) {
+    RegionShape& shape = shapes[r];
+    shape.first_of_shape = r;
+    const Region& region = regions[r];
+    if (implicit != kNoId && implicit >= region.first && implicit < region.end) continue;
+    const TensorId base = comparer.Base(region);
+    std::vector<size_t>& same_hash = firsts[comparer.Hash(region)];
+    for (size_t f : same_hash) {
+      const int64_t shift = int64_t{base} - int64_t{comparer.Base(regions[f])};
+      if (!comparer.Same(regions[f], region, shift)) continue;
+      shape.first_of_shape = f;
+      shape.node_shift = int64_t{region.first} - int64_t{regions[f].first};
+      shape.tensor_shift = shift;
+      break;
+    }
+    if (shape.first_of_shape == r) same_hash.push_back(r);
+  }
+  std::vector<size_t> copies(regions.size(), 0);
+  for (const RegionShape& shape : shapes) ++copies[shape.first_of_shape];
+  for (RegionShape& shape : shapes) shape.copies = copies[shape.first_of_shape];
+  return shapes;
+}
+
+const std::vector<Region>& SimContext::regions() const {
+  if (!regions_) regions_ = std::make_shared<const std::vector<Region>>(FindRegions(*this));
+  return *regions_;
+}
+
+const std::vector<RegionShape>& SimContext::shapes() const {
+  if (!shapes_) {
+    shapes_ = std::make_shared<const std::vector<RegionShape>>(ShapeRegions(*this, regions()));
+  }
+  return *shapes_;
 }
 
 }  // namespace ckptplan

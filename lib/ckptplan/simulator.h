@@ -18,6 +18,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <vector>
 
@@ -111,6 +112,9 @@ struct SimResult {
 /// peak_breakdown when categories were not recorded per step.
 const CategoryBytes& CategoriesAt(const SimResult& sim, uint32_t step);
 
+struct Region;       // below
+struct RegionShape;
+
 /// Per-graph facts Simulate needs, computed once, so that planners that
 /// simulate many plans of one graph do not recompute them. Holds a reference
 /// to `graph`, which must outlive it.
@@ -147,6 +151,11 @@ struct SimContext {
   std::vector<TensorId> alias_of;
   std::vector<int64_t> bytes;
 
+  /// FindRegions(*this) and ShapeRegions(*this, regions()), computed on
+  /// first use.
+  const std::vector<Region>& regions() const;
+  const std::vector<RegionShape>& shapes() const;
+
   /// Working memory Simulate reuses between calls (fresh pages are costly on
   /// large graphs); a context serves one thread at a time.
   struct Scratch {
@@ -156,6 +165,10 @@ struct SimContext {
     std::vector<int64_t> workspace, delta, running;
   };
   mutable Scratch scratch;
+
+ private:
+  mutable std::shared_ptr<const std::vector<Region>> regions_;
+  mutable std::shared_ptr<const std::vector<RegionShape>> shapes_;
 };
 
 /// Simulates one training step with `keep` deciding saved vs dropped.
@@ -189,6 +202,24 @@ struct Region {
 /// (the last one may have none when it is the only one). One region when the
 /// step does not split, none when the graph has no nodes.
 std::vector<Region> FindRegions(const SimContext& context);
+
+/// Where a region's copy of its shape's first region sits. Regions of one
+/// shape are copies of one another up to a shift of node and tensor ids (e.g.
+/// the microbatches of gradient accumulation): node by node the same phase,
+/// op, cost and workspace, reading and making tensors of the same bytes, kind,
+/// aliasing and candidacy, read after the region or not alike. Any plan then
+/// simulates the same in each, ids shifted, and a min cut cuts each alike.
+struct RegionShape {
+  size_t first_of_shape = 0;  ///< index of the shape's first region
+  int64_t node_shift = 0;     ///< this region's node ids minus that region's
+  int64_t tensor_shift = 0;   ///< the same for the tensors the region makes
+  size_t copies = 1;          ///< regions of this shape
+};
+/// One RegionShape per region of `regions` (FindRegions). The region holding
+/// the step's first non-forward node (where implicit gradients appear) has a
+/// shape of its own.
+std::vector<RegionShape> ShapeRegions(const SimContext& context,
+                                      const std::vector<Region>& regions);
 
 }  // namespace ckptplan
 

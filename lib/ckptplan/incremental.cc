@@ -517,13 +517,21 @@ class SharedSearches {
              const DropChoice& choice) {
     if (!Eligible(r)) return;
     const uint64_t key = Key(r, keep, peak, outside);
-    if (entries_.size() >= kMaxEntries) entries_.clear();
+    // Bounded like RegionalMemory's trials: dropped all at once past a size.
+    const size_t most = std::max(kMinBytes, kBytesPerNode * memory_.context().graph.nodes.size());
+    if (bytes_ > most) {
+      entries_.clear();
+      bytes_ = 0;
+    }
     const RegionalMemory::Part& part = memory_.part(r);
-    entries_[key] = {r, plan_, peak - part.offset_shift, outside - part.offset_shift, choice};
+    Entry& entry = entries_[key];
+    bytes_ += plan_.size() + sizeof(Entry) - entry.plan.size();
+    entry = {r, plan_, peak - part.offset_shift, outside - part.offset_shift, choice};
   }
 
  private:
-  static constexpr size_t kMaxEntries = 100'000;
+  static constexpr size_t kBytesPerNode = 16;
+  static constexpr size_t kMinBytes = size_t{1} << 20;
   struct Entry {
     size_t source;
     std::vector<uint8_t> plan;
@@ -547,6 +555,7 @@ class SharedSearches {
 
   const RegionalMemory& memory_;
   std::unordered_map<uint64_t, Entry> entries_;
+  size_t bytes_ = 0;  // about, over entries_
   std::vector<uint8_t> plan_;
 };
 

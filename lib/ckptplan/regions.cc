@@ -12,7 +12,7 @@ namespace {
 constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
 // Simulations RegionalMemory keeps for regions' copies, in bytes, at most:
 // this much per node of the graph, and at least kMinMemoBytes.
-constexpr size_t kMemoBytesPerNode = 96;
+constexpr size_t kMemoBytesPerNode = 48;
 constexpr size_t kMinMemoBytes = size_t{4} << 20;
 
 // `from`, a simulation of a region, as the simulation of its copy whose node

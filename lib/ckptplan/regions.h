@@ -74,6 +74,7 @@ class RegionalMemory {
   int64_t start_peak() const { return start_peak_; }
   double start_cost() const { return start_cost_; }
   size_t size() const { return parts_.size(); }
+  const SimContext& context() const { return context_; }
   const Part& part(size_t r) const { return parts_[r]; }
   /// Region that makes candidate `t`.
   size_t RegionOf(TensorId t) const { return region_of_node_[context_.graph.tensors[t].producer]; }

@@ -135,14 +135,8 @@ TEST_CASE("incremental planner matches the reference when regions are copies of 
   // must stay the reference's, ties between copies broken by tensor id.
   size_t drops = 0, shared = 0;
   for (uint64_t seed = 1; seed <= 12; ++seed) {
-    RandomGraphOptions options;
-    options.seed = seed;
-    options.layers = 2 + static_cast<int>(seed % 4);
-    options.width = 1 + static_cast<int>(seed % 3);
-    options.optimizer = seed % 2 == 0;
-    const Graph step = RandomTrainingGraph(options);
-    const std::vector<Graph> parts(3 + seed % 4, step);
-    drops += CheckSamePlans(testing::Concatenate(parts), seed % 3 == 0 ? 20 : 0,
+    const Graph step = testing::RandomStep(seed, 2);
+    drops += CheckSamePlans(testing::Copies(step, 3 + seed % 4), seed % 3 == 0 ? 20 : 0,
                             "copies seed " + std::to_string(seed), nullptr, &shared);
   }
   for (int microbatches : {4, 6}) {

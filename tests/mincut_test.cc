@@ -135,13 +135,8 @@ TEST_CASE("mincut: copies of one step are cut as the step is") {
   // Regions that are copies (ShapeRegions) take the first copy's cut; each
   // part must still be cut as the step alone is.
   for (uint64_t seed = 1; seed <= 10; ++seed) {
-    RandomGraphOptions options;
-    options.seed = seed;
-    options.layers = 3 + static_cast<int>(seed % 4);
-    options.width = 1 + static_cast<int>(seed % 3);
-    options.optimizer = seed % 2 == 0;
-    const Graph step = RandomTrainingGraph(options);
-    const Graph graph = ckptplan::testing::Concatenate(std::vector<Graph>(5, step));
+    const Graph step = ckptplan::testing::RandomStep(seed, 3);
+    const Graph graph = ckptplan::testing::Copies(step, 5);
     CAPTURE(seed);
     const MinCutResult alone = MinCutStart(step, DefaultRecomputePolicy());
     const MinCutResult all = MinCutStart(graph, DefaultRecomputePolicy());

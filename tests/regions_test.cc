@@ -105,13 +105,8 @@ TEST_CASE("property: a trial shared by a copy equals the copy's own simulation")
   std::mt19937_64 rng(11);
   size_t shared = 0;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
-    RandomGraphOptions random;
-    random.seed = seed;
-    random.layers = 3 + static_cast<int>(seed % 3);
-    random.width = 1 + static_cast<int>(seed % 3);
-    random.optimizer = seed % 2 == 0;
-    const Graph step = RandomTrainingGraph(random);
-    const Graph graph = Concatenate(std::vector<Graph>(4, step));
+    const Graph step = testing::RandomStep(seed, 3);
+    const Graph graph = testing::Copies(step, 4);
     CAPTURE(seed);
     SimContext context(graph);
     SimOptions options;

@@ -7,6 +7,7 @@
 
 #include "ckptplan/graph.h"
 #include "ckptplan/json_loader.h"
+#include "ckptplan/synth.h"
 
 namespace ckptplan::testing {
 
@@ -64,6 +65,22 @@ inline Graph Concatenate(const std::vector<Graph>& parts) {
   }
   out.Finalize();
   return out;
+}
+
+// A small random step that varies with `seed`: `min_layers` to
+// min_layers + 3 layers of 1 to 3 nodes, Adam state on even seeds.
+inline Graph RandomStep(uint64_t seed, int min_layers) {
+  RandomGraphOptions options;
+  options.seed = seed;
+  options.layers = min_layers + static_cast<int>(seed % 4);
+  options.width = 1 + static_cast<int>(seed % 3);
+  options.optimizer = seed % 2 == 0;
+  return RandomTrainingGraph(options);
+}
+
+// `count` copies of `step`, run one after another (see Concatenate).
+inline Graph Copies(const Graph& step, size_t count) {
+  return Concatenate(std::vector<Graph>(count, step));
 }
 
 }  // namespace ckptplan::testing

@@ -1,12 +1,16 @@
 // Fuzzes the JSON graph loader, then plans and reports every graph it
 // accepts: an accepted graph must simulate, plan, print and round-trip its
-// plan file without a crash, an overflow or a hang.
+// plan file without a crash, an overflow or a hang, and the incremental
+// planner must pick the reference greedy's drops, also on four copies of the
+// graph run one after another (regions that share searches and trials).
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "../test_graphs.h"
 #include "ckptplan/errors.h"
+#include "ckptplan/incremental.h"
 #include "ckptplan/json_loader.h"
 #include "ckptplan/plan_io.h"
 #include "ckptplan/report.h"
@@ -34,6 +38,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (greedy.peak > greedy.start_peak) __builtin_trap();
   const SimResult planned = Simulate(graph, greedy.keep, options);
   if (planned.peak_bytes != greedy.peak) __builtin_trap();
+  if (IncrementalPlan(graph, SaveAll(graph), greedy_options).drops != greedy.drops) {
+    __builtin_trap();
+  }
+  if (graph.nodes.size() <= 64) {
+    const Graph copies = testing::Copies(graph, 4);
+    GreedyOptions copies_options;
+    copies_options.budget_bytes = ComputeLowerBound(copies, 0).bytes;
+    const GreedyResult reference = GreedyPlan(copies, SaveAll(copies), copies_options);
+    if (IncrementalPlan(copies, SaveAll(copies), copies_options).drops != reference.drops) {
+      __builtin_trap();
+    }
+  }
 
   Summary summary{"plan", "fuzz.json", bound.bytes, 0, &save_all, &planned, &greedy.keep,
                   bound, 10};

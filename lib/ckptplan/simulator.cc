@@ -285,6 +285,7 @@ SimContext::SimContext(const Graph& g) : graph(g) {
   for (double cost : node_cost) exact_costs = exact_costs && cost == std::floor(cost);
   first_non_forward = FirstNonForwardNode(graph);
   if (first_non_forward == kNone) first_non_forward = kNoId;
+  resident = ResidentBytes(graph, 0);
 
   const size_t num_nodes = graph.nodes.size();
   inputs_begin.resize(num_nodes + 1);
@@ -359,7 +360,10 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
   result.step_cost = context.step_cost;
 
   const size_t num_steps = result.steps.size();
-  if (whole) result.resident = ResidentBytes(graph, options.reserve_bytes);
+  if (whole) {
+    result.resident = context.resident;
+    result.resident[static_cast<size_t>(Category::kReserve)] = options.reserve_bytes;
+  }
   int64_t resident_total = 0;
   for (int64_t bytes : result.resident) resident_total += bytes;
 

@@ -133,6 +133,7 @@ struct SimContext {
   /// when none does.
   std::vector<NodeId> last_reader;
   NodeId first_non_forward = kNoId;         ///< first node not in the forward
+  CategoryBytes resident{};  ///< resident state by category, without a reserve
   /// Every node cost is an integer and all of them sum below 2^53, so any
   /// sum of costs is exact in a double whatever the order.
   bool exact_costs = false;

@@ -55,8 +55,8 @@ class Candidates {
     return result;
   }
 
-  // Adds a plan; fitting plans are cleaned up first.
-  // Adds a plan found since `since` (for the log's timings).
+  // Adds a plan found since `since` (for the log's timings); fitting plans
+  // are cleaned up first.
   void Add(SaveSet keep, std::string method,
            std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now()) {
     PlannerResult result = Measure(std::move(keep), method);

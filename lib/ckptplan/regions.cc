@@ -87,13 +87,13 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
     Part& part = parts_[r];
     part.range = ranges[r];
     for (NodeId n = part.range.first; n < part.range.end; ++n) region_of_node_[n] = r;
-    const SimResult& sim = *part.sim.own();
-    Simulate(context, keep, OptionsFor(r), part.sim.own());
+    SimResult* sim = part.sim.own();
+    Simulate(context, keep, OptionsFor(r), sim);
     part.offset.resize(part.range.end - part.range.first);
     for (size_t n = 0; n < part.offset.size(); ++n) {
-      part.offset[n] = whole.node_peak[part.range.first + n] - sim.node_peak[n];
+      part.offset[n] = whole.node_peak[part.range.first + n] - sim->node_peak[n];
     }
-    part.max = MaxWithOffset(sim.node_peak, part.offset);
+    part.max = MaxWithOffset(sim->node_peak, part.offset);
   }
   for (TensorId t : context.candidates) parts_[RegionOf(t)].candidates.push_back(t);
   const std::vector<RegionShape> shapes =
@@ -161,26 +161,39 @@ void RegionalMemory::Try(size_t r, const SaveSet& keep, Trial* trial, bool need_
   const Part& part = parts_[r];
   trial->region = r;
   trial->has_sim = true;
-  double region_cost = 0;  // the region's recompute cost after
-  if (part.shape.copies <= 1) {
-    const SimResult& sim = *trial->sim.own();
-    Simulate(context_, keep, OptionsFor(r), trial->sim.own());
-    trial->region_max = MaxWithOffset(sim.node_peak, part.offset);
-    region_cost = sim.recompute_cost;
-  } else {
-    const uint64_t key = PlanKey(r, keep, &plan_);
+  // A trial of a copy of this region with the same plan, when there is one.
+  const bool shared = part.shape.copies > 1;
+  const uint64_t key = shared ? PlanKey(r, keep, &plan_) : 0;
+  const Memo* memo = nullptr;
+  if (shared) {
     auto found = memo_.find(key);
-    const Memo* memo = found == memo_.end() ? nullptr : &found->second;
-    if (memo != nullptr &&
-        (memo->plan != plan_ || (need_sim && !memo->sim) ||
-         parts_[memo->source].shape.first_of_shape != part.shape.first_of_shape)) {
-      memo = nullptr;
+    if (found != memo_.end() && found->second.plan == plan_ && (!need_sim || found->second.sim) &&
+        parts_[found->second.source].shape.first_of_shape == part.shape.first_of_shape) {
+      memo = &found->second;
     }
-    if (memo == nullptr) {
-      const SimResult& sim = *trial->sim.own();
-      Simulate(context_, keep, OptionsFor(r), trial->sim.own());
-      trial->region_max = MaxWithOffset(sim.node_peak, part.offset);
-      region_cost = sim.recompute_cost;
+  }
+  double region_cost = 0;  // the region's recompute cost after
+  if (memo != nullptr) {
+    ++shared_trials_;
+    const Part& source = parts_[memo->source];
+    if (need_sim) {
+      trial->sim.Share(memo->sim, int64_t{part.range.first} - int64_t{source.range.first},
+                       part.shape.tensor_shift - source.shape.tensor_shift);
+    }
+    trial->has_sim = need_sim;
+    if (part.offsets_match && source.offsets_match) {
+      trial->region_max = memo->region_max + part.offset_shift - source.offset_shift;
+    } else {
+      trial->region_max =
+          MaxWithOffset(memo->sim ? memo->sim->node_peak : memo->node_peak, part.offset);
+    }
+    region_cost = memo->recompute_cost;
+  } else {
+    SimResult* sim = trial->sim.own();
+    Simulate(context_, keep, OptionsFor(r), sim);
+    trial->region_max = MaxWithOffset(sim->node_peak, part.offset);
+    region_cost = sim->recompute_cost;
+    if (shared) {
       const size_t most =
           std::max(kMinMemoBytes, kMemoBytesPerNode * context_.graph.nodes.size());
       if (memo_bytes_ > most) {
@@ -191,36 +204,19 @@ void RegionalMemory::Try(size_t r, const SaveSet& keep, Trial* trial, bool need_
       memo_bytes_ -= stored.bytes;
       stored.source = r;
       stored.plan = plan_;
-      stored.recompute_cost = sim.recompute_cost;
+      stored.recompute_cost = sim->recompute_cost;
       stored.region_max = trial->region_max;
       if (need_sim) {
-        auto shared = std::make_shared<SimResult>(sim);
-        stored.sim = shared;
+        stored.sim = std::make_shared<const SimResult>(*sim);
         stored.node_peak.clear();
-        stored.bytes = SimBytes(sim);
-        trial->sim.Share(std::move(shared), 0, 0);
+        stored.bytes = SimBytes(*sim);
       } else {
         stored.sim.reset();
-        stored.node_peak = sim.node_peak;
+        stored.node_peak = sim->node_peak;
         stored.bytes = stored.node_peak.size() * sizeof(int64_t);
       }
       stored.bytes += plan_.size();
       memo_bytes_ += stored.bytes;
-    } else {
-      ++shared_trials_;
-      const Part& source = parts_[memo->source];
-      if (need_sim) {
-        trial->sim.Share(memo->sim, int64_t{part.range.first} - int64_t{source.range.first},
-                         part.shape.tensor_shift - source.shape.tensor_shift);
-      }
-      trial->has_sim = need_sim;
-      if (part.offsets_match && source.offsets_match) {
-        trial->region_max = memo->region_max + part.offset_shift - source.offset_shift;
-      } else {
-        trial->region_max =
-            MaxWithOffset(memo->sim ? memo->sim->node_peak : memo->node_peak, part.offset);
-      }
-      region_cost = memo->recompute_cost;
     }
   }
   trial->peak = std::max(Outside(r), trial->region_max);

@@ -2,6 +2,12 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <limits>
+#include <random>
+
+#include "ckptplan/synth.h"
+#include "test_graphs.h"
 #include "tiny_graph.h"
 
 namespace ckptplan {
@@ -55,6 +61,141 @@ TEST_CASE("cleanup: re-saves everything when the budget allows it, nothing when 
   CleanupResult over = ResaveDropped(graph, both, 400, 0);
   CHECK(over.resaved.empty());
   CHECK(over.keep == both);
+}
+
+TEST_CASE("cleanup: a re-save's floor is the gap's highest node plus the storage") {
+  Graph graph = TinyGraph(kChain);
+  const TensorId a = Id(graph, "a");
+  SimContext context(graph);
+  SaveSet keep = SaveAll(graph);
+  keep[a] = 0;
+  // a dropped: its original ends after f2 (node 1); f1 re-runs (reading only
+  // the resident x) right before f1_bwd (node 7). Node peaks of the gap:
+  // f3 x + b + c = 10 + 200 = 210; s + l = 314; s_bwd l + dc = 314;
+  // f3_bwd x + b + c + dc + db = 410 (the peak); f2_bwd x + b + db + da = 310.
+  SimOptions options;
+  RegionalMemory memory(context, keep, options);
+  CHECK(memory.peak() == 410);
+  ResaveFloor floor(context);
+  floor.Prepare(memory, memory.RegionOf(a));
+  // Re-saving a keeps its 100 bytes over the gap, and no storage read last by
+  // the re-run of f1 can leave it: 410 + 100 = 510, the save-all peak.
+  CHECK(floor.Floor(a) == 510);
+  keep[a] = 1;
+  CHECK(Simulate(context, keep, options).peak_bytes == 510);
+}
+
+// Random plans of random steps, in copies and with transformers: no floor is
+// above the peak the re-save really gives, and many rule a re-save out at a
+// budget of the plan's own peak.
+TEST_CASE("property: a re-save's floor never exceeds its simulated peak") {
+  std::mt19937_64 rng(3);
+  size_t floors = 0, ruled_out = 0, checked = 0;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    Graph graph;
+    if (seed % 5 == 0) {
+      TransformerOptions options;
+      options.layers = 2;
+      options.microbatches = 1 + static_cast<int>(seed % 2);
+      options.batch = 2;
+      options.seq = 8;
+      options.hidden = 16;
+      options.heads = 2;
+      options.vocab = 50;
+      graph = TransformerGraph(options);
+    } else {
+      graph = testing::Copies(testing::RandomStep(seed, 3), 1 + seed % 3);
+    }
+    CAPTURE(seed);
+    SimContext context(graph);
+    for (int plan = 0; plan < 6; ++plan) {
+      SaveSet keep = SaveAll(graph);
+      for (TensorId t : context.candidates) keep[t] = rng() % 3 == 0;
+      SimOptions options;
+      options.reserve_bytes = 10;
+      RegionalMemory memory(context, keep, options);
+      ResaveFloor floor(context);
+      for (size_t r = 0; r < memory.size(); ++r) {
+        floor.Prepare(memory, r);
+        for (TensorId t : memory.part(r).candidates) {
+          if (keep[t]) continue;
+          const int64_t bound = floor.Floor(t);
+          keep[t] = 1;
+          const int64_t peak = Simulate(context, keep, options).peak_bytes;
+          keep[t] = 0;
+          CAPTURE(graph.tensors[t].name);
+          CHECK(bound <= peak);
+          ++checked;
+          if (bound == std::numeric_limits<int64_t>::min()) continue;
+          ++floors;
+          ruled_out += bound > memory.peak();
+        }
+      }
+    }
+  }
+  CHECK(checked > 1000);
+  CHECK(floors > checked / 4);
+  CHECK(ruled_out > 100);
+  MESSAGE(checked << " re-saves, " << floors << " with a floor, " << ruled_out << " ruled out");
+}
+
+// The cleanup as cleanup.h states it, re-simulating the whole step for every
+// re-save: the reference for ResaveDropped's floors and region simulations.
+SaveSet PlainCleanup(const Graph& graph, SaveSet keep, int64_t budget) {
+  SimOptions options;
+  SimResult current = Simulate(graph, keep, options);
+  bool changed = current.peak_bytes <= budget;
+  while (changed) {
+    changed = false;
+    std::vector<std::pair<double, TensorId>> gains;  // (cost removed, tensor)
+    for (TensorId t : SaveCandidates(graph)) {
+      if (keep[t]) continue;
+      keep[t] = 1;
+      SimResult trial = Simulate(graph, keep, options);
+      keep[t] = 0;
+      if (trial.peak_bytes <= budget) {
+        gains.push_back({current.recompute_cost - trial.recompute_cost, t});
+      }
+    }
+    std::sort(gains.begin(), gains.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    for (const auto& [gain, t] : gains) {
+      keep[t] = 1;
+      SimResult trial = Simulate(graph, keep, options);
+      if (trial.peak_bytes > budget || trial.recompute_cost > current.recompute_cost) {
+        keep[t] = 0;
+        continue;
+      }
+      current = std::move(trial);
+      changed = true;
+    }
+  }
+  return keep;
+}
+
+TEST_CASE("property: the cleanup re-saves what a plain re-simulating cleanup does") {
+  std::mt19937_64 rng(5);
+  size_t resaved = 0;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    const Graph graph = testing::Copies(testing::RandomStep(seed, 3), 1 + seed % 3);
+    CAPTURE(seed);
+    SimContext context(graph);
+    for (int plan = 0; plan < 4; ++plan) {
+      SaveSet keep = SaveAll(graph);
+      for (TensorId t : context.candidates) keep[t] = rng() % 3 == 0;
+      const int64_t dropped = Simulate(context, keep, SimOptions{}).peak_bytes;
+      const int64_t all = Simulate(context, SaveAll(graph), SimOptions{}).peak_bytes;
+      // Budgets from the plan's own peak up to the save-all peak.
+      for (int64_t budget : {dropped, (dropped + all) / 2, all}) {
+        CleanupResult cleaned = ResaveDropped(context, keep, budget, 0);
+        CHECK(cleaned.keep == PlainCleanup(graph, keep, budget));
+        resaved += cleaned.resaved.size();
+      }
+    }
+  }
+  CHECK(resaved > 200);
+  MESSAGE(resaved << " re-saves");
 }
 
 }  // namespace

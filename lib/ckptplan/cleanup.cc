@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 
 #include <spdlog/spdlog.h>
 
@@ -11,12 +12,76 @@
 namespace ckptplan {
 namespace {
 
+constexpr uint32_t kNoStep = UINT32_MAX;
+constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
+
 struct Gain {
   TensorId tensor;
   double saved_cost;  // recompute cost removed by re-saving it
 };
 
 }  // namespace
+
+ResaveFloor::ResaveFloor(const SimContext& context)
+    : context_(context),
+      copy_step_(context.graph.tensors.size(), kNoStep),
+      original_last_(context.graph.tensors.size(), kNoStep) {}
+
+void ResaveFloor::Prepare(const RegionalMemory& memory, size_t r) {
+  const RegionalMemory::Part& part = memory.part(r);
+  const SimResult& sim = part.sim.full();
+  first_ = part.range.first;
+  node_peak_.resize(sim.node_peak.size());
+  for (size_t n = 0; n < node_peak_.size(); ++n) node_peak_[n] = sim.node_peak[n] + part.offset[n];
+  // Recompute steps belong to the group of the node that follows them.
+  const size_t num_steps = sim.steps.size();
+  group_.resize(num_steps);
+  group_start_.assign(node_peak_.size(), kNoStep);
+  uint32_t start = 0;
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    if (sim.steps[s].recompute) continue;
+    const NodeId node = sim.steps[s].node;
+    group_start_[node - first_] = start;
+    for (uint32_t i = start; i <= s; ++i) group_[i] = node;
+    start = s + 1;
+  }
+  for (TensorId t : touched_) copy_step_[t] = original_last_[t] = kNoStep;
+  touched_.clear();
+  leaving_.clear();
+  for (const Buffer& buffer : sim.buffers) {
+    touched_.push_back(buffer.root);
+    if (buffer.category == Category::kRecomputed) {
+      copy_step_[buffer.root] = std::min(copy_step_[buffer.root], buffer.first_step);
+    } else {
+      original_last_[buffer.root] = buffer.last_step;
+    }
+    if (sim.steps[buffer.last_step].recompute) {
+      leaving_.push_back({buffer.first_step, buffer.last_step, buffer.bytes});
+    }
+  }
+}
+
+int64_t ResaveFloor::Floor(TensorId t) const {
+  // Only a tensor with a storage of its own, whose copy and original both
+  // show in the simulation.
+  if (context_.root[t] != t || context_.made[t] != SimContext::Made::kActivation) return kLowest;
+  const uint32_t copy = copy_step_[t], last = original_last_[t];
+  if (copy == kNoStep || last == kNoStep) return kLowest;
+  const NodeId copy_group = group_[copy];
+  const NodeId last_group = group_[last];
+  if (last_group + 1 >= copy_group) return kLowest;
+  int64_t highest = kLowest;
+  for (NodeId n = last_group + 1; n < copy_group; ++n) {
+    highest = std::max(highest, node_peak_[n - first_]);
+  }
+  // Storages live before the copy's group that may now end before it.
+  const uint32_t diverge = group_start_[copy_group - first_];
+  int64_t leaving = 0;
+  for (const Leaving& other : leaving_) {
+    if (other.first_step < diverge && other.last_step >= diverge) leaving += other.bytes;
+  }
+  return highest + context_.bytes[t] - leaving;
+}
 
 CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,
                             int64_t reserve_bytes) {
@@ -40,14 +105,28 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // While the plan fits, a re-save fits when its own region stays within the
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
-  size_t rounds = 0;
+  size_t rounds = 0, simulated = 0, floored = 0;
+  // Re-saves whose floor is over the budget are not simulated.
+  ResaveFloor floor(context);
+  size_t prepared = SIZE_MAX;  // region `floor` has read, if still current
+  auto cannot_fit = [&](TensorId t) {
+    const size_t r = memory.RegionOf(t);
+    if (prepared != r) {
+      floor.Prepare(memory, r);
+      prepared = r;
+    }
+    if (floor.Floor(t) <= budget_bytes) return false;
+    ++floored;
+    return true;
+  };
   while (changed) {
     changed = false;
     ++rounds;
     // Rank the dropped candidates by the recompute a re-save removes.
     std::vector<Gain> gains;
     for (TensorId t : context.candidates) {
-      if (result.keep[t] || !region_changed[memory.RegionOf(t)]) continue;
+      if (result.keep[t] || !region_changed[memory.RegionOf(t)] || cannot_fit(t)) continue;
+      ++simulated;
       result.keep[t] = 1;
       memory.Try(memory.RegionOf(t), result.keep, &trial, /*need_sim=*/false);
       result.keep[t] = 0;
@@ -60,6 +139,8 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     });
     std::fill(region_changed.begin(), region_changed.end(), 0);
     for (const Gain& gain : gains) {
+      if (cannot_fit(gain.tensor)) continue;
+      ++simulated;
       result.keep[gain.tensor] = 1;
       memory.Try(memory.RegionOf(gain.tensor), result.keep, &trial);
       // Keep a re-save only if it still fits and does not add recompute
@@ -73,16 +154,17 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       result.resaved.push_back(gain.tensor);
       region_changed[trial.region] = 1;
       memory.Apply(&trial);
+      if (prepared == trial.region) prepared = SIZE_MAX;
       changed = true;
     }
   }
   // The regions' figures are the step's (exactly: see RegionalMemory).
   result.peak_after = memory.peak();
   result.cost_after = memory.cost();
-  spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes "
-               "({:.3f} s)",
+  spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
+               "{} re-saves simulated, {} ruled out by a floor ({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,
-               result.peak_before, result.peak_after,
+               result.peak_before, result.peak_after, simulated, floored,
                SecondsSince(started));
   return result;
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ckptplan/graph.h"
+#include "ckptplan/regions.h"
 #include "ckptplan/simulator.h"
 
 namespace ckptplan {
@@ -32,6 +33,41 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
 /// The same, reusing `context` (see SimContext).
 CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int64_t budget_bytes,
                             int64_t reserve_bytes);
+
+/// Floors under the step's peak after re-saving one dropped candidate, read
+/// off a region's current simulation, so that re-saves that cannot fit the
+/// budget are never simulated.
+///
+/// Re-saving `t` keeps its original storage until the group (a node and the
+/// recompute steps before it) where the plan first made `t`'s recomputed
+/// copy. Every step before that group runs as before, so the groups between
+/// the original's last read and that group hold the storage on top of what
+/// they held. Only a storage whose last read is a recompute step in or after
+/// that group can leave them earlier: the re-save may remove that step.
+class ResaveFloor {
+ public:
+  explicit ResaveFloor(const SimContext& context);
+  /// Reads region `r`'s current simulation; call again when it changes.
+  void Prepare(const RegionalMemory& memory, size_t r);
+  /// A floor under the step's peak with dropped candidate `t` of the
+  /// prepared region saved, or the lowest int64_t when there is none.
+  int64_t Floor(TensorId t) const;
+
+ private:
+  struct Leaving {  // a storage whose last read is a recompute step
+    uint32_t first_step, last_step;
+    int64_t bytes;
+  };
+  const SimContext& context_;
+  NodeId first_ = 0;                      // the region's first node
+  std::vector<int64_t> node_peak_;        // per node of the region, the step's bytes
+  std::vector<NodeId> group_;             // per step: node of its group
+  std::vector<uint32_t> group_start_;     // per node of the region: its group's first step
+  std::vector<uint32_t> copy_step_;       // per tensor: step making its recomputed copy
+  std::vector<uint32_t> original_last_;   // per root: last step reading its original
+  std::vector<TensorId> touched_;         // entries of the two set by Prepare
+  std::vector<Leaving> leaving_;
+};
 
 }  // namespace ckptplan
 

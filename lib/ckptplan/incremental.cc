@@ -104,6 +104,7 @@ struct View {
   std::vector<int64_t> first_use_floor;  // per tensor: bytes at that step if it is the group's
                                          // own node (a recomputed copy is live there), else min
   std::vector<NodeId> last_use;        // per tensor: last group a non-forward step reads it
+  std::vector<NodeId> last_node_use;   // the same, by the group's own node only
   // Per storage root, over its saved candidates: the latest last_use, which
   // candidate has it, and the latest among the others.
   std::vector<NodeId> family_last, family_second;
@@ -134,6 +135,7 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
   if (view->first_use.size() != num_tensors || 4 * num_nodes >= graph.nodes.size()) {
     view->first_use.assign(num_tensors, kNoId);
     view->last_use.assign(num_tensors, kNoId);
+    view->last_node_use.assign(num_tensors, kNoId);
     view->first_use_floor.assign(num_tensors, kLowest);
     view->last_node.assign(num_tensors, 0);
     view->family_last.assign(num_tensors, kNoId);
@@ -145,7 +147,7 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
       for (const std::vector<TensorId>* list : {&graph.nodes[n].inputs, &graph.nodes[n].outputs}) {
         for (TensorId t : *list) {
           for (TensorId u : {t, context.root[t]}) {
-            view->first_use[u] = view->last_use[u] = kNoId;
+            view->first_use[u] = view->last_use[u] = view->last_node_use[u] = kNoId;
             view->first_use_floor[u] = kLowest;
             view->last_node[u] = 0;
             view->family_last[u] = view->family_second[u] = kNoId;
@@ -172,6 +174,7 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
     if (!step.recompute && node.phase == Phase::kForward) continue;
     for (TensorId in : node.inputs) {
       view->last_use[in] = group[s];
+      if (!step.recompute) view->last_node_use[in] = group[s];
       if (view->first_use[in] != kNoId) continue;
       view->first_use[in] = group[s];
       if (!step.recompute) {
@@ -253,7 +256,9 @@ class ChainWalker {
     double cost = 0;             // of the nodes added to the recompute set
     bool pulls = false;          // reaches a node already in the recompute set
     NodeId last_slot = 0;        // latest group such a node is re-run in now
-    int64_t pulled_inputs = 0;   // bytes of those nodes' inputs (they may free earlier)
+    // Bytes of those nodes' inputs that may free earlier: all but those a
+    // node at or after the pulled range reads (they stay live through it).
+    int64_t pulled_inputs = 0;
     size_t pulled_nodes = 0;
   };
 
@@ -265,17 +270,26 @@ class ChainWalker {
     max_pulled_ = max_pulled;
     Chain chain;
     stack_.clear();
+    pulled_.clear();
     Visit(graph_.tensors[t].producer, view, &chain);
     while (!stack_.empty()) {
       NodeId n = stack_.back();
       stack_.pop_back();
       const bool recomputed = view.slot[n - view.first] != kNoId;
       for (TensorId in : graph_.nodes[n].inputs) {
-        if (recomputed && !context_.resident_root[in] && chain.pulled_inputs != kUnbounded) {
-          chain.pulled_inputs += graph_.tensors[context_.root[in]].bytes;
-        }
+        if (recomputed && !context_.resident_root[in]) pulled_.push_back(in);
         if (!info_.recomputable[in] || (context_.is_candidate[in] && keep[in])) continue;
         Visit(graph_.tensors[in].producer, view, &chain);
+      }
+    }
+    if (chain.pulled_inputs == kUnbounded) return chain;
+    // The pulled nodes move to the first use of `t`; an input that a node
+    // reads at or after the last group they leave is live throughout.
+    const NodeId pulled_end = std::max(view.first_use[t], chain.last_slot);
+    for (TensorId in : pulled_) {
+      const NodeId last = view.last_node_use[in];
+      if (last == kNoId || last < pulled_end) {
+        chain.pulled_inputs += graph_.tensors[context_.root[in]].bytes;
       }
     }
     return chain;
@@ -309,6 +323,7 @@ class ChainWalker {
   uint32_t epoch_ = 0;
   size_t max_pulled_ = 0;
   std::vector<NodeId> stack_;
+  std::vector<TensorId> pulled_;  // inputs of pulled nodes, not resident
 };
 
 // Finds the best drop in one region, from bounds and region simulations.

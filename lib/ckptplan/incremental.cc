@@ -19,9 +19,10 @@ namespace {
 
 constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 // Recomputed nodes a bound walks through before giving up on pulled inputs:
-// a short walk first, a long one only when the short one gives up (long
-// walks for every candidate cost more than the simulations they save).
-constexpr size_t kShortPulledWalk = 16;
+// every candidate gets a short walk; a long one only when its bound, loose
+// because the short walk gave up, comes up best (long walks for every
+// candidate cost more than the simulations they save).
+constexpr size_t kShortPulledWalk = 1;
 constexpr size_t kLongPulledWalk = 256;
 
 // Drops are ranked exactly as the reference ranks them (DropChoice in
@@ -229,6 +230,8 @@ struct Bound {
   TensorId tensor = kNoId;
   double score = 0;           // no more than the real score
   int64_t freed = kUnbounded;  // no less than the real bytes freed
+  // From a short walk that gave up on pulled inputs: a long walk may tighten it.
+  bool loose = false;
 };
 
 bool BoundBefore(const Bound& a, const Bound& b) {
@@ -343,12 +346,24 @@ class RegionSearch {
     BuildView(context_, keep, region, peak, &view_);
     Bounds(region, keep, memory.Outside(r));
     DropChoice best;
+    // Bounds are taken best first from a heap; a loose one goes back in
+    // tightened, so candidates are simulated in the order of tight bounds.
+    auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
-      std::sort(bounds.begin(), bounds.end(), BoundBefore);
-      for (const Bound& bound : bounds) {
+      std::make_heap(bounds.begin(), bounds.end(), after);
+      for (size_t size = bounds.size(); size > 0;) {
+        std::pop_heap(bounds.begin(), bounds.begin() + size, after);
+        const Bound bound = bounds[--size];
         if (best.tensor != kNoId && !MayBeat(bound, tier, best)) break;
         const TensorId t = bound.tensor;
         if (tried_at_[t] == search) continue;
+        if (bound.loose) {
+          Bound tight = Tighten(region, keep, memory.Outside(r), t, tier);
+          if (tight.freed <= 0) continue;
+          bounds[size++] = tight;
+          std::push_heap(bounds.begin(), bounds.begin() + size, after);
+          continue;
+        }
         keep[t] = 0;
         memory.Try(r, keep, &trial_);
         keep[t] = 1;
@@ -381,8 +396,36 @@ class RegionSearch {
   }
 
  private:
-  // Bounds every saved candidate of the region into tier0_ and tier1_.
+  // Bounds every saved candidate of the region into tier0_ and tier1_, from
+  // short walks: a bound whose walk gave up is tightened only when reached.
   void Bounds(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region) {
+    tier0_.clear();
+    tier1_.clear();
+    for (TensorId t : region.candidates) {
+      if (!keep[t]) continue;
+      ++stats_.bounded;
+      const ChainWalker::Chain chain = walker_.Walk(t, keep, view_, kShortPulledWalk);
+      Bound bound0, bound1;
+      BoundsOf(region, t, chain, outside_region, &bound0, &bound1);
+      bound0.loose = bound1.loose = chain.pulled_inputs == kUnbounded;
+      if (bound0.freed > 0) tier0_.push_back(bound0);
+      if (bound1.freed > 0) tier1_.push_back(bound1);
+    }
+  }
+
+  // A loose bound of `tier`, tightened by a long walk.
+  Bound Tighten(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region,
+                TensorId t, int tier) {
+    const ChainWalker::Chain chain = walker_.Walk(t, keep, view_, kLongPulledWalk);
+    Bound bound0, bound1;
+    BoundsOf(region, t, chain, outside_region, &bound0, &bound1);
+    return tier == 0 ? bound0 : bound1;
+  }
+
+  // The tier-0 and tier-1 bounds of dropping `t`, whose recompute walks
+  // `chain`; a bound that frees no byte has freed <= 0.
+  void BoundsOf(const RegionalMemory::Part& region, TensorId t, const ChainWalker::Chain& chain,
+                int64_t outside_region, Bound* bound0, Bound* bound1) {
     const Graph& graph = context_.graph;
     const View& view = view_;
     const int64_t first = region.range.first;
@@ -398,17 +441,9 @@ class RegionSearch {
       const int64_t total = view.gap_prefix[hi + 1 - first];
       return total == kUnbounded ? kUnbounded : total - view.gap_prefix[lo - first];
     };
-    tier0_.clear();
-    tier1_.clear();
-    for (TensorId t : region.candidates) {
-      if (!keep[t]) continue;
-      ++stats_.bounded;
+    {
       const TensorId root = context_.root[t];
       const int64_t bytes = graph.tensors[root].bytes;
-      ChainWalker::Chain chain = walker_.Walk(t, keep, view, kShortPulledWalk);
-      if (chain.pulled_inputs == kUnbounded) {
-        chain = walker_.Walk(t, keep, view, kLongPulledWalk);
-      }
       // Where the original storage can end earlier: after its forward reads
       // and the reads of the other saved tensors sharing it, and (the copy
       // taking over) before the first non-forward use of `t`.
@@ -469,14 +504,13 @@ class RegionSearch {
       } else if (view.max_own_total != kLowest) {
         freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
       }
-      if (freed0 > 0) tier0_.push_back({t, cost / static_cast<double>(freed0), freed0});
+      *bound0 = {t, freed0 > 0 ? cost / static_cast<double>(freed0) : 0.0, freed0};
       // Per peak node, as for freed0.
       const int64_t freed1 = chain.pulls
                                  ? SaturatingAdd(gaps_inside, SaturatingMul(leaving, peaks_inside))
                                  : SaturatingMul(own_bytes, peaks_inside);
-      if (peaks_inside > 0 && freed1 > 0) {
-        tier1_.push_back({t, cost / static_cast<double>(freed1), freed1});
-      }
+      *bound1 = {t, 0.0, 0};
+      if (peaks_inside > 0 && freed1 > 0) *bound1 = {t, cost / static_cast<double>(freed1), freed1};
     }
   }
 

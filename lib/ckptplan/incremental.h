@@ -11,9 +11,13 @@
 //    recompute would pull an already recomputed node earlier. Every other
 //    node keeps or raises its value.
 //  - Without such a pull, no node drops by more than the storage's bytes.
+//    With one, the pulled nodes' inputs may leave too, but not those a node
+//    reads at or after the last group the pulled nodes leave.
 //  - The recompute cost a drop adds is the cost of the nodes its chain adds.
 // Candidates are tried in order of their best possible score; the search
-// stops as soon as no untried candidate can beat the best simulated one.
+// stops as soon as no untried candidate can beat the best simulated one. A
+// bound whose walk through pulled nodes was cut short is walked in full
+// only when it comes up first, then put back in order.
 // Every choice is still scored from a full Simulate, so the memory rule stays
 // in simulator.cc.
 #ifndef CKPTPLAN_INCREMENTAL_H_

@@ -139,41 +139,6 @@ TEST_CASE("property: a re-save's floor never exceeds its simulated peak") {
   MESSAGE(checked << " re-saves, " << floors << " with a floor, " << ruled_out << " ruled out");
 }
 
-// The cleanup as cleanup.h states it, re-simulating the whole step for every
-// re-save: the reference for ResaveDropped's floors and region simulations.
-SaveSet PlainCleanup(const Graph& graph, SaveSet keep, int64_t budget) {
-  SimOptions options;
-  SimResult current = Simulate(graph, keep, options);
-  bool changed = current.peak_bytes <= budget;
-  while (changed) {
-    changed = false;
-    std::vector<std::pair<double, TensorId>> gains;  // (cost removed, tensor)
-    for (TensorId t : SaveCandidates(graph)) {
-      if (keep[t]) continue;
-      keep[t] = 1;
-      SimResult trial = Simulate(graph, keep, options);
-      keep[t] = 0;
-      if (trial.peak_bytes <= budget) {
-        gains.push_back({current.recompute_cost - trial.recompute_cost, t});
-      }
-    }
-    std::sort(gains.begin(), gains.end(), [](const auto& x, const auto& y) {
-      return x.first != y.first ? x.first > y.first : x.second < y.second;
-    });
-    for (const auto& [gain, t] : gains) {
-      keep[t] = 1;
-      SimResult trial = Simulate(graph, keep, options);
-      if (trial.peak_bytes > budget || trial.recompute_cost > current.recompute_cost) {
-        keep[t] = 0;
-        continue;
-      }
-      current = std::move(trial);
-      changed = true;
-    }
-  }
-  return keep;
-}
-
 TEST_CASE("property: the cleanup re-saves what a plain re-simulating cleanup does") {
   std::mt19937_64 rng(5);
   size_t resaved = 0;
@@ -189,7 +154,7 @@ TEST_CASE("property: the cleanup re-saves what a plain re-simulating cleanup doe
       // Budgets from the plan's own peak up to the save-all peak.
       for (int64_t budget : {dropped, (dropped + all) / 2, all}) {
         CleanupResult cleaned = ResaveDropped(context, keep, budget, 0);
-        CHECK(cleaned.keep == PlainCleanup(graph, keep, budget));
+        CHECK(cleaned.keep == testing::PlainCleanup(graph, keep, budget));
         resaved += cleaned.resaved.size();
       }
     }

@@ -1,12 +1,15 @@
-// Small hand-made graphs shared by the tests.
+// Small hand-made graphs, and references, shared by the tests.
 #ifndef CKPTPLAN_TESTS_TEST_GRAPHS_H_
 #define CKPTPLAN_TESTS_TEST_GRAPHS_H_
 
+#include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ckptplan/graph.h"
 #include "ckptplan/json_loader.h"
+#include "ckptplan/simulator.h"
 #include "ckptplan/synth.h"
 
 namespace ckptplan::testing {
@@ -81,6 +84,41 @@ inline Graph RandomStep(uint64_t seed, int min_layers) {
 // `count` copies of `step`, run one after another (see Concatenate).
 inline Graph Copies(const Graph& step, size_t count) {
   return Concatenate(std::vector<Graph>(count, step));
+}
+
+// The cleanup as cleanup.h states it, re-simulating the whole step for every
+// re-save: the reference for ResaveDropped's floors and region simulations.
+inline SaveSet PlainCleanup(const Graph& graph, SaveSet keep, int64_t budget) {
+  SimOptions options;
+  SimResult current = Simulate(graph, keep, options);
+  bool changed = current.peak_bytes <= budget;
+  while (changed) {
+    changed = false;
+    std::vector<std::pair<double, TensorId>> gains;  // (cost removed, tensor)
+    for (TensorId t : SaveCandidates(graph)) {
+      if (keep[t]) continue;
+      keep[t] = 1;
+      SimResult trial = Simulate(graph, keep, options);
+      keep[t] = 0;
+      if (trial.peak_bytes <= budget) {
+        gains.push_back({current.recompute_cost - trial.recompute_cost, t});
+      }
+    }
+    std::sort(gains.begin(), gains.end(), [](const auto& x, const auto& y) {
+      return x.first != y.first ? x.first > y.first : x.second < y.second;
+    });
+    for (const auto& [gain, t] : gains) {
+      keep[t] = 1;
+      SimResult trial = Simulate(graph, keep, options);
+      if (trial.peak_bytes > budget || trial.recompute_cost > current.recompute_cost) {
+        keep[t] = 0;
+        continue;
+      }
+      current = std::move(trial);
+      changed = true;
+    }
+  }
+  return keep;
 }
 
 }  // namespace ckptplan::testing

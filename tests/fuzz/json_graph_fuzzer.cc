@@ -2,13 +2,15 @@
 // accepts: an accepted graph must simulate, plan, print and round-trip its
 // plan file without a crash, an overflow or a hang, and the incremental
 // planner must pick the reference greedy's drops, also on four copies of the
-// graph run one after another (regions that share searches and trials).
+// graph run one after another (regions that share searches and trials), and
+// the cleanup must re-save what a plain re-simulating cleanup does.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "../test_graphs.h"
+#include "ckptplan/cleanup.h"
 #include "ckptplan/errors.h"
 #include "ckptplan/incremental.h"
 #include "ckptplan/json_loader.h"
@@ -40,6 +42,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (planned.peak_bytes != greedy.peak) __builtin_trap();
   if (IncrementalPlan(graph, SaveAll(graph), greedy_options).drops != greedy.drops) {
     __builtin_trap();
+  }
+  // The greedy's plan, cleaned up at its own peak and halfway to save-all.
+  for (int64_t budget : {greedy.peak, greedy.peak + (save_all.peak_bytes - greedy.peak) / 2}) {
+    if (ResaveDropped(graph, greedy.keep, budget, 0).keep !=
+        testing::PlainCleanup(graph, greedy.keep, budget)) {
+      __builtin_trap();
+    }
   }
   if (graph.nodes.size() <= 64) {
     const Graph copies = testing::Copies(graph, 4);

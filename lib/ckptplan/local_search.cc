@@ -1,12 +1,14 @@
 #include "ckptplan/local_search.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <tuple>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/cleanup.h"
 #include "ckptplan/regions.h"
 
 namespace ckptplan {
@@ -28,7 +30,8 @@ class Search {
       : context_(context),
         options_(options),
         keep_(std::move(keep)),
-        candidates_(context_.candidates) {
+        candidates_(context_.candidates),
+        floor_(context) {
     sim_options_.reserve_bytes = options.reserve_bytes;
     Reset();
   }
@@ -37,9 +40,23 @@ class Search {
   bool Step() {
     Key best = current_;
     std::vector<TensorId> best_move;
-    // Single flips change one region: simulate that region only.
+    // Single flips change one region: simulate that region only. While the
+    // plan fits, a re-save that cannot fit cannot improve it either.
+    const bool fits = current_.over == 0;
+    size_t prepared = SIZE_MAX;  // region floor_ has read this round
     for (TensorId t : candidates_) {
       if (Exhausted()) return false;
+      if (fits && !keep_[t]) {
+        const size_t r = memory_->RegionOf(t);
+        if (prepared != r) {
+          floor_.Prepare(*memory_, r);
+          prepared = r;
+        }
+        if (floor_.Floor(t) > options_.budget_bytes) {
+          ++floored_;
+          continue;
+        }
+      }
       keep_[t] ^= 1;
       memory_->Try(memory_->RegionOf(t), keep_, &trial_);
       keep_[t] ^= 1;
@@ -91,6 +108,7 @@ class Search {
     result.fits = current_.over == 0;
     result.moves = moves_;
     result.simulations = simulations_;
+    result.floored = floored_;
     return result;
   }
 
@@ -128,10 +146,12 @@ class Search {
   SimOptions sim_options_;
   std::unique_ptr<RegionalMemory> memory_;
   RegionalMemory::Trial trial_, best_trial_;
+  ResaveFloor floor_;
   SimResult whole_;
   Key current_;
   size_t moves_ = 0;
   size_t simulations_ = 0;
+  size_t floored_ = 0;  // re-saves ruled out by a floor, not simulated
 };
 
 }  // namespace
@@ -147,9 +167,10 @@ LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
   while (search.Step()) {
   }
   LocalSearchResult result = search.Result();
-  spdlog::info("local search: {} moves in {} simulations, peak {} bytes, cost {}, {}", result.moves,
-               result.simulations, result.peak, result.recompute_cost,
-               result.fits ? "fits" : "does not fit");
+  spdlog::info("local search: {} moves in {} simulations ({} re-saves ruled out by a floor), "
+               "peak {} bytes, cost {}, {}",
+               result.moves, result.simulations, result.floored, result.peak,
+               result.recompute_cost, result.fits ? "fits" : "does not fit");
   return result;
 }
 

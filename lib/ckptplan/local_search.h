@@ -32,6 +32,7 @@ struct LocalSearchResult {
   bool fits = false;
   size_t moves = 0;
   size_t simulations = 0;
+  size_t floored = 0;  ///< re-saves not simulated: their floor is over the budget
 };
 
 LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,

@@ -139,6 +139,51 @@ TEST_CASE("property: a re-save's floor never exceeds its simulated peak") {
   MESSAGE(checked << " re-saves, " << floors << " with a floor, " << ruled_out << " ruled out");
 }
 
+// A region whose simulation is shared with a copy (RegionSim) gives the same
+// floors as its own simulation would.
+TEST_CASE("property: a re-save's floor reads a simulation shared with a copy") {
+  std::mt19937_64 rng(9);
+  size_t compared = 0, floors = 0;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    const Graph graph = testing::Copies(testing::RandomStep(seed, 3), 4);
+    CAPTURE(seed);
+    SimContext context(graph);
+    RegionalMemory memory(context, SaveAll(graph), SimOptions{});
+    // A region that is a copy of an earlier one, and that one.
+    size_t copy = 0;
+    while (copy < memory.size() && memory.part(copy).shape.first_of_shape == copy) ++copy;
+    REQUIRE(copy < memory.size());
+    const size_t source = memory.part(copy).shape.first_of_shape;
+    const std::vector<TensorId>& from = memory.part(source).candidates;
+    const std::vector<TensorId>& to = memory.part(copy).candidates;
+    REQUIRE(from.size() == to.size());
+    // The same random plan in both; the copy's trial is then answered by
+    // the source's, and applying it leaves the copy a shared simulation.
+    SaveSet keep = SaveAll(graph);
+    for (size_t i = 0; i < from.size(); ++i) keep[from[i]] = keep[to[i]] = rng() % 2;
+    RegionalMemory::Trial trial;
+    memory.Try(source, keep, &trial);
+    memory.Apply(&trial);
+    memory.Try(copy, keep, &trial);
+    memory.Apply(&trial);
+    CHECK(memory.shared_trials() == 1);
+    ResaveFloor shared(context);
+    shared.Prepare(memory, copy);
+    RegionalMemory fresh(context, keep, SimOptions{});
+    ResaveFloor own(context);
+    own.Prepare(fresh, copy);
+    for (TensorId t : to) {
+      if (keep[t]) continue;
+      CAPTURE(graph.tensors[t].name);
+      CHECK(shared.Floor(t) == own.Floor(t));
+      ++compared;
+      floors += own.Floor(t) != std::numeric_limits<int64_t>::min();
+    }
+  }
+  CHECK(compared > 30);
+  CHECK(floors > compared / 4);
+}
+
 TEST_CASE("property: the cleanup re-saves what a plain re-simulating cleanup does") {
   std::mt19937_64 rng(5);
   size_t resaved = 0;

@@ -29,8 +29,11 @@ ResaveFloor::ResaveFloor(const SimContext& context)
 
 void ResaveFloor::Prepare(const RegionalMemory& memory, size_t r) {
   const RegionalMemory::Part& part = memory.part(r);
-  const SimResult& sim = part.sim.full();
-  first_ = part.range.first;
+  // A simulation shared with a copy of the region is read as it is, in the
+  // copy's ids (a region's own copy of it would cost as much as the floors save).
+  const SimResult& sim = part.sim.figures();
+  tensor_shift_ = part.sim.tensor_shift();
+  first_ = static_cast<NodeId>(part.range.first - part.sim.node_shift());
   node_peak_.resize(sim.node_peak.size());
   for (size_t n = 0; n < node_peak_.size(); ++n) node_peak_[n] = sim.node_peak[n] + part.offset[n];
   // Recompute steps belong to the group of the node that follows them.
@@ -65,7 +68,8 @@ int64_t ResaveFloor::Floor(TensorId t) const {
   // Only a tensor with a storage of its own, whose copy and original both
   // show in the simulation.
   if (context_.root[t] != t || context_.made[t] != SimContext::Made::kActivation) return kLowest;
-  const uint32_t copy = copy_step_[t], last = original_last_[t];
+  const TensorId id = static_cast<TensorId>(t - tensor_shift_);  // in the simulation's ids
+  const uint32_t copy = copy_step_[id], last = original_last_[id];
   if (copy == kNoStep || last == kNoStep) return kLowest;
   const NodeId copy_group = group_[copy];
   const NodeId last_group = group_[last];
@@ -105,19 +109,28 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // While the plan fits, a re-save fits when its own region stays within the
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
-  size_t rounds = 0, simulated = 0, floored = 0;
-  // Re-saves whose floor is over the budget are not simulated.
+  size_t rounds = 0, tried = 0, floored = 0;
+  // Re-saves whose floor is over the budget are not simulated. Regions with
+  // copies are not floored: their trials serve the copies (RegionalMemory::Try),
+  // and a floored trial would not.
   ResaveFloor floor(context);
   size_t prepared = SIZE_MAX;  // region `floor` has read, if still current
-  auto cannot_fit = [&](TensorId t) {
+  // Tries re-saving `t` (result.keep[t] set); false when it does not fit.
+  auto try_resave = [&](TensorId t, bool need_sim) {
     const size_t r = memory.RegionOf(t);
-    if (prepared != r) {
-      floor.Prepare(memory, r);
-      prepared = r;
+    if (memory.part(r).shape.copies == 1) {
+      if (prepared != r) {
+        floor.Prepare(memory, r);
+        prepared = r;
+      }
+      if (floor.Floor(t) > budget_bytes) {
+        ++floored;
+        return false;
+      }
     }
-    if (floor.Floor(t) <= budget_bytes) return false;
-    ++floored;
-    return true;
+    ++tried;
+    memory.Try(r, result.keep, &trial, need_sim);
+    return trial.peak <= budget_bytes;
   };
   while (changed) {
     changed = false;
@@ -125,13 +138,11 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     // Rank the dropped candidates by the recompute a re-save removes.
     std::vector<Gain> gains;
     for (TensorId t : context.candidates) {
-      if (result.keep[t] || !region_changed[memory.RegionOf(t)] || cannot_fit(t)) continue;
-      ++simulated;
+      if (result.keep[t] || !region_changed[memory.RegionOf(t)]) continue;
       result.keep[t] = 1;
-      memory.Try(memory.RegionOf(t), result.keep, &trial, /*need_sim=*/false);
+      const bool fits = try_resave(t, /*need_sim=*/false);
       result.keep[t] = 0;
-      if (trial.peak > budget_bytes) continue;
-      gains.push_back({t, -trial.added_cost});
+      if (fits) gains.push_back({t, -trial.added_cost});
     }
     std::sort(gains.begin(), gains.end(), [](const Gain& a, const Gain& b) {
       if (a.saved_cost != b.saved_cost) return a.saved_cost > b.saved_cost;
@@ -139,13 +150,10 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     });
     std::fill(region_changed.begin(), region_changed.end(), 0);
     for (const Gain& gain : gains) {
-      if (cannot_fit(gain.tensor)) continue;
-      ++simulated;
       result.keep[gain.tensor] = 1;
-      memory.Try(memory.RegionOf(gain.tensor), result.keep, &trial);
       // Keep a re-save only if it still fits and does not add recompute
       // (re-saving can only remove recompute steps, so this guards ties).
-      if (trial.peak > budget_bytes || trial.added_cost > 0) {
+      if (!try_resave(gain.tensor, /*need_sim=*/true) || trial.added_cost > 0) {
         result.keep[gain.tensor] = 0;
         continue;
       }
@@ -162,9 +170,10 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   result.peak_after = memory.peak();
   result.cost_after = memory.cost();
   spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
-               "{} re-saves simulated, {} ruled out by a floor ({:.3f} s)",
+               "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor "
+               "({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,
-               result.peak_before, result.peak_after, simulated, floored,
+               result.peak_before, result.peak_after, tried, memory.shared_trials(), floored,
                SecondsSince(started));
   return result;
 }

@@ -59,7 +59,10 @@ class ResaveFloor {
     int64_t bytes;
   };
   const SimContext& context_;
-  NodeId first_ = 0;                      // the region's first node
+  // The simulation read may be a copy's (RegionSim::figures): its node ids
+  // start at first_, and its tensor ids are the region's less tensor_shift_.
+  NodeId first_ = 0;
+  int64_t tensor_shift_ = 0;
   std::vector<int64_t> node_peak_;        // per node of the region, the step's bytes
   std::vector<NodeId> group_;             // per step: node of its group
   std::vector<uint32_t> group_start_;     // per node of the region: its group's first step

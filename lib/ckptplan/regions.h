@@ -29,6 +29,10 @@ class RegionSim {
   /// The same but for ids (those of the copy it is shared with): enough for
   /// node_peak, total, peak_bytes and recompute_cost.
   const SimResult& figures() const { return shared_ ? *shared_ : own_; }
+  /// What to add to the node and tensor ids of figures() to get this
+  /// region's: nonzero only while the simulation is shared.
+  int64_t node_shift() const { return shared_ ? node_shift_ : 0; }
+  int64_t tensor_shift() const { return shared_ ? tensor_shift_ : 0; }
   /// Storage for a simulation of this region's own.
   SimResult* own() {
     shared_.reset();

@@ -34,12 +34,13 @@ void ResaveFloor::Prepare(const RegionalMemory& memory, size_t r) {
   const SimResult& sim = part.sim.figures();
   tensor_shift_ = part.sim.tensor_shift();
   first_ = static_cast<NodeId>(part.range.first - part.sim.node_shift());
-  node_peak_.resize(sim.node_peak.size());
-  for (size_t n = 0; n < node_peak_.size(); ++n) node_peak_[n] = sim.node_peak[n] + part.offset[n];
+  scratch_.resize(sim.node_peak.size());
+  for (size_t n = 0; n < scratch_.size(); ++n) scratch_[n] = sim.node_peak[n] + part.offset[n];
+  node_peak_.Build(scratch_);
   // Recompute steps belong to the group of the node that follows them.
   const size_t num_steps = sim.steps.size();
   group_.resize(num_steps);
-  group_start_.assign(node_peak_.size(), kNoStep);
+  group_start_.assign(scratch_.size(), kNoStep);
   uint32_t start = 0;
   for (uint32_t s = 0; s < num_steps; ++s) {
     if (sim.steps[s].recompute) continue;
@@ -50,7 +51,8 @@ void ResaveFloor::Prepare(const RegionalMemory& memory, size_t r) {
   }
   for (TensorId t : touched_) copy_step_[t] = original_last_[t] = kNoStep;
   touched_.clear();
-  leaving_.clear();
+  // Differences first: +bytes after the first step, -bytes after the last.
+  leaving_.assign(num_steps + 1, 0);
   for (const Buffer& buffer : sim.buffers) {
     touched_.push_back(buffer.root);
     if (buffer.category == Category::kRecomputed) {
@@ -59,9 +61,11 @@ void ResaveFloor::Prepare(const RegionalMemory& memory, size_t r) {
       original_last_[buffer.root] = buffer.last_step;
     }
     if (sim.steps[buffer.last_step].recompute) {
-      leaving_.push_back({buffer.first_step, buffer.last_step, buffer.bytes});
+      leaving_[buffer.first_step + 1] += buffer.bytes;
+      leaving_[buffer.last_step + 1] -= buffer.bytes;
     }
   }
+  for (size_t s = 1; s <= num_steps; ++s) leaving_[s] += leaving_[s - 1];
 }
 
 int64_t ResaveFloor::Floor(TensorId t) const {
@@ -74,17 +78,9 @@ int64_t ResaveFloor::Floor(TensorId t) const {
   const NodeId copy_group = group_[copy];
   const NodeId last_group = group_[last];
   if (last_group + 1 >= copy_group) return kLowest;
-  int64_t highest = kLowest;
-  for (NodeId n = last_group + 1; n < copy_group; ++n) {
-    highest = std::max(highest, node_peak_[n - first_]);
-  }
-  // Storages live before the copy's group that may now end before it.
-  const uint32_t diverge = group_start_[copy_group - first_];
-  int64_t leaving = 0;
-  for (const Leaving& other : leaving_) {
-    if (other.first_step < diverge && other.last_step >= diverge) leaving += other.bytes;
-  }
-  return highest + context_.bytes[t] - leaving;
+  const int64_t highest = node_peak_.Query(last_group + 1 - first_, copy_group - first_);
+  // Less the storages live before the copy's group that may now end before it.
+  return highest + context_.bytes[t] - leaving_[group_start_[copy_group - first_]];
 }
 
 CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,

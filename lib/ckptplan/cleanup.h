@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ckptplan/graph.h"
+#include "ckptplan/range_max.h"
 #include "ckptplan/regions.h"
 #include "ckptplan/simulator.h"
 
@@ -54,22 +55,21 @@ class ResaveFloor {
   int64_t Floor(TensorId t) const;
 
  private:
-  struct Leaving {  // a storage whose last read is a recompute step
-    uint32_t first_step, last_step;
-    int64_t bytes;
-  };
   const SimContext& context_;
   // The simulation read may be a copy's (RegionSim::figures): its node ids
   // start at first_, and its tensor ids are the region's less tensor_shift_.
   NodeId first_ = 0;
   int64_t tensor_shift_ = 0;
-  std::vector<int64_t> node_peak_;        // per node of the region, the step's bytes
+  RangeMax node_peak_;                    // over nodes of the region, the step's bytes
+  std::vector<int64_t> scratch_;
   std::vector<NodeId> group_;             // per step: node of its group
   std::vector<uint32_t> group_start_;     // per node of the region: its group's first step
   std::vector<uint32_t> copy_step_;       // per tensor: step making its recomputed copy
   std::vector<uint32_t> original_last_;   // per root: last step reading its original
   std::vector<TensorId> touched_;         // entries of the two set by Prepare
-  std::vector<Leaving> leaving_;
+  // Per step s: bytes of the storages made before s whose last read, at or
+  // after s, is a recompute step.
+  std::vector<int64_t> leaving_;
 };
 
 }  // namespace ckptplan

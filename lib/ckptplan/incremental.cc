@@ -2,6 +2,7 @@
 
 #include "ckptplan/console.h"
 #include "ckptplan/limits.h"
+#include "ckptplan/range_max.h"
 #include "ckptplan/regions.h"
 #include "ckptplan/selector.h"
 
@@ -62,30 +63,6 @@ StaticInfo ComputeStaticInfo(const SimContext& context) {
 }
 
 constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
-
-// Maximum over ranges of a fixed array.
-class RangeMax {
- public:
-  void Build(const std::vector<int64_t>& values) {
-    size_ = values.size();
-    tree_.assign(2 * size_, kLowest);
-    std::copy(values.begin(), values.end(), tree_.begin() + size_);
-    for (size_t i = size_; i-- > 1;) tree_[i] = std::max(tree_[2 * i], tree_[2 * i + 1]);
-  }
-  // Max over [lo, hi); kLowest when empty.
-  int64_t Query(size_t lo, size_t hi) const {
-    int64_t best = kLowest;
-    for (lo += size_, hi += size_; lo < hi; lo /= 2, hi /= 2) {
-      if (lo & 1) best = std::max(best, tree_[lo++]);
-      if (hi & 1) best = std::max(best, tree_[--hi]);
-    }
-    return best;
-  }
-
- private:
-  size_t size_ = 0;
-  std::vector<int64_t> tree_;
-};
 
 // Inclusive range of nodes; empty when lo > hi.
 struct NodeRange {

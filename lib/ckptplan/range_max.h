@@ -1,0 +1,41 @@
+// Maximum over ranges of a fixed array of int64_t: a bottom-up segment tree,
+// built in O(n), queried in O(log n).
+#ifndef CKPTPLAN_RANGE_MAX_H_
+#define CKPTPLAN_RANGE_MAX_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace ckptplan {
+
+class RangeMax {
+ public:
+  static constexpr int64_t kEmpty = std::numeric_limits<int64_t>::min();
+
+  void Build(const std::vector<int64_t>& values) {
+    size_ = values.size();
+    tree_.assign(2 * size_, kEmpty);
+    std::copy(values.begin(), values.end(), tree_.begin() + size_);
+    for (size_t i = size_; i-- > 1;) tree_[i] = std::max(tree_[2 * i], tree_[2 * i + 1]);
+  }
+  /// Max over [lo, hi); kEmpty when the range is empty.
+  int64_t Query(size_t lo, size_t hi) const {
+    int64_t best = kEmpty;
+    for (lo += size_, hi += size_; lo < hi; lo /= 2, hi /= 2) {
+      if (lo & 1) best = std::max(best, tree_[lo++]);
+      if (hi & 1) best = std::max(best, tree_[--hi]);
+    }
+    return best;
+  }
+
+ private:
+  size_t size_ = 0;
+  std::vector<int64_t> tree_;
+};
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_RANGE_MAX_H_

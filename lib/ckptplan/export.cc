@@ -77,7 +77,7 @@ std::string Percent(double part, double whole) {
 // Where each candidate comes from, and the module structure over scopes.
 class Structure {
  public:
-  explicit Structure(const Graph& graph) : graph_(graph) {
+  explicit Structure(const Graph& graph) {
     candidates_ = SaveCandidates(graph);
     producer_scope_.assign(graph.tensors.size(), "");
     readers_.resize(graph.tensors.size());
@@ -118,7 +118,6 @@ class Structure {
   }
 
  private:
-  const Graph& graph_;
   std::vector<TensorId> candidates_;
   std::vector<std::string> producer_scope_;
   std::vector<std::vector<const std::string*>> readers_;

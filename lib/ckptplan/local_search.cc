@@ -41,13 +41,14 @@ class Search {
     Key best = current_;
     std::vector<TensorId> best_move;
     // Single flips change one region: simulate that region only. While the
-    // plan fits, a re-save that cannot fit cannot improve it either.
+    // plan fits, a re-save that cannot fit cannot improve it either; as in
+    // cleanup, only regions without copies are floored (copies share trials).
     const bool fits = current_.over == 0;
     size_t prepared = SIZE_MAX;  // region floor_ has read this round
     for (TensorId t : candidates_) {
       if (Exhausted()) return false;
-      if (fits && !keep_[t]) {
-        const size_t r = memory_->RegionOf(t);
+      const size_t r = memory_->RegionOf(t);
+      if (fits && !keep_[t] && memory_->part(r).shape.copies == 1) {
         if (prepared != r) {
           floor_.Prepare(*memory_, r);
           prepared = r;
@@ -58,7 +59,7 @@ class Search {
         }
       }
       keep_[t] ^= 1;
-      memory_->Try(memory_->RegionOf(t), keep_, &trial_);
+      memory_->Try(r, keep_, &trial_);
       keep_[t] ^= 1;
       ++simulations_;
       Key key = KeyOf(trial_.peak, trial_.cost);

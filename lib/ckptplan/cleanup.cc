@@ -27,7 +27,15 @@ ResaveFloor::ResaveFloor(const SimContext& context)
       copy_step_(context.graph.tensors.size(), kNoStep),
       original_last_(context.graph.tensors.size(), kNoStep) {}
 
+bool ResaveFloor::Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget) {
+  const size_t r = memory.RegionOf(t);
+  if (memory.part(r).shape.copies > 1) return false;
+  if (prepared_ != r) Prepare(memory, r);
+  return Floor(t) > budget;
+}
+
 void ResaveFloor::Prepare(const RegionalMemory& memory, size_t r) {
+  prepared_ = r;
   const RegionalMemory::Part& part = memory.part(r);
   // A simulation shared with a copy of the region is read as it is, in the
   // copy's ids (a region's own copy of it would cost as much as the floors save).
@@ -106,26 +114,16 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
   size_t rounds = 0, tried = 0, floored = 0;
-  // Re-saves whose floor is over the budget are not simulated. Regions with
-  // copies are not floored: their trials serve the copies (RegionalMemory::Try),
-  // and a floored trial would not.
+  // Re-saves whose floor is over the budget are not simulated.
   ResaveFloor floor(context);
-  size_t prepared = SIZE_MAX;  // region `floor` has read, if still current
   // Tries re-saving `t` (result.keep[t] set); false when it does not fit.
   auto try_resave = [&](TensorId t, bool need_sim) {
-    const size_t r = memory.RegionOf(t);
-    if (memory.part(r).shape.copies == 1) {
-      if (prepared != r) {
-        floor.Prepare(memory, r);
-        prepared = r;
-      }
-      if (floor.Floor(t) > budget_bytes) {
-        ++floored;
-        return false;
-      }
+    if (floor.Exceeds(memory, t, budget_bytes)) {
+      ++floored;
+      return false;
     }
     ++tried;
-    memory.Try(r, result.keep, &trial, need_sim);
+    memory.Try(memory.RegionOf(t), result.keep, &trial, need_sim);
     return trial.peak <= budget_bytes;
   };
   while (changed) {
@@ -158,7 +156,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       result.resaved.push_back(gain.tensor);
       region_changed[trial.region] = 1;
       memory.Apply(&trial);
-      if (prepared == trial.region) prepared = SIZE_MAX;
+      floor.Forget(trial.region);
       changed = true;
     }
   }

@@ -8,6 +8,7 @@
 #ifndef CKPTPLAN_CLEANUP_H_
 #define CKPTPLAN_CLEANUP_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -48,6 +49,18 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
 class ResaveFloor {
  public:
   explicit ResaveFloor(const SimContext& context);
+  /// Whether re-saving dropped candidate `t` surely lifts the step's peak
+  /// over `budget`, read off `memory`'s simulation of t's region (prepared
+  /// on first use; Forget it when that region's plan changes). A region with
+  /// copies is never ruled out: its trials serve the copies
+  /// (RegionalMemory::Try), which costs less than a floor.
+  bool Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget);
+  /// The prepared region's simulation changed (or all regions' did).
+  void Forget(size_t r) {
+    if (r == prepared_) Forget();
+  }
+  void Forget() { prepared_ = SIZE_MAX; }
+
   /// Reads region `r`'s current simulation; call again when it changes.
   void Prepare(const RegionalMemory& memory, size_t r);
   /// A floor under the step's peak with dropped candidate `t` of the
@@ -56,6 +69,7 @@ class ResaveFloor {
 
  private:
   const SimContext& context_;
+  size_t prepared_ = SIZE_MAX;  // region Prepare read last, unless forgotten
   // The simulation read may be a copy's (RegionSim::figures): its node ids
   // start at first_, and its tensor ids are the region's less tensor_shift_.
   NodeId first_ = 0;

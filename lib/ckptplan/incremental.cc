@@ -418,77 +418,75 @@ class RegionSearch {
       const int64_t total = view.gap_prefix[hi + 1 - first];
       return total == kUnbounded ? kUnbounded : total - view.gap_prefix[lo - first];
     };
-    {
-      const TensorId root = context_.root[t];
-      const int64_t bytes = graph.tensors[root].bytes;
-      // Where the original storage can end earlier: after its forward reads
-      // and the reads of the other saved tensors sharing it, and (the copy
-      // taking over) before the first non-forward use of `t`.
-      NodeRange own{info_.region_start[root],
-                    std::min(view.last_node[root], view.first_use[t])};
-      const NodeId other = view.family_last_tensor[root] == t ? view.family_second[root]
-                                                              : view.family_last[root];
-      if (other != kNoId) own.lo = std::max<int64_t>(own.lo, other);
-      // A pulled node moves from its slot to the first use of `t`, and its
-      // inputs may then end earlier.
-      NodeRange pulled;
-      if (chain.pulls) pulled = {view.first_use[t], std::max(view.first_use[t], chain.last_slot)};
-      if (!own.empty() && !pulled.empty() && own.lo > pulled.lo) std::swap(own, pulled);
-      // Max of node peaks that cannot get lower.
-      const NodeRange& a = own.empty() ? pulled : own;
-      const NodeRange& b = own.empty() ? NodeRange{} : pulled;
-      int64_t outside;
-      int64_t peaks_inside;
-      int64_t gaps_inside;  // how far below the peak those nodes' own steps are
-      if (a.empty()) {
-        outside = view.peak;
-        peaks_inside = gaps_inside = 0;
-      } else if (b.empty() || b.lo > a.hi + 1) {
-        outside = std::max(peak_max(first, a.lo), peak_max(a.hi + 1, b.empty() ? end : b.lo));
-        if (!b.empty()) outside = std::max(outside, peak_max(b.hi + 1, end));
-        peaks_inside = peaks_in(a.lo, a.hi);
-        gaps_inside = gaps_in(a.lo, a.hi);
-        if (!b.empty()) {
-          peaks_inside += peaks_in(b.lo, b.hi);
-          gaps_inside = SaturatingAdd(gaps_inside, gaps_in(b.lo, b.hi));
-        }
-      } else {
-        const int64_t hi = std::max(a.hi, b.hi);
-        outside = std::max(peak_max(first, a.lo), peak_max(hi + 1, end));
-        peaks_inside = peaks_in(a.lo, hi);
-        gaps_inside = gaps_in(a.lo, hi);
+    const TensorId root = context_.root[t];
+    const int64_t bytes = graph.tensors[root].bytes;
+    // Where the original storage can end earlier: after its forward reads
+    // and the reads of the other saved tensors sharing it, and (the copy
+    // taking over) before the first non-forward use of `t`.
+    NodeRange own{info_.region_start[root],
+                  std::min(view.last_node[root], view.first_use[t])};
+    const NodeId other = view.family_last_tensor[root] == t ? view.family_second[root]
+                                                            : view.family_last[root];
+    if (other != kNoId) own.lo = std::max<int64_t>(own.lo, other);
+    // A pulled node moves from its slot to the first use of `t`, and its
+    // inputs may then end earlier.
+    NodeRange pulled;
+    if (chain.pulls) pulled = {view.first_use[t], std::max(view.first_use[t], chain.last_slot)};
+    if (!own.empty() && !pulled.empty() && own.lo > pulled.lo) std::swap(own, pulled);
+    // Max of node peaks that cannot get lower.
+    const NodeRange& a = own.empty() ? pulled : own;
+    const NodeRange& b = own.empty() ? NodeRange{} : pulled;
+    int64_t outside;
+    int64_t peaks_inside;
+    int64_t gaps_inside;  // how far below the peak those nodes' own steps are
+    if (a.empty()) {
+      outside = view.peak;
+      peaks_inside = gaps_inside = 0;
+    } else if (b.empty() || b.lo > a.hi + 1) {
+      outside = std::max(peak_max(first, a.lo), peak_max(a.hi + 1, b.empty() ? end : b.lo));
+      if (!b.empty()) outside = std::max(outside, peak_max(b.hi + 1, end));
+      peaks_inside = peaks_in(a.lo, a.hi);
+      gaps_inside = gaps_in(a.lo, a.hi);
+      if (!b.empty()) {
+        peaks_inside += peaks_in(b.lo, b.hi);
+        gaps_inside = SaturatingAdd(gaps_inside, gaps_in(b.lo, b.hi));
       }
-      outside = std::max(outside, outside_region);
-      // The first non-forward reader's own step keeps its bytes: the copy
-      // replaces the original there, and only pulled inputs may leave.
-      if (view.first_use_floor[t] != kLowest && chain.pulled_inputs != kUnbounded) {
-        outside = std::max(outside, view.first_use_floor[t] -
-                                        (chain.pulls ? chain.pulled_inputs : 0));
-      }
-      const int64_t own_bytes = own.empty() && !chain.pulls ? 0 : bytes;
-      // Floating-point slack: the real added cost is a difference of two sums.
-      const double slack =
-          context_.exact_costs ? 0.0 : 1e-9 * (region.sim.figures().recompute_cost + chain.cost);
-      const double cost = std::max(0.0, chain.cost - slack);
-      int64_t freed0 = view.peak - outside;
-      // A node's own step stays; only storages that end earlier leave it.
-      // Without a pull no recompute step leaves a group either. With one, a
-      // node's peak may fall to its own step's bytes less what leaves it.
-      const int64_t leaving = chain.pulls ? SaturatingAdd(own_bytes, chain.pulled_inputs)
-                                          : own_bytes;
-      if (!chain.pulls) {
-        freed0 = std::min(freed0, own_bytes);
-      } else if (view.max_own_total != kLowest) {
-        freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
-      }
-      *bound0 = {t, freed0 > 0 ? cost / static_cast<double>(freed0) : 0.0, freed0};
-      // Per peak node, as for freed0.
-      const int64_t freed1 = chain.pulls
-                                 ? SaturatingAdd(gaps_inside, SaturatingMul(leaving, peaks_inside))
-                                 : SaturatingMul(own_bytes, peaks_inside);
-      *bound1 = {t, 0.0, 0};
-      if (peaks_inside > 0 && freed1 > 0) *bound1 = {t, cost / static_cast<double>(freed1), freed1};
+    } else {
+      const int64_t hi = std::max(a.hi, b.hi);
+      outside = std::max(peak_max(first, a.lo), peak_max(hi + 1, end));
+      peaks_inside = peaks_in(a.lo, hi);
+      gaps_inside = gaps_in(a.lo, hi);
     }
+    outside = std::max(outside, outside_region);
+    // The first non-forward reader's own step keeps its bytes: the copy
+    // replaces the original there, and only pulled inputs may leave.
+    if (view.first_use_floor[t] != kLowest && chain.pulled_inputs != kUnbounded) {
+      outside = std::max(outside, view.first_use_floor[t] -
+                                      (chain.pulls ? chain.pulled_inputs : 0));
+    }
+    const int64_t own_bytes = own.empty() && !chain.pulls ? 0 : bytes;
+    // Floating-point slack: the real added cost is a difference of two sums.
+    const double slack =
+        context_.exact_costs ? 0.0 : 1e-9 * (region.sim.figures().recompute_cost + chain.cost);
+    const double cost = std::max(0.0, chain.cost - slack);
+    int64_t freed0 = view.peak - outside;
+    // A node's own step stays; only storages that end earlier leave it.
+    // Without a pull no recompute step leaves a group either. With one, a
+    // node's peak may fall to its own step's bytes less what leaves it.
+    const int64_t leaving = chain.pulls ? SaturatingAdd(own_bytes, chain.pulled_inputs)
+                                        : own_bytes;
+    if (!chain.pulls) {
+      freed0 = std::min(freed0, own_bytes);
+    } else if (view.max_own_total != kLowest) {
+      freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
+    }
+    *bound0 = {t, freed0 > 0 ? cost / static_cast<double>(freed0) : 0.0, freed0};
+    // Per peak node, as for freed0.
+    const int64_t freed1 = chain.pulls
+                               ? SaturatingAdd(gaps_inside, SaturatingMul(leaving, peaks_inside))
+                               : SaturatingMul(own_bytes, peaks_inside);
+    *bound1 = {t, 0.0, 0};
+    if (peaks_inside > 0 && freed1 > 0) *bound1 = {t, cost / static_cast<double>(freed1), freed1};
   }
 
   const SimContext& context_;

@@ -1,7 +1,6 @@
 #include "ckptplan/local_search.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <memory>
 #include <tuple>
 #include <vector>
@@ -41,25 +40,17 @@ class Search {
     Key best = current_;
     std::vector<TensorId> best_move;
     // Single flips change one region: simulate that region only. While the
-    // plan fits, a re-save that cannot fit cannot improve it either; as in
-    // cleanup, only regions without copies are floored (copies share trials).
+    // plan fits, a re-save that cannot fit cannot improve it either.
     const bool fits = current_.over == 0;
-    size_t prepared = SIZE_MAX;  // region floor_ has read this round
+    floor_.Forget();  // the last round's move changed the plan
     for (TensorId t : candidates_) {
       if (Exhausted()) return false;
-      const size_t r = memory_->RegionOf(t);
-      if (fits && !keep_[t] && memory_->part(r).shape.copies == 1) {
-        if (prepared != r) {
-          floor_.Prepare(*memory_, r);
-          prepared = r;
-        }
-        if (floor_.Floor(t) > options_.budget_bytes) {
-          ++floored_;
-          continue;
-        }
+      if (fits && !keep_[t] && floor_.Exceeds(*memory_, t, options_.budget_bytes)) {
+        ++floored_;
+        continue;
       }
       keep_[t] ^= 1;
-      memory_->Try(r, keep_, &trial_);
+      memory_->Try(memory_->RegionOf(t), keep_, &trial_);
       keep_[t] ^= 1;
       ++simulations_;
       Key key = KeyOf(trial_.peak, trial_.cost);

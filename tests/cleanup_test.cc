@@ -76,13 +76,40 @@ TEST_CASE("cleanup: a re-save's floor is the gap's highest node plus the storage
   SimOptions options;
   RegionalMemory memory(context, keep, options);
   CHECK(memory.peak() == 410);
-  ResaveFloor floor(context);
+  ResaveBounds floor(context);
   floor.Prepare(memory, memory.RegionOf(a));
   // Re-saving a keeps its 100 bytes over the gap, and no storage read last by
   // the re-run of f1 can leave it: 410 + 100 = 510, the save-all peak.
   CHECK(floor.Floor(a) == 510);
   keep[a] = 1;
   CHECK(Simulate(context, keep, options).peak_bytes == 510);
+}
+
+TEST_CASE("cleanup: a re-save's ceiling adds the storage over the gap to a lone chain") {
+  Graph graph = TinyGraph(kChain);
+  const TensorId a = Id(graph, "a"), b = Id(graph, "b");
+  SimContext context(graph);
+  SaveSet keep = SaveAll(graph);
+  keep[a] = 0;
+  SimOptions options;
+  RegionalMemory memory(context, keep, options);
+  ResaveBounds bounds(context);
+  bounds.Prepare(memory, memory.RegionOf(a));
+  // a dropped (as above): the chain re-running f1 makes only a', which no
+  // recompute step reads. Re-saving a removes it (cost -5) and holds a's 100
+  // bytes over the gap f3 .. f2_bwd, whose highest node is f3_bwd at 410:
+  // 410 + 100 = 510, what re-saving gives.
+  double added = 0;
+  CHECK(bounds.Ceiling(keep, a, memory.peak(), &added) == 510);
+  CHECK(added == -5);
+  // a and b dropped: b's chain (f1, f2) also makes a', which f2_bwd reads
+  // after it, so re-saving b would move f1 to f2_bwd: no ceiling. Nor for a,
+  // whose re-run does not end a chain.
+  keep[b] = 0;
+  RegionalMemory both(context, keep, options);
+  bounds.Prepare(both, both.RegionOf(b));
+  CHECK(bounds.Ceiling(keep, b, both.peak(), &added) == std::numeric_limits<int64_t>::max());
+  CHECK(bounds.Ceiling(keep, a, both.peak(), &added) == std::numeric_limits<int64_t>::max());
 }
 
 // Random plans of random steps, in copies and with transformers: no floor is
@@ -114,7 +141,7 @@ TEST_CASE("property: a re-save's floor never exceeds its simulated peak") {
       SimOptions options;
       options.reserve_bytes = 10;
       RegionalMemory memory(context, keep, options);
-      ResaveFloor floor(context);
+      ResaveBounds floor(context);
       for (size_t r = 0; r < memory.size(); ++r) {
         floor.Prepare(memory, r);
         for (TensorId t : memory.part(r).candidates) {
@@ -137,6 +164,61 @@ TEST_CASE("property: a re-save's floor never exceeds its simulated peak") {
   CHECK(floors > checked / 4);
   CHECK(ruled_out > 100);
   MESSAGE(checked << " re-saves, " << floors << " with a floor, " << ruled_out << " ruled out");
+}
+
+// Random plans: no ceiling is below the peak the re-save really gives, and
+// the recompute cost a ceiling gives is the simulation's, exactly.
+TEST_CASE("property: a re-save's ceiling is never below its simulated peak") {
+  std::mt19937_64 rng(5);
+  size_t ceilings = 0, level = 0, checked = 0;
+  for (uint64_t seed = 1; seed <= 30; ++seed) {
+    Graph graph;
+    if (seed % 5 == 0) {
+      TransformerOptions options;
+      options.layers = 2;
+      options.batch = 2;
+      options.seq = 8;
+      options.hidden = 16;
+      options.heads = 2;
+      options.vocab = 50;
+      graph = TransformerGraph(options);
+    } else {
+      graph = testing::RandomStep(seed, 3);
+    }
+    CAPTURE(seed);
+    SimContext context(graph);
+    for (int plan = 0; plan < 6; ++plan) {
+      SaveSet keep = SaveAll(graph);
+      for (TensorId t : context.candidates) keep[t] = rng() % 3 == 0;
+      SimOptions options;
+      options.reserve_bytes = 10;
+      RegionalMemory memory(context, keep, options);
+      ResaveBounds bounds(context);
+      for (size_t r = 0; r < memory.size(); ++r) {
+        bounds.Prepare(memory, r);
+        for (TensorId t : memory.part(r).candidates) {
+          if (keep[t]) continue;
+          double added = 0;
+          const int64_t ceiling = bounds.Ceiling(keep, t, memory.peak(), &added);
+          ++checked;
+          if (ceiling == std::numeric_limits<int64_t>::max()) continue;
+          ++ceilings;
+          level += ceiling == memory.peak();
+          keep[t] = 1;
+          const SimResult resaved = Simulate(context, keep, options);
+          keep[t] = 0;
+          CAPTURE(graph.tensors[t].name);
+          CHECK(resaved.peak_bytes <= ceiling);
+          CHECK(resaved.recompute_cost - memory.cost() == added);
+        }
+      }
+    }
+  }
+  CHECK(checked > 1000);
+  CHECK(ceilings > checked / 10);
+  CHECK(level > 50);
+  MESSAGE(checked << " re-saves, " << ceilings << " with a ceiling, " << level
+                  << " at the plan's own peak");
 }
 
 // A region whose simulation is shared with a copy (RegionSim) gives the same
@@ -167,10 +249,10 @@ TEST_CASE("property: a re-save's floor reads a simulation shared with a copy") {
     memory.Try(copy, keep, &trial);
     memory.Apply(&trial);
     CHECK(memory.shared_trials() == 1);
-    ResaveFloor shared(context);
+    ResaveBounds shared(context);
     shared.Prepare(memory, copy);
     RegionalMemory fresh(context, keep, SimOptions{});
-    ResaveFloor own(context);
+    ResaveBounds own(context);
     own.Prepare(fresh, copy);
     for (TensorId t : to) {
       if (keep[t]) continue;

@@ -57,7 +57,7 @@ TEST_CASE("local search: makes a fitting plan cheaper without leaving the budget
   CHECK(result.keep[Id(graph, "b")] == 0);
   // Once a is saved, re-saving b cannot fit: b's original would also live
   // over s, s_bwd and f3_bwd, whose highest node holds x + a + c + dc + db
-  // = 410, so 410 + 100 = 510 > 410 without simulating (see ResaveFloor).
+  // = 410, so 410 + 100 = 510 > 410 without simulating (see ResaveBounds).
   CHECK(result.floored == 1);
   SUBCASE("a simulation budget stops it early") {
     options.max_simulations = 1;  // spent on evaluating the start

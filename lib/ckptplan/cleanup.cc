@@ -14,6 +14,7 @@ namespace {
 
 constexpr uint32_t kNoStep = UINT32_MAX;
 constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
+constexpr int64_t kHighest = std::numeric_limits<int64_t>::max();
 
 struct Gain {
   TensorId tensor;
@@ -22,19 +23,29 @@ struct Gain {
 
 }  // namespace
 
-ResaveFloor::ResaveFloor(const SimContext& context)
+ResaveBounds::ResaveBounds(const SimContext& context)
     : context_(context),
       copy_step_(context.graph.tensors.size(), kNoStep),
-      original_last_(context.graph.tensors.size(), kNoStep) {}
+      original_last_(context.graph.tensors.size(), kNoStep),
+      late_read_(context.graph.tensors.size(), kNoStep),
+      recompute_read_(context.graph.tensors.size(), 0) {}
 
-bool ResaveFloor::Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget) {
+bool ResaveBounds::Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget) {
   const size_t r = memory.RegionOf(t);
   if (memory.part(r).shape.copies > 1) return false;
   if (prepared_ != r) Prepare(memory, r);
   return Floor(t) > budget;
 }
 
-void ResaveFloor::Prepare(const RegionalMemory& memory, size_t r) {
+bool ResaveBounds::SurelyFits(const RegionalMemory& memory, const SaveSet& keep, TensorId t,
+                              int64_t budget, double* added_cost) {
+  const size_t r = memory.RegionOf(t);
+  if (!context_.exact_costs || memory.part(r).shape.copies > 1) return false;
+  if (prepared_ != r) Prepare(memory, r);
+  return Ceiling(keep, t, memory.peak(), added_cost) <= budget;
+}
+
+void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   prepared_ = r;
   const RegionalMemory::Part& part = memory.part(r);
   // A simulation shared with a copy of the region is read as it is, in the
@@ -74,9 +85,31 @@ void ResaveFloor::Prepare(const RegionalMemory& memory, size_t r) {
     }
   }
   for (size_t s = 1; s <= num_steps; ++s) leaving_[s] += leaving_[s - 1];
+
+  // For ceilings.
+  sim_ = &sim;
+  step_total_.resize(num_steps);
+  recompute_step_.assign(scratch_.size(), kNoStep);
+  for (TensorId t : read_touched_) {
+    late_read_[t] = kNoStep;
+    recompute_read_[t] = 0;
+  }
+  read_touched_.clear();
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    const Step& step = sim.steps[s];
+    step_total_[s] = sim.total[s] + part.offset[group_[s] - first_];
+    if (step.recompute) recompute_step_[step.node - first_] = s;
+    if (!step.recompute && context_.node_forward[step.node]) continue;
+    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
+      const TensorId in = context_.ids[i];
+      if (late_read_[in] == kNoStep) read_touched_.push_back(in);
+      late_read_[in] = s;
+      recompute_read_[in] |= step.recompute;
+    }
+  }
 }
 
-int64_t ResaveFloor::Floor(TensorId t) const {
+int64_t ResaveBounds::Floor(TensorId t) const {
   // Only a tensor with a storage of its own, whose copy and original both
   // show in the simulation.
   if (context_.root[t] != t || context_.made[t] != SimContext::Made::kActivation) return kLowest;
@@ -89,6 +122,72 @@ int64_t ResaveFloor::Floor(TensorId t) const {
   const int64_t highest = node_peak_.Query(last_group + 1 - first_, copy_group - first_);
   // Less the storages live before the copy's group that may now end before it.
   return highest + context_.bytes[t] - leaving_[group_start_[copy_group - first_]];
+}
+
+int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak,
+                              double* added_cost) const {
+  const TensorId root = context_.root[t];
+  if (tensor_shift_ != 0 || context_.made[root] != SimContext::Made::kActivation) {
+    return kHighest;
+  }
+  const SimResult& sim = *sim_;
+  // The chain: the steps from a chain start through the re-run of t's
+  // producer, which must end it.
+  const NodeId producer = context_.producer[t];
+  if (producer < first_ || producer - first_ >= recompute_step_.size()) return kHighest;
+  const uint32_t end = recompute_step_[producer - first_];
+  if (end == kNoStep || recompute_read_[t]) return kHighest;
+  const size_t num_steps = sim.steps.size();
+  if (end + 1 < num_steps && sim.steps[end + 1].recompute && !sim.steps[end + 1].starts_chain) {
+    return kHighest;
+  }
+  uint32_t start = end;
+  while (!sim.steps[start].starts_chain) {
+    if (start == 0 || !sim.steps[start - 1].recompute) return kHighest;
+    --start;
+  }
+  // Nothing else it made is read after it, but from a saved storage; the
+  // storage `t` shares is the chain's own, or else saved.
+  const NodeId root_producer = context_.producer[root];
+  const uint32_t root_step = root_producer - first_ < recompute_step_.size()
+                                 ? recompute_step_[root_producer - first_]
+                                 : kNoStep;
+  const bool root_saved = context_.is_candidate[root] && keep[root];
+  if (!root_saved && (root_step == kNoStep || root_step < start || root_step > end)) {
+    return kHighest;
+  }
+  double cost = 0;
+  for (uint32_t s = start; s <= end; ++s) {
+    const NodeId node = sim.steps[s].node;
+    cost += context_.node_cost[node];
+    for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
+      const TensorId made = context_.ids[i];
+      if (made == t || (context_.is_candidate[made] && keep[made])) continue;
+      if (late_read_[made] != kNoStep && late_read_[made] > end) return kHighest;
+    }
+  }
+  // The steps after the original's last read and before the chain hold the
+  // storage on top: whole groups through the node peaks, the two partial
+  // ones step by step.
+  int64_t highest = step_peak;
+  const int64_t bytes = context_.bytes[root];
+  const uint32_t last = original_last_[root];
+  if (last != kNoStep && last < start) {
+    const NodeId last_group = group_[last], chain_group = group_[start];
+    uint32_t s = last + 1;
+    for (; s < start && group_[s] == last_group; ++s) {
+      highest = std::max(highest, step_total_[s] + bytes);
+    }
+    if (last_group + 1 < chain_group) {
+      highest = std::max(highest,
+                         node_peak_.Query(last_group + 1 - first_, chain_group - first_) + bytes);
+    }
+    for (s = std::max(s, group_start_[chain_group - first_]); s < start; ++s) {
+      highest = std::max(highest, step_total_[s] + bytes);
+    }
+  }
+  *added_cost = -cost;
+  return highest;
 }
 
 CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,
@@ -113,17 +212,25 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // While the plan fits, a re-save fits when its own region stays within the
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
-  size_t rounds = 0, tried = 0, floored = 0;
-  // Re-saves whose floor is over the budget are not simulated.
-  ResaveFloor floor(context);
+  size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0;
+  // Re-saves whose floor is over the budget are not simulated, nor, while
+  // ranking, those whose ceiling is within it.
+  ResaveBounds bounds(context);
   // Tries re-saving `t` (result.keep[t] set); false when it does not fit.
-  auto try_resave = [&](TensorId t, bool need_sim) {
-    if (floor.Exceeds(memory, t, budget_bytes)) {
+  // Otherwise *added_cost is the recompute cost it adds and, with
+  // `need_sim`, `trial` holds its simulation.
+  auto try_resave = [&](TensorId t, bool need_sim, double* added_cost) {
+    if (bounds.Exceeds(memory, t, budget_bytes)) {
       ++floored;
       return false;
     }
+    if (!need_sim && bounds.SurelyFits(memory, result.keep, t, budget_bytes, added_cost)) {
+      ++ceilinged;
+      return true;
+    }
     ++tried;
     memory.Try(memory.RegionOf(t), result.keep, &trial, need_sim);
+    *added_cost = trial.added_cost;
     return trial.peak <= budget_bytes;
   };
   while (changed) {
@@ -134,9 +241,10 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     for (TensorId t : context.candidates) {
       if (result.keep[t] || !region_changed[memory.RegionOf(t)]) continue;
       result.keep[t] = 1;
-      const bool fits = try_resave(t, /*need_sim=*/false);
+      double added_cost = 0;
+      const bool fits = try_resave(t, /*need_sim=*/false, &added_cost);
       result.keep[t] = 0;
-      if (fits) gains.push_back({t, -trial.added_cost});
+      if (fits) gains.push_back({t, -added_cost});
     }
     std::sort(gains.begin(), gains.end(), [](const Gain& a, const Gain& b) {
       if (a.saved_cost != b.saved_cost) return a.saved_cost > b.saved_cost;
@@ -147,7 +255,8 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       result.keep[gain.tensor] = 1;
       // Keep a re-save only if it still fits and does not add recompute
       // (re-saving can only remove recompute steps, so this guards ties).
-      if (!try_resave(gain.tensor, /*need_sim=*/true) || trial.added_cost > 0) {
+      double added_cost = 0;
+      if (!try_resave(gain.tensor, /*need_sim=*/true, &added_cost) || added_cost > 0) {
         result.keep[gain.tensor] = 0;
         continue;
       }
@@ -156,7 +265,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       result.resaved.push_back(gain.tensor);
       region_changed[trial.region] = 1;
       memory.Apply(&trial);
-      floor.Forget(trial.region);
+      bounds.Forget(trial.region);
       changed = true;
     }
   }
@@ -164,11 +273,11 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   result.peak_after = memory.peak();
   result.cost_after = memory.cost();
   spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
-               "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor "
-               "({:.3f} s)",
+               "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor, "
+               "{} ranked by a ceiling ({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,
                result.peak_before, result.peak_after, tried, memory.shared_trials(), floored,
-               SecondsSince(started));
+               ceilinged, SecondsSince(started));
   return result;
 }
 

@@ -36,25 +36,39 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
 CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int64_t budget_bytes,
                             int64_t reserve_bytes);
 
-/// Floors under the step's peak after re-saving one dropped candidate, read
-/// off a region's current simulation, so that re-saves that cannot fit the
-/// budget are never simulated.
+/// Floors and ceilings of the step's peak after re-saving one dropped
+/// candidate, read off a region's current simulation, so that most re-saves
+/// are answered without simulating them.
 ///
-/// Re-saving `t` keeps its original storage until the group (a node and the
-/// recompute steps before it) where the plan first made `t`'s recomputed
-/// copy. Every step before that group runs as before, so the groups between
-/// the original's last read and that group hold the storage on top of what
-/// they held. Only a storage whose last read is a recompute step in or after
-/// that group can leave them earlier: the re-save may remove that step.
-class ResaveFloor {
+/// Floor: re-saving `t` keeps its original storage until the group (a node
+/// and the recompute steps before it) where the plan first made `t`'s
+/// recomputed copy. Every step before that group runs as before, so the
+/// groups between the original's last read and that group hold the storage
+/// on top of what they held. Only a storage whose last read is a recompute
+/// step in or after that group can leave them earlier: the re-save may
+/// remove that step.
+///
+/// Ceiling: when the chain that made the copy served `t` alone (the copy is
+/// read by no recompute step, and nothing else the chain made is read after
+/// it unless saved), the re-save removes exactly that chain and keeps the
+/// original until the copy's last read. Steps from the original's last read
+/// to the chain then hold at most the storage more, no other step holds
+/// more, and the recompute cost falls by the chain's.
+class ResaveBounds {
  public:
-  explicit ResaveFloor(const SimContext& context);
+  explicit ResaveBounds(const SimContext& context);
   /// Whether re-saving dropped candidate `t` surely lifts the step's peak
   /// over `budget`, read off `memory`'s simulation of t's region (prepared
   /// on first use; Forget it when that region's plan changes). A region with
   /// copies is never ruled out: its trials serve the copies
   /// (RegionalMemory::Try), which costs less than a floor.
   bool Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget);
+  /// Whether re-saving `t` surely keeps the step's peak within `budget`; if
+  /// so, *added_cost is the recompute cost it adds (exactly, as a trial
+  /// would give it). Only when node costs are exact (SimContext::exact_costs)
+  /// and the region has no copies, as for Exceeds.
+  bool SurelyFits(const RegionalMemory& memory, const SaveSet& keep, TensorId t, int64_t budget,
+                  double* added_cost);
   /// The prepared region's simulation changed (or all regions' did).
   void Forget(size_t r) {
     if (r == prepared_) Forget();
@@ -66,6 +80,11 @@ class ResaveFloor {
   /// A floor under the step's peak with dropped candidate `t` of the
   /// prepared region saved, or the lowest int64_t when there is none.
   int64_t Floor(TensorId t) const;
+  /// A ceiling over the step's peak, `step_peak` now under plan `keep`,
+  /// with dropped candidate `t` of the prepared region saved, and in
+  /// *added_cost the recompute cost that adds; the highest int64_t when there
+  /// is none. The prepared simulation must be the region's own (no copy's).
+  int64_t Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak, double* added_cost) const;
 
  private:
   const SimContext& context_;
@@ -84,6 +103,16 @@ class ResaveFloor {
   // Per step s: bytes of the storages made before s whose last read, at or
   // after s, is a recompute step.
   std::vector<int64_t> leaving_;
+  // For ceilings: the simulation read (valid until Forget), and per step
+  // the step's bytes.
+  const SimResult* sim_ = nullptr;
+  std::vector<int64_t> step_total_;
+  std::vector<uint32_t> recompute_step_;  // per node of the region: step re-running it
+  // Per tensor: the last step reading it that is a recompute step or a
+  // non-forward node's, and whether a recompute step reads it.
+  std::vector<uint32_t> late_read_;
+  std::vector<uint8_t> recompute_read_;
+  std::vector<TensorId> read_touched_;    // entries of the two set by Prepare
 };
 
 }  // namespace ckptplan

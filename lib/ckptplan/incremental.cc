@@ -251,15 +251,18 @@ class ChainWalker {
     Chain chain;
     stack_.clear();
     pulled_.clear();
-    Visit(graph_.tensors[t].producer, view, &chain);
+    Visit(context_.producer[t], view, &chain);
     while (!stack_.empty()) {
       NodeId n = stack_.back();
       stack_.pop_back();
       const bool recomputed = view.slot[n - view.first] != kNoId;
-      for (TensorId in : graph_.nodes[n].inputs) {
+      // The flat arrays: walks run for every candidate on every drop.
+      const TensorId* ids = context_.ids.data();
+      for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+        const TensorId in = ids[i];
         if (recomputed && !context_.resident_root[in]) pulled_.push_back(in);
         if (!info_.recomputable[in] || (context_.is_candidate[in] && keep[in])) continue;
-        Visit(graph_.tensors[in].producer, view, &chain);
+        Visit(context_.producer[in], view, &chain);
       }
     }
     if (chain.pulled_inputs == kUnbounded) return chain;
@@ -269,7 +272,7 @@ class ChainWalker {
     for (TensorId in : pulled_) {
       const NodeId last = view.last_node_use[in];
       if (last == kNoId || last < pulled_end) {
-        chain.pulled_inputs += graph_.tensors[context_.root[in]].bytes;
+        chain.pulled_inputs += context_.bytes[context_.root[in]];
       }
     }
     return chain;

@@ -138,7 +138,7 @@ class Search {
   SimOptions sim_options_;
   std::unique_ptr<RegionalMemory> memory_;
   RegionalMemory::Trial trial_, best_trial_;
-  ResaveFloor floor_;
+  ResaveBounds floor_;
   SimResult whole_;
   Key current_;
   size_t moves_ = 0;

@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <deque>
 #include <limits>
+#include <string_view>
+#include <unordered_map>
 
-#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/compressed_sparse_row_graph.hpp>
 #include <boost/graph/push_relabel_max_flow.hpp>
 #include <spdlog/spdlog.h>
 
@@ -15,50 +16,72 @@
 namespace ckptplan {
 namespace {
 
-using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
-using FlowGraph = boost::adjacency_list<
-    boost::vecS, boost::vecS, boost::directedS, boost::no_property,
-    boost::property<
-        boost::edge_capacity_t, int64_t,
-        boost::property<boost::edge_residual_capacity_t, int64_t,
-                        boost::property<boost::edge_reverse_t, Traits::edge_descriptor>>>>;
-using Vertex = Traits::vertex_descriptor;
+// Edges are collected first and the flow network is built once as a
+// compressed sparse row graph: adjacency_list allocates every edge's
+// properties on their own, which cost more than the flow on large graphs.
+struct Arc {
+  int64_t capacity = 0;
+  int64_t residual = 0;
+};
+using FlowGraph =
+    boost::compressed_sparse_row_graph<boost::directedS, boost::no_property, Arc, boost::no_property,
+                                       uint32_t, uint32_t>;
+using Vertex = uint32_t;
 
 constexpr Vertex kSource = 0;
 constexpr Vertex kSink = 1;
 // Vertices of the tensor with local index `i` in its region's network.
-Vertex In(uint32_t i) { return 2 + 2 * static_cast<Vertex>(i); }
-Vertex Out(uint32_t i) { return 3 + 2 * static_cast<Vertex>(i); }
+Vertex In(uint32_t i) { return 2 + 2 * i; }
+Vertex Out(uint32_t i) { return 3 + 2 * i; }
 
 class Network {
  public:
-  explicit Network(size_t num_tensors) : graph_(2 + 2 * num_tensors) {}
+  explicit Network(size_t num_tensors) : num_vertices_(2 + 2 * num_tensors) {}
 
   void AddEdge(Vertex from, Vertex to, int64_t capacity) {
-    auto forward = boost::add_edge(from, to, graph_).first;
-    auto backward = boost::add_edge(to, from, graph_).first;
-    auto cap = boost::get(boost::edge_capacity, graph_);
-    auto rev = boost::get(boost::edge_reverse, graph_);
-    cap[forward] = capacity;
-    cap[backward] = 0;
-    rev[forward] = backward;
-    rev[backward] = forward;
+    ends_.emplace_back(from, to);
+    ends_.emplace_back(to, from);
+    capacities_.push_back(capacity);
   }
 
-  int64_t MaxFlow() { return boost::push_relabel_max_flow(graph_, kSource, kSink); }
+  int64_t MaxFlow() {
+    // Arcs sorted by source (a counting sort, stable), as the graph stores them.
+    std::vector<uint32_t> start(num_vertices_ + 1, 0);
+    for (const auto& [from, to] : ends_) ++start[from + 1];
+    for (size_t v = 0; v < num_vertices_; ++v) start[v + 1] += start[v];
+    std::vector<uint32_t> position(ends_.size());
+    std::vector<std::pair<Vertex, Vertex>> sorted(ends_.size());
+    std::vector<Arc> arcs(ends_.size());
+    for (size_t i = 0; i < ends_.size(); ++i) {
+      const uint32_t at = position[i] = start[ends_[i].first]++;
+      sorted[at] = ends_[i];
+      arcs[at].capacity = i % 2 == 0 ? capacities_[i / 2] : 0;
+    }
+    graph_ = FlowGraph(boost::edges_are_sorted, sorted.begin(), sorted.end(), arcs.begin(),
+                       num_vertices_);
+    // An arc's descriptor is its source and its place in that order.
+    reverse_.resize(ends_.size());
+    for (size_t i = 0; i < ends_.size(); ++i) {
+      const size_t other = i ^ 1;  // the other arc of the same edge
+      reverse_[position[i]] = FlowGraph::edge_descriptor(ends_[other].first, position[other]);
+    }
+    return boost::push_relabel_max_flow(graph_, kSource, kSink,
+                                        boost::get(&Arc::capacity, graph_),
+                                        boost::get(&Arc::residual, graph_),
+                                        boost::make_iterator_property_map(
+                                            reverse_.begin(), boost::get(boost::edge_index, graph_)),
+                                        boost::get(boost::vertex_index, graph_));
+  }
 
   // Vertices reachable from the source through edges with residual capacity.
   std::vector<uint8_t> SourceSide() const {
-    std::vector<uint8_t> seen(boost::num_vertices(graph_), 0);
-    auto residual = boost::get(boost::edge_residual_capacity, graph_);
-    std::deque<Vertex> queue{kSource};
+    std::vector<uint8_t> seen(num_vertices_, 0);
+    std::vector<Vertex> queue{kSource};
     seen[kSource] = 1;
-    while (!queue.empty()) {
-      Vertex v = queue.front();
-      queue.pop_front();
-      for (auto [e, end] = boost::out_edges(v, graph_); e != end; ++e) {
-        Vertex w = boost::target(*e, graph_);
-        if (seen[w] || residual[*e] <= 0) continue;
+    for (size_t next = 0; next < queue.size(); ++next) {
+      for (auto [e, end] = boost::out_edges(queue[next], graph_); e != end; ++e) {
+        const Vertex w = boost::target(*e, graph_);
+        if (seen[w] || graph_[*e].residual <= 0) continue;
         seen[w] = 1;
         queue.push_back(w);
       }
@@ -67,7 +90,11 @@ class Network {
   }
 
  private:
+  size_t num_vertices_;
+  std::vector<std::pair<Vertex, Vertex>> ends_;  // both arcs of every edge
+  std::vector<int64_t> capacities_;             // per edge, of its forward arc
   FlowGraph graph_;
+  std::vector<FlowGraph::edge_descriptor> reverse_;  // by edge index
 };
 
 // Non-resident storage made by a forward node: what the network models.
@@ -99,6 +126,13 @@ MinCutResult MinCutStart(const SimContext& context, const RecomputePolicy& polic
   const std::vector<Region>& regions = context.regions();
   const std::vector<RegionShape>& shapes = context.shapes();
   std::vector<int64_t> region_cut(regions.size(), 0);
+  // The policy by op name, looked up once per name.
+  std::unordered_map<std::string_view, bool> allowed;
+  auto allows = [&](const std::string& op) {
+    auto [it, added] = allowed.try_emplace(op, false);
+    if (added) it->second = policy.Allows(op);
+    return it->second;
+  };
   size_t copied = 0;
   for (size_t r = 0; r < regions.size(); ++r) {
     const Region& region = regions[r];
@@ -133,7 +167,7 @@ MinCutResult MinCutStart(const SimContext& context, const RecomputePolicy& polic
     for (TensorId t : tensors) {
       const int64_t bytes = graph.tensors[context.root[t]].bytes;
       network.AddEdge(In(local[t]), Out(local[t]), context.is_candidate[t] ? bytes : infinity);
-      if (!policy.Allows(graph.nodes[graph.tensors[t].producer].op)) {
+      if (!allows(graph.nodes[graph.tensors[t].producer].op)) {
         network.AddEdge(kSource, In(local[t]), infinity);
       }
       if (context.is_candidate[t]) network.AddEdge(Out(local[t]), kSink, infinity);

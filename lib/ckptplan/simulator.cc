@@ -115,6 +115,7 @@ class Builder {
     Recompute record{target, {}, 0};
     std::vector<TensorId>& stack = stack_;
     stack.assign(1, target);
+    bool first = true;
     while (!stack.empty()) {
       TensorId t = stack.back();
       if (recomputed_[t] != kNone) {
@@ -134,6 +135,8 @@ class Builder {
         continue;
       }
       EmitStep(p, /*recompute=*/true);
+      result_.steps.back().starts_chain = first;
+      first = false;
       if (record_details_) record.chain.push_back(p);
       record.cost += context_.node_cost[p];
       stack.pop_back();
@@ -156,6 +159,7 @@ class Builder {
     Step& emitted = result_.steps.emplace_back();
     emitted.node = n;
     emitted.recompute = recompute;
+    emitted.starts_chain = false;
     workspace.push_back(context_.node_workspace[n]);
     const TensorId* ids = context_.ids.data();
     const uint32_t outputs = context_.outputs_begin[n];

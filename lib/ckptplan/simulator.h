@@ -72,6 +72,10 @@ struct SimOptions {
 struct Step {
   NodeId node;
   bool recompute;
+  /// The first of the recompute steps that one dropped tensor's first
+  /// non-forward use re-runs (its chain, which ends with the step making
+  /// its copy).
+  bool starts_chain;
 };
 
 /// One storage over its lifetime, [first_step, last_step] inclusive.

@@ -145,10 +145,10 @@ class Builder {
     if (record_details_) result_.recomputes.push_back(std::move(record));
   }
 
+  // Steps are emitted in order, so a read is the buffer's latest so far
+  // (a plain store: no load to wait for).
   void Read(uint32_t buffer, uint32_t step) {
-    if (buffer == kNone) return;
-    Buffer& b = result_.buffers[buffer];
-    b.last_step = std::max(b.last_step, step);
+    if (buffer != kNone) result_.buffers[buffer].last_step = step;
   }
 
   void EmitStep(NodeId n, bool recompute) {
@@ -218,7 +218,7 @@ void SettleBuffers(const SimContext& context, NodeId end, SimResult& result) {
     } else if (buffer.category == Category::kTemporaries &&
                context.forward_produced[buffer.root]) {
       const Step& reader = result.steps[buffer.last_step];
-      if (reader.recompute || graph.nodes[reader.node].phase != Phase::kForward) {
+      if (reader.recompute || !context.node_forward[reader.node]) {
         buffer.category = Category::kSavedActivations;
       }
     }

@@ -225,6 +225,47 @@ void SettleBuffers(const SimContext& context, NodeId end, SimResult& result) {
   }
 }
 
+// Totals, the peak and node peaks in two passes, for simulations without
+// categories: storages through a difference array, each step's workspace
+// and the implicit gradients added as the steps are summed.
+void FinishTotals(const SimContext& context, NodeId first, NodeId end,
+                  const std::vector<int64_t>& workspace, uint32_t first_backward,
+                  int64_t resident_total, SimResult& result) {
+  const size_t num_steps = result.steps.size();
+  std::vector<int64_t>& delta = context.scratch.delta;
+  delta.assign(num_steps + 1, 0);
+  for (const Buffer& buffer : result.buffers) {
+    delta[buffer.first_step] += buffer.bytes;
+    delta[buffer.last_step + 1] -= buffer.bytes;
+  }
+  if (first_backward != kNone) {
+    delta[first_backward] += context.graph.training.implicit_gradient_bytes;
+  }
+  result.total.resize(num_steps);
+  result.node_peak.assign(end - first, 0);
+  const Step* steps = result.steps.data();
+  int64_t running = resident_total;
+  int64_t peak = resident_total;
+  uint32_t peak_step = 0;
+  int64_t pending = std::numeric_limits<int64_t>::min();
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    running += delta[s];
+    const int64_t total = running + std::max<int64_t>(workspace[s], 0);
+    result.total[s] = total;
+    if (s == 0 || total > peak) {
+      peak = total;
+      peak_step = s;
+    }
+    pending = std::max(pending, total);
+    if (!steps[s].recompute) {
+      result.node_peak[steps[s].node - first] = pending;
+      pending = std::numeric_limits<int64_t>::min();
+    }
+  }
+  result.peak_bytes = peak;
+  result.peak_step = peak_step;
+}
+
 }  // namespace
 
 std::string_view ToString(Category category) {
@@ -396,6 +437,19 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
     }
   };
 
+  if (!options.record_categories) {
+    FinishTotals(context, first, end, builder.workspace, first_backward, resident_total, result);
+    if (options.record_details) {
+      result.peak_breakdown = result.resident;
+      for_each_part([&](uint32_t first_step, uint32_t last_step, Category category,
+                        int64_t bytes) {
+        if (first_step <= result.peak_step && result.peak_step <= last_step) {
+          result.peak_breakdown[static_cast<size_t>(category)] += bytes;
+        }
+      });
+    }
+    return;
+  }
   // Difference arrays: +bytes at the first step, -bytes after the last.
   const size_t width = options.record_categories ? kNumCategories : 1;
   std::vector<int64_t>& delta = context.scratch.delta;

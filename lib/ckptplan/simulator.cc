@@ -61,8 +61,7 @@ class Builder {
  public:
   Builder(const SimContext& context, const SaveSet& keep, NodeId first, NodeId end,
           bool record_details, SimResult* result)
-      : workspace(context.scratch.workspace),
-        context_(context), graph_(context.graph), keep_(keep), result_(*result),
+      : context_(context), graph_(context.graph), keep_(keep), result_(*result),
         first_(first), end_(end), record_details_(record_details),
         stack_(context.scratch.stack),
         original_(context.scratch.original),
@@ -73,8 +72,6 @@ class Builder {
       recomputed_.assign(graph_.tensors.size(), kNone);
     }
     touched_.clear();
-    workspace.clear();
-    workspace.reserve(end - first);
   }
   ~Builder() {
     for (TensorId t : touched_) original_[t] = recomputed_[t] = kNone;
@@ -91,8 +88,6 @@ class Builder {
       EmitStep(n, /*recompute=*/false);
     }
   }
-
-  std::vector<int64_t>& workspace;  // per step
 
  private:
   bool Saved(TensorId t) const { return context_.is_candidate[t] && keep_[t]; }
@@ -160,7 +155,6 @@ class Builder {
     emitted.node = n;
     emitted.recompute = recompute;
     emitted.starts_chain = false;
-    workspace.push_back(context_.node_workspace[n]);
     const TensorId* ids = context_.ids.data();
     const uint32_t outputs = context_.outputs_begin[n];
     for (uint32_t i = context_.inputs_begin[n]; i < outputs; ++i) {
@@ -229,7 +223,7 @@ void SettleBuffers(const SimContext& context, NodeId end, SimResult& result) {
 // categories: storages through a difference array, each step's workspace
 // and the implicit gradients added as the steps are summed.
 void FinishTotals(const SimContext& context, NodeId first, NodeId end,
-                  const std::vector<int64_t>& workspace, uint32_t first_backward,
+                  uint32_t first_backward,
                   int64_t resident_total, SimResult& result) {
   const size_t num_steps = result.steps.size();
   std::vector<int64_t>& delta = context.scratch.delta;
@@ -244,13 +238,14 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
   result.total.resize(num_steps);
   result.node_peak.assign(end - first, 0);
   const Step* steps = result.steps.data();
+  const int64_t* workspace = context.node_workspace.data();
   int64_t running = resident_total;
   int64_t peak = resident_total;
   uint32_t peak_step = 0;
   int64_t pending = std::numeric_limits<int64_t>::min();
   for (uint32_t s = 0; s < num_steps; ++s) {
     running += delta[s];
-    const int64_t total = running + std::max<int64_t>(workspace[s], 0);
+    const int64_t total = running + std::max<int64_t>(workspace[steps[s].node], 0);
     result.total[s] = total;
     if (s == 0 || total > peak) {
       peak = total;
@@ -429,7 +424,8 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
       visit(buffer.first_step, buffer.last_step, buffer.category, buffer.bytes);
     }
     for (uint32_t s = 0; s < num_steps; ++s) {
-      if (builder.workspace[s] > 0) visit(s, s, Category::kTemporaries, builder.workspace[s]);
+      const int64_t workspace = context.node_workspace[result.steps[s].node];
+      if (workspace > 0) visit(s, s, Category::kTemporaries, workspace);
     }
     if (first_backward != kNone) {
       visit(first_backward, static_cast<uint32_t>(num_steps - 1), Category::kGradients,
@@ -438,7 +434,7 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
   };
 
   if (!options.record_categories) {
-    FinishTotals(context, first, end, builder.workspace, first_backward, resident_total, result);
+    FinishTotals(context, first, end, first_backward, resident_total, result);
     if (options.record_details) {
       result.peak_breakdown = result.resident;
       for_each_part([&](uint32_t first_step, uint32_t last_step, Category category,

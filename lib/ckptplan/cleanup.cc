@@ -212,16 +212,27 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // While the plan fits, a re-save fits when its own region stays within the
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
-  size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0;
+  size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0, known = 0;
   // Re-saves whose floor is over the budget are not simulated, nor, while
   // ranking, those whose ceiling is within it.
   ResaveBounds bounds(context);
+  // While the plan fits, whether a re-save fits depends on its region's plan
+  // alone: one that did not fit is not tried again until that plan changes.
+  constexpr uint32_t kNever = UINT32_MAX;
+  std::vector<uint32_t> version(memory.size(), 0);  // per region: re-saves applied
+  std::vector<uint32_t> failed_at(graph.tensors.size(), kNever);
   // Tries re-saving `t` (result.keep[t] set); false when it does not fit.
   // Otherwise *added_cost is the recompute cost it adds and, with
   // `need_sim`, `trial` holds its simulation.
   auto try_resave = [&](TensorId t, bool need_sim, double* added_cost) {
+    const size_t r = memory.RegionOf(t);
+    if (failed_at[t] == version[r]) {
+      ++known;
+      return false;
+    }
     if (bounds.Exceeds(memory, t, budget_bytes)) {
       ++floored;
+      failed_at[t] = version[r];
       return false;
     }
     if (!need_sim && bounds.SurelyFits(memory, result.keep, t, budget_bytes, added_cost)) {
@@ -229,9 +240,11 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       return true;
     }
     ++tried;
-    memory.Try(memory.RegionOf(t), result.keep, &trial, need_sim);
+    memory.Try(r, result.keep, &trial, need_sim);
     *added_cost = trial.added_cost;
-    return trial.peak <= budget_bytes;
+    if (trial.peak <= budget_bytes) return true;
+    failed_at[t] = version[r];
+    return false;
   };
   while (changed) {
     changed = false;
@@ -264,6 +277,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
                     trial.added_cost);
       result.resaved.push_back(gain.tensor);
       region_changed[trial.region] = 1;
+      ++version[trial.region];
       memory.Apply(&trial);
       bounds.Forget(trial.region);
       changed = true;
@@ -274,10 +288,10 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   result.cost_after = memory.cost();
   spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
                "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor, "
-               "{} ranked by a ceiling ({:.3f} s)",
+               "{} ranked by a ceiling, {} known not to fit ({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,
                result.peak_before, result.peak_after, tried, memory.shared_trials(), floored,
-               ceilinged, SecondsSince(started));
+               ceilinged, known, SecondsSince(started));
   return result;
 }
 

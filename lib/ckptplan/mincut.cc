@@ -7,7 +7,7 @@
 #include <unordered_map>
 
 #include <boost/graph/compressed_sparse_row_graph.hpp>
-#include <boost/graph/push_relabel_max_flow.hpp>
+#include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/console.h"
@@ -65,12 +65,11 @@ class Network {
       const size_t other = i ^ 1;  // the other arc of the same edge
       reverse_[position[i]] = FlowGraph::edge_descriptor(ends_[other].first, position[other]);
     }
-    return boost::push_relabel_max_flow(graph_, kSource, kSink,
-                                        boost::get(&Arc::capacity, graph_),
-                                        boost::get(&Arc::residual, graph_),
-                                        boost::make_iterator_property_map(
-                                            reverse_.begin(), boost::get(boost::edge_index, graph_)),
-                                        boost::get(boost::vertex_index, graph_));
+    return boost::boykov_kolmogorov_max_flow(
+        graph_, boost::get(&Arc::capacity, graph_), boost::get(&Arc::residual, graph_),
+        boost::make_iterator_property_map(reverse_.begin(),
+                                          boost::get(boost::edge_index, graph_)),
+        boost::get(boost::vertex_index, graph_), kSource, kSink);
   }
 
   // Vertices reachable from the source through edges with residual capacity.

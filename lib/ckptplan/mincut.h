@@ -9,7 +9,7 @@
 // infinite capacity when backward reads t; every forward data dependency
 // a -> b is an infinite edge a_out -> b_in. A minimum cut then saves the
 // candidates whose in-edge crosses it and drops (recomputes) the candidates
-// on the sink side. Max-flow is Boost.Graph's push-relabel.
+// on the sink side. Max-flow is Boost.Graph's Boykov-Kolmogorov.
 #ifndef CKPTPLAN_MINCUT_H_
 #define CKPTPLAN_MINCUT_H_
 

@@ -604,7 +604,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   GreedyResult result;
   result.keep = start;
   RegionalMemory memory(context, result.keep, sim_options);
-  counters.simulations += 1 + memory.size();
+  counters.simulations += memory.start_simulations();
   counters.regions = memory.size();
   result.start_peak = memory.start_peak();
   const StaticInfo info = ComputeStaticInfo(context);

@@ -71,7 +71,11 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
                                const SimOptions& options)
     : context_(context), options_(options) {
   const Graph& graph = context.graph;
-  SimResult whole = Simulate(context, keep, options);
+  // Only the peaks and the cost are read from the whole step's simulation.
+  SimOptions figures = options;
+  figures.record_details = false;
+  figures.record_categories = false;
+  SimResult whole = Simulate(context, keep, figures);
   start_peak_ = peak_ = whole.peak_bytes;
   start_cost_ = cost_ = whole.recompute_cost;
   std::vector<Region> ranges;
@@ -87,10 +91,16 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
     part.range = ranges[r];
     for (NodeId n = part.range.first; n < part.range.end; ++n) region_of_node_[n] = r;
     SimResult* sim = part.sim.own();
-    Simulate(context, keep, OptionsFor(r), sim);
-    part.offset.resize(part.range.end - part.range.first);
-    for (size_t n = 0; n < part.offset.size(); ++n) {
-      part.offset[n] = whole.node_peak[part.range.first + n] - sim->node_peak[n];
+    part.offset.assign(part.range.end - part.range.first, 0);
+    if (ranges.size() == 1 && part.range.first == 0 && part.range.end == graph.nodes.size()) {
+      // The region is the step: its simulation is the one above.
+      *sim = std::move(whole);
+    } else {
+      Simulate(context, keep, OptionsFor(r), sim);
+      ++start_simulations_;
+      for (size_t n = 0; n < part.offset.size(); ++n) {
+        part.offset[n] = whole.node_peak[part.range.first + n] - sim->node_peak[n];
+      }
     }
     part.max = MaxWithOffset(sim->node_peak, part.offset);
   }

@@ -77,6 +77,9 @@ class RegionalMemory {
   /// The starting plan's peak and recompute cost, from a whole-step simulation.
   int64_t start_peak() const { return start_peak_; }
   double start_cost() const { return start_cost_; }
+  /// Simulations the constructor ran: the whole step's, and each region's
+  /// unless the step is one region.
+  size_t start_simulations() const { return start_simulations_; }
   size_t size() const { return parts_.size(); }
   const SimContext& context() const { return context_; }
   const Part& part(size_t r) const { return parts_[r]; }
@@ -132,6 +135,7 @@ class RegionalMemory {
   std::vector<int64_t> maxes_;  // parts_[r].max
   std::vector<uint32_t> region_of_node_;
   int64_t peak_ = 0, start_peak_ = 0;
+  size_t start_simulations_ = 1;
   double start_cost_ = 0, cost_ = 0;
   // The two highest region maxima and how many regions reach the first.
   int64_t top_ = 0, second_ = 0;

@@ -100,8 +100,12 @@ TEST_CASE("cleanup: a re-save's ceiling adds the storage over the gap to a lone 
   // bytes over the gap f3 .. f2_bwd, whose highest node is f3_bwd at 410:
   // 410 + 100 = 510, what re-saving gives.
   double added = 0;
-  CHECK(bounds.Ceiling(keep, a, memory.peak(), &added) == 510);
+  int64_t chain_floor = 0;
+  CHECK(bounds.Ceiling(keep, a, memory.peak(), &added, &chain_floor) == 510);
   CHECK(added == -5);
+  // f1 reads only the resident x: nothing leaves the gap, and the floor is
+  // the ceiling.
+  CHECK(chain_floor == 510);
   // a and b dropped: b's chain (f1, f2) also makes a', which f2_bwd reads
   // after it, so re-saving b would move f1 to f2_bwd: no ceiling. Nor for a,
   // whose re-run does not end a chain.
@@ -170,7 +174,7 @@ TEST_CASE("property: a re-save's floor never exceeds its simulated peak") {
 // the recompute cost a ceiling gives is the simulation's, exactly.
 TEST_CASE("property: a re-save's ceiling is never below its simulated peak") {
   std::mt19937_64 rng(5);
-  size_t ceilings = 0, level = 0, checked = 0;
+  size_t ceilings = 0, level = 0, checked = 0, chain_floors = 0, exact = 0, leaving = 0;
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     Graph graph;
     if (seed % 5 == 0) {
@@ -199,7 +203,8 @@ TEST_CASE("property: a re-save's ceiling is never below its simulated peak") {
         for (TensorId t : memory.part(r).candidates) {
           if (keep[t]) continue;
           double added = 0;
-          const int64_t ceiling = bounds.Ceiling(keep, t, memory.peak(), &added);
+          int64_t chain_floor = 0;
+          const int64_t ceiling = bounds.Ceiling(keep, t, memory.peak(), &added, &chain_floor);
           ++checked;
           if (ceiling == std::numeric_limits<int64_t>::max()) continue;
           ++ceilings;
@@ -210,6 +215,12 @@ TEST_CASE("property: a re-save's ceiling is never below its simulated peak") {
           CAPTURE(graph.tensors[t].name);
           CHECK(resaved.peak_bytes <= ceiling);
           CHECK(resaved.recompute_cost - memory.cost() == added);
+          if (chain_floor == std::numeric_limits<int64_t>::min()) continue;
+          ++chain_floors;
+          CHECK(chain_floor <= resaved.peak_bytes);
+          exact += chain_floor == resaved.peak_bytes;
+          // The floors where storages leave, and the re-save still peaks in the gap.
+          leaving += chain_floor < ceiling && ceiling > memory.peak();
         }
       }
     }
@@ -217,8 +228,12 @@ TEST_CASE("property: a re-save's ceiling is never below its simulated peak") {
   CHECK(checked > 1000);
   CHECK(ceilings > checked / 10);
   CHECK(level > 50);
+  CHECK(chain_floors > ceilings / 2);
+  CHECK(exact > 20);
+  CHECK(leaving > 5);
   MESSAGE(checked << " re-saves, " << ceilings << " with a ceiling, " << level
-                  << " at the plan's own peak");
+                  << " at the plan's own peak; " << chain_floors << " chain floors, " << exact
+                  << " exact, " << leaving << " below the ceiling");
 }
 
 // A region whose simulation is shared with a copy (RegionSim) gives the same

@@ -27,6 +27,7 @@ ResaveBounds::ResaveBounds(const SimContext& context)
     : context_(context),
       copy_step_(context.graph.tensors.size(), kNoStep),
       original_last_(context.graph.tensors.size(), kNoStep),
+      copy_last_(context.graph.tensors.size(), kNoStep),
       late_read_(context.graph.tensors.size(), kNoStep),
       recompute_read_(context.graph.tensors.size(), 0) {}
 
@@ -37,12 +38,17 @@ bool ResaveBounds::Exceeds(const RegionalMemory& memory, TensorId t, int64_t bud
   return Floor(t) > budget;
 }
 
-bool ResaveBounds::SurelyFits(const RegionalMemory& memory, const SaveSet& keep, TensorId t,
-                              int64_t budget, double* added_cost) {
+ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const SaveSet& keep,
+                                          TensorId t, int64_t budget, double* added_cost) {
   const size_t r = memory.RegionOf(t);
-  if (!context_.exact_costs || memory.part(r).shape.copies > 1) return false;
+  if (memory.part(r).shape.copies > 1) return Verdict::kUnknown;
   if (prepared_ != r) Prepare(memory, r);
-  return Ceiling(keep, t, memory.peak(), added_cost) <= budget;
+  if (Floor(t) > budget) return Verdict::kExceeds;
+  if (!context_.exact_costs) return Verdict::kUnknown;
+  int64_t chain_floor = kLowest;
+  const int64_t ceiling = Ceiling(keep, t, memory.peak(), added_cost, &chain_floor);
+  if (chain_floor > budget) return Verdict::kExceeds;
+  return ceiling <= budget ? Verdict::kFits : Verdict::kUnknown;
 }
 
 void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
@@ -68,7 +74,7 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
     for (uint32_t i = start; i <= s; ++i) group_[i] = node;
     start = s + 1;
   }
-  for (TensorId t : touched_) copy_step_[t] = original_last_[t] = kNoStep;
+  for (TensorId t : touched_) copy_step_[t] = original_last_[t] = copy_last_[t] = kNoStep;
   touched_.clear();
   // Differences first: +bytes after the first step, -bytes after the last.
   leaving_.assign(num_steps + 1, 0);
@@ -76,6 +82,9 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
     touched_.push_back(buffer.root);
     if (buffer.category == Category::kRecomputed) {
       copy_step_[buffer.root] = std::min(copy_step_[buffer.root], buffer.first_step);
+      copy_last_[buffer.root] = copy_last_[buffer.root] == kNoStep
+                                    ? buffer.last_step
+                                    : std::max(copy_last_[buffer.root], buffer.last_step);
     } else {
       original_last_[buffer.root] = buffer.last_step;
     }
@@ -125,7 +134,8 @@ int64_t ResaveBounds::Floor(TensorId t) const {
 }
 
 int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak,
-                              double* added_cost) const {
+                              double* added_cost, int64_t* chain_floor) const {
+  if (chain_floor != nullptr) *chain_floor = kLowest;
   const TensorId root = context_.root[t];
   if (tensor_shift_ != 0 || context_.made[root] != SimContext::Made::kActivation) {
     return kHighest;
@@ -170,6 +180,7 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
   // storage on top: whole groups through the node peaks, the two partial
   // ones step by step.
   int64_t highest = step_peak;
+  int64_t gap = kLowest;  // the whole groups' highest node
   const int64_t bytes = context_.bytes[root];
   const uint32_t last = original_last_[root];
   if (last != kNoStep && last < start) {
@@ -179,14 +190,38 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
       highest = std::max(highest, step_total_[s] + bytes);
     }
     if (last_group + 1 < chain_group) {
-      highest = std::max(highest,
-                         node_peak_.Query(last_group + 1 - first_, chain_group - first_) + bytes);
+      gap = node_peak_.Query(last_group + 1 - first_, chain_group - first_);
+      highest = std::max(highest, gap + bytes);
     }
     for (s = std::max(s, group_start_[chain_group - first_]); s < start; ++s) {
       highest = std::max(highest, step_total_[s] + bytes);
     }
   }
   *added_cost = -cost;
+  if (chain_floor != nullptr && gap != kLowest) {
+    // Only storages whose last read is a step of the chain can end before
+    // it once the chain is gone; its inputs name them.
+    int64_t leaving = 0;
+    roots_.clear();
+    for (uint32_t s = start; s <= end; ++s) {
+      const NodeId node = sim.steps[s].node;
+      for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
+        const TensorId in = context_.ids[i];
+        if (context_.resident_root[in]) continue;
+        if (context_.made[in] == SimContext::Made::kAlias) return highest;
+        const bool original = !context_.forward_produced[in] ||
+                              (context_.is_candidate[in] && keep[in]);
+        const uint32_t read_last = original ? original_last_[in] : copy_last_[in];
+        // A copy the chain itself made ends with it anyway.
+        if (!original && copy_step_[in] >= start) continue;
+        if (read_last == kNoStep || read_last < start || read_last > end) continue;
+        if (std::find(roots_.begin(), roots_.end(), in) != roots_.end()) continue;
+        roots_.push_back(in);
+        leaving += context_.bytes[in];
+      }
+    }
+    *chain_floor = gap + bytes - leaving;
+  }
   return highest;
 }
 
@@ -230,14 +265,17 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       ++known;
       return false;
     }
-    if (bounds.Exceeds(memory, t, budget_bytes)) {
-      ++floored;
-      failed_at[t] = version[r];
-      return false;
-    }
-    if (!need_sim && bounds.SurelyFits(memory, result.keep, t, budget_bytes, added_cost)) {
-      ++ceilinged;
-      return true;
+    switch (bounds.Judge(memory, result.keep, t, budget_bytes, added_cost)) {
+      case ResaveBounds::Verdict::kExceeds:
+        ++floored;
+        failed_at[t] = version[r];
+        return false;
+      case ResaveBounds::Verdict::kFits:
+        if (need_sim) break;
+        ++ceilinged;
+        return true;
+      case ResaveBounds::Verdict::kUnknown:
+        break;
     }
     ++tried;
     memory.Try(r, result.keep, &trial, need_sim);

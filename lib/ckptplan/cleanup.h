@@ -63,12 +63,14 @@ class ResaveBounds {
   /// copies is never ruled out: its trials serve the copies
   /// (RegionalMemory::Try), which costs less than a floor.
   bool Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget);
-  /// Whether re-saving `t` surely keeps the step's peak within `budget`; if
-  /// so, *added_cost is the recompute cost it adds (exactly, as a trial
-  /// would give it). Only when node costs are exact (SimContext::exact_costs)
-  /// and the region has no copies, as for Exceeds.
-  bool SurelyFits(const RegionalMemory& memory, const SaveSet& keep, TensorId t, int64_t budget,
-                  double* added_cost);
+  /// Whether re-saving `t` under plan `keep` surely keeps the step's peak
+  /// within `budget` (then *added_cost is the recompute cost it adds,
+  /// exactly as a trial would give it), surely does not, or either. Uses
+  /// both floors, and needs node costs to be exact (SimContext::exact_costs)
+  /// and the region to have no copies (as Exceeds).
+  enum class Verdict { kFits, kExceeds, kUnknown };
+  Verdict Judge(const RegionalMemory& memory, const SaveSet& keep, TensorId t, int64_t budget,
+                double* added_cost);
   /// The prepared region's simulation changed (or all regions' did).
   void Forget(size_t r) {
     if (r == prepared_) Forget();
@@ -83,8 +85,12 @@ class ResaveBounds {
   /// A ceiling over the step's peak, `step_peak` now under plan `keep`,
   /// with dropped candidate `t` of the prepared region saved, and in
   /// *added_cost the recompute cost that adds; the highest int64_t when there
-  /// is none. The prepared simulation must be the region's own (no copy's).
-  int64_t Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak, double* added_cost) const;
+  /// is none. Then also, in *chain_floor (when not null), a floor under that
+  /// peak that only the chain's own inputs lower: the storages whose last
+  /// read the chain is (the lowest int64_t when some input is a view). The
+  /// prepared simulation must be the region's own (no copy's).
+  int64_t Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak, double* added_cost,
+                  int64_t* chain_floor = nullptr) const;
 
  private:
   const SimContext& context_;
@@ -99,6 +105,7 @@ class ResaveBounds {
   std::vector<uint32_t> group_start_;     // per node of the region: its group's first step
   std::vector<uint32_t> copy_step_;       // per tensor: step making its recomputed copy
   std::vector<uint32_t> original_last_;   // per root: last step reading its original
+  std::vector<uint32_t> copy_last_;       // per root: last step reading its recomputed copy
   std::vector<TensorId> touched_;         // entries of the two set by Prepare
   // Per step s: bytes of the storages made before s whose last read, at or
   // after s, is a recompute step.
@@ -113,6 +120,7 @@ class ResaveBounds {
   std::vector<uint32_t> late_read_;
   std::vector<uint8_t> recompute_read_;
   std::vector<TensorId> read_touched_;    // entries of the two set by Prepare
+  mutable std::vector<TensorId> roots_;   // of Ceiling: storages counted once
 };
 
 }  // namespace ckptplan

@@ -117,77 +117,20 @@ TEST_CASE("cleanup: a re-save's ceiling adds the storage over the gap to a lone 
 }
 
 // Random plans of random steps, in copies and with transformers: no floor is
-// above the peak the re-save really gives, and many rule a re-save out at a
-// budget of the plan's own peak.
-TEST_CASE("property: a re-save's floor never exceeds its simulated peak") {
+// above the peak the re-save really gives and many rule a re-save out at a
+// budget of the plan's own peak; no ceiling is below it, and the recompute
+// cost a ceiling gives is the simulation's, exactly.
+TEST_CASE("property: a re-save's floors and ceiling hold its simulated peak") {
   std::mt19937_64 rng(3);
   size_t floors = 0, ruled_out = 0, checked = 0;
+  size_t ceilings = 0, level = 0, chain_floors = 0, exact = 0, leaving = 0;
+  constexpr int64_t kNoFloor = std::numeric_limits<int64_t>::min();
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     Graph graph;
     if (seed % 5 == 0) {
-      TransformerOptions options;
-      options.layers = 2;
-      options.microbatches = 1 + static_cast<int>(seed % 2);
-      options.batch = 2;
-      options.seq = 8;
-      options.hidden = 16;
-      options.heads = 2;
-      options.vocab = 50;
-      graph = TransformerGraph(options);
+      graph = testing::SmallTransformer(1 + static_cast<int>(seed % 2));
     } else {
       graph = testing::Copies(testing::RandomStep(seed, 3), 1 + seed % 3);
-    }
-    CAPTURE(seed);
-    SimContext context(graph);
-    for (int plan = 0; plan < 6; ++plan) {
-      SaveSet keep = SaveAll(graph);
-      for (TensorId t : context.candidates) keep[t] = rng() % 3 == 0;
-      SimOptions options;
-      options.reserve_bytes = 10;
-      RegionalMemory memory(context, keep, options);
-      ResaveBounds floor(context);
-      for (size_t r = 0; r < memory.size(); ++r) {
-        floor.Prepare(memory, r);
-        for (TensorId t : memory.part(r).candidates) {
-          if (keep[t]) continue;
-          const int64_t bound = floor.Floor(t);
-          keep[t] = 1;
-          const int64_t peak = Simulate(context, keep, options).peak_bytes;
-          keep[t] = 0;
-          CAPTURE(graph.tensors[t].name);
-          CHECK(bound <= peak);
-          ++checked;
-          if (bound == std::numeric_limits<int64_t>::min()) continue;
-          ++floors;
-          ruled_out += bound > memory.peak();
-        }
-      }
-    }
-  }
-  CHECK(checked > 1000);
-  CHECK(floors > checked / 4);
-  CHECK(ruled_out > 100);
-  MESSAGE(checked << " re-saves, " << floors << " with a floor, " << ruled_out << " ruled out");
-}
-
-// Random plans: no ceiling is below the peak the re-save really gives, and
-// the recompute cost a ceiling gives is the simulation's, exactly.
-TEST_CASE("property: a re-save's ceiling is never below its simulated peak") {
-  std::mt19937_64 rng(5);
-  size_t ceilings = 0, level = 0, checked = 0, chain_floors = 0, exact = 0, leaving = 0;
-  for (uint64_t seed = 1; seed <= 30; ++seed) {
-    Graph graph;
-    if (seed % 5 == 0) {
-      TransformerOptions options;
-      options.layers = 2;
-      options.batch = 2;
-      options.seq = 8;
-      options.hidden = 16;
-      options.heads = 2;
-      options.vocab = 50;
-      graph = TransformerGraph(options);
-    } else {
-      graph = testing::RandomStep(seed, 3);
     }
     CAPTURE(seed);
     SimContext context(graph);
@@ -200,38 +143,50 @@ TEST_CASE("property: a re-save's ceiling is never below its simulated peak") {
       ResaveBounds bounds(context);
       for (size_t r = 0; r < memory.size(); ++r) {
         bounds.Prepare(memory, r);
+        const bool own = memory.part(r).sim.node_shift() == 0;  // not a copy's
         for (TensorId t : memory.part(r).candidates) {
           if (keep[t]) continue;
+          const int64_t bound = bounds.Floor(t);
           double added = 0;
-          int64_t chain_floor = 0;
-          const int64_t ceiling = bounds.Ceiling(keep, t, memory.peak(), &added, &chain_floor);
-          ++checked;
-          if (ceiling == std::numeric_limits<int64_t>::max()) continue;
-          ++ceilings;
-          level += ceiling == memory.peak();
+          int64_t chain_floor = kNoFloor;
+          const int64_t ceiling =
+              own ? bounds.Ceiling(keep, t, memory.peak(), &added, &chain_floor)
+                  : std::numeric_limits<int64_t>::max();
           keep[t] = 1;
           const SimResult resaved = Simulate(context, keep, options);
           keep[t] = 0;
           CAPTURE(graph.tensors[t].name);
+          CHECK(bound <= resaved.peak_bytes);
+          ++checked;
+          if (bound != kNoFloor) {
+            ++floors;
+            ruled_out += bound > memory.peak();
+          }
+          if (ceiling == std::numeric_limits<int64_t>::max()) continue;
+          ++ceilings;
+          level += ceiling == memory.peak();
           CHECK(resaved.peak_bytes <= ceiling);
           CHECK(resaved.recompute_cost - memory.cost() == added);
-          if (chain_floor == std::numeric_limits<int64_t>::min()) continue;
+          if (chain_floor == kNoFloor) continue;
           ++chain_floors;
           CHECK(chain_floor <= resaved.peak_bytes);
           exact += chain_floor == resaved.peak_bytes;
-          // The floors where storages leave, and the re-save still peaks in the gap.
+          // Where storages leave, and the re-save still peaks in the gap.
           leaving += chain_floor < ceiling && ceiling > memory.peak();
         }
       }
     }
   }
   CHECK(checked > 1000);
+  CHECK(floors > checked / 4);
+  CHECK(ruled_out > 100);
   CHECK(ceilings > checked / 10);
   CHECK(level > 50);
   CHECK(chain_floors > ceilings / 2);
   CHECK(exact > 20);
   CHECK(leaving > 5);
-  MESSAGE(checked << " re-saves, " << ceilings << " with a ceiling, " << level
+  MESSAGE(checked << " re-saves, " << floors << " with a floor, " << ruled_out
+                  << " ruled out; " << ceilings << " with a ceiling, " << level
                   << " at the plan's own peak; " << chain_floors << " chain floors, " << exact
                   << " exact, " << leaving << " below the ceiling");
 }

@@ -140,15 +140,7 @@ TEST_CASE("incremental planner matches the reference when regions are copies of 
                             "copies seed " + std::to_string(seed), nullptr, &shared);
   }
   for (int microbatches : {3, 5}) {
-    TransformerOptions options;
-    options.layers = 1;
-    options.microbatches = microbatches;
-    options.batch = 2;
-    options.seq = 8;
-    options.hidden = 16;
-    options.heads = 2;
-    options.vocab = 50;
-    drops += CheckSamePlans(TransformerGraph(options), 0,
+    drops += CheckSamePlans(testing::SmallTransformer(microbatches, /*layers=*/1), 0,
                             "transformer microbatches " + std::to_string(microbatches), nullptr,
                             &shared);
   }

@@ -160,15 +160,7 @@ TEST_CASE("property: totals without categories equal the categories' sums") {
   for (uint64_t seed = 1; seed <= 20; ++seed) {
     Graph graph;
     if (seed % 4 == 0) {
-      TransformerOptions options;
-      options.layers = 2;
-      options.microbatches = 1 + static_cast<int>(seed % 3);
-      options.batch = 2;
-      options.seq = 8;
-      options.hidden = 16;
-      options.heads = 2;
-      options.vocab = 50;
-      graph = TransformerGraph(options);
+      graph = testing::SmallTransformer(1 + static_cast<int>(seed % 3));
     } else {
       graph = testing::Copies(testing::RandomStep(seed, 3), 1 + seed % 3);
     }

@@ -81,6 +81,19 @@ inline Graph RandomStep(uint64_t seed, int min_layers) {
   return RandomTrainingGraph(options);
 }
 
+// A transformer small enough to simulate thousands of times.
+inline Graph SmallTransformer(int microbatches, int layers = 2) {
+  TransformerOptions options;
+  options.layers = layers;
+  options.microbatches = microbatches;
+  options.batch = 2;
+  options.seq = 8;
+  options.hidden = 16;
+  options.heads = 2;
+  options.vocab = 50;
+  return TransformerGraph(options);
+}
+
 // `count` copies of `step`, run one after another (see Concatenate).
 inline Graph Copies(const Graph& step, size_t count) {
   return Concatenate(std::vector<Graph>(count, step));

@@ -121,17 +121,15 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
     view->family_last_tensor.assign(num_tensors, kNoId);
   } else {
     // Only the region's tensors are read below: reset those.
-    for (NodeId n = first; n < region.range.end; ++n) {
-      for (const std::vector<TensorId>* list : {&graph.nodes[n].inputs, &graph.nodes[n].outputs}) {
-        for (TensorId t : *list) {
-          for (TensorId u : {t, context.root[t]}) {
-            view->first_use[u] = view->last_use[u] = view->last_node_use[u] = kNoId;
-            view->first_use_floor[u] = kLowest;
-            view->last_node[u] = 0;
-            view->family_last[u] = view->family_second[u] = kNoId;
-            view->family_last_tensor[u] = kNoId;
-          }
-        }
+    // The nodes' inputs and outputs are contiguous in the flat arrays.
+    for (uint32_t i = context.inputs_begin[first]; i < context.inputs_begin[region.range.end]; ++i) {
+      const TensorId t = context.ids[i];
+      for (TensorId u : {t, context.root[t]}) {
+        view->first_use[u] = view->last_use[u] = view->last_node_use[u] = kNoId;
+        view->first_use_floor[u] = kLowest;
+        view->last_node[u] = 0;
+        view->family_last[u] = view->family_second[u] = kNoId;
+        view->family_last_tensor[u] = kNoId;
       }
     }
   }
@@ -146,11 +144,12 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
       view->slot[step.node - first] = next;
     }
   }
+  const TensorId* ids = context.ids.data();
   for (size_t s = 0; s < sim.steps.size(); ++s) {
     const Step& step = sim.steps[s];
-    const Node& node = graph.nodes[step.node];
-    if (!step.recompute && node.phase == Phase::kForward) continue;
-    for (TensorId in : node.inputs) {
+    if (!step.recompute && context.node_forward[step.node]) continue;
+    for (uint32_t i = context.inputs_begin[step.node]; i < context.outputs_begin[step.node]; ++i) {
+      const TensorId in = ids[i];
       view->last_use[in] = group[s];
       if (!step.recompute) view->last_node_use[in] = group[s];
       if (view->first_use[in] != kNoId) continue;
@@ -406,7 +405,6 @@ class RegionSearch {
   // `chain`; a bound that frees no byte has freed <= 0.
   void BoundsOf(const RegionalMemory::Part& region, TensorId t, const ChainWalker::Chain& chain,
                 int64_t outside_region, Bound* bound0, Bound* bound1) {
-    const Graph& graph = context_.graph;
     const View& view = view_;
     const int64_t first = region.range.first;
     const int64_t end = region.range.end;
@@ -422,7 +420,7 @@ class RegionSearch {
       return total == kUnbounded ? kUnbounded : total - view.gap_prefix[lo - first];
     };
     const TensorId root = context_.root[t];
-    const int64_t bytes = graph.tensors[root].bytes;
+    const int64_t bytes = context_.bytes[root];
     // Where the original storage can end earlier: after its forward reads
     // and the reads of the other saved tensors sharing it, and (the copy
     // taking over) before the first non-forward use of `t`.

@@ -42,6 +42,7 @@ class Candidates {
   Candidates(const SimContext& context, const PlannerOptions& options, bool cleanup = true)
       : context_(context), options_(options), cleanup_(cleanup) {
     sim_options_.reserve_bytes = options.reserve_bytes;
+    sim_options_.record_details = false;  // only the peak and the cost are read
   }
 
   PlannerResult Measure(SaveSet keep, std::string method) const {
@@ -64,7 +65,12 @@ class Candidates {
       CleanupResult cleaned =
           ResaveDropped(context_, result.keep, options_.budget_bytes, options_.reserve_bytes);
       if (!cleaned.resaved.empty()) {
-        result = Measure(std::move(cleaned.keep), method + " + cleanup");
+        // The cleanup's figures are the step's, exactly (RegionalMemory).
+        result.keep = std::move(cleaned.keep);
+        result.peak = cleaned.peak_after;
+        result.recompute_cost = cleaned.cost_after;
+        result.fits = result.peak <= options_.budget_bytes;
+        result.method = method + " + cleanup";
       }
     }
     spdlog::debug("planner: {}: peak {} bytes, cost {}, {} ({:.3f} s)", result.method, result.peak,

@@ -65,6 +65,9 @@ class Network {
       const size_t other = i ^ 1;  // the other arc of the same edge
       reverse_[position[i]] = FlowGraph::edge_descriptor(ends_[other].first, position[other]);
     }
+    // Any maximum flow leaves the same minimal source side (SourceSide);
+    // Boykov-Kolmogorov ran faster than push-relabel here and needs less
+    // working memory (GPT-2: 1.2 against 1.8 ms).
     return boost::boykov_kolmogorov_max_flow(
         graph_, boost::get(&Arc::capacity, graph_), boost::get(&Arc::residual, graph_),
         boost::make_iterator_property_map(reverse_.begin(),

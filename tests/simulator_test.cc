@@ -150,10 +150,10 @@ TEST_CASE("lower bound is resident state plus the largest single step") {
   CHECK(bound.step_bytes == 4000);
 }
 
-// The totals come two ways: per category (a difference array per
-// category), and without (one difference array, workspace and implicit
-// gradients added as the steps are summed). Both, and each category row's
-// sum, agree on random plans, on whole steps and on regions.
+// The totals (one difference array, workspace and implicit gradients added
+// as the steps are summed) equal each category row's sum (a difference
+// array per category), and recording categories changes neither totals nor
+// peaks: on random plans, on whole steps and on regions.
 TEST_CASE("property: totals without categories equal the categories' sums") {
   std::mt19937_64 rng(17);
   size_t compared = 0;

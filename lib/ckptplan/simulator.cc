@@ -219,9 +219,9 @@ void SettleBuffers(const SimContext& context, NodeId end, SimResult& result) {
   }
 }
 
-// Totals, the peak and node peaks in two passes, for simulations without
-// categories: storages through a difference array, each step's workspace
-// and the implicit gradients added as the steps are summed.
+// Totals, the peak and node peaks in two passes: storages through a
+// difference array, each step's workspace and the implicit gradients added
+// as the steps are summed.
 void FinishTotals(const SimContext& context, NodeId first, NodeId end,
                   uint32_t first_backward,
                   int64_t resident_total, SimResult& result) {
@@ -433,48 +433,24 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
     }
   };
 
-  if (!options.record_categories) {
-    FinishTotals(context, first, end, first_backward, resident_total, result);
-    if (options.record_details) {
-      result.peak_breakdown = result.resident;
-      for_each_part([&](uint32_t first_step, uint32_t last_step, Category category,
-                        int64_t bytes) {
-        if (first_step <= result.peak_step && result.peak_step <= last_step) {
-          result.peak_breakdown[static_cast<size_t>(category)] += bytes;
-        }
-      });
-    }
-    return;
-  }
-  // Difference arrays: +bytes at the first step, -bytes after the last.
-  const size_t width = options.record_categories ? kNumCategories : 1;
-  std::vector<int64_t>& delta = context.scratch.delta;
-  delta.assign((num_steps + 1) * width, 0);
-  for_each_part([&](uint32_t first_step, uint32_t last_step, Category category, int64_t bytes) {
-    size_t column = options.record_categories ? static_cast<size_t>(category) : 0;
-    delta[first_step * width + column] += bytes;
-    delta[(last_step + 1) * width + column] -= bytes;
-  });
-
-  result.total.resize(num_steps);
-  if (options.record_categories) result.by_category.resize(num_steps);
-  std::vector<int64_t>& running = context.scratch.running;
-  running.assign(width, 0);
-  result.peak_bytes = resident_total;
-  for (uint32_t s = 0; s < num_steps; ++s) {
-    int64_t total = resident_total;
-    for (size_t c = 0; c < width; ++c) {
-      running[c] += delta[s * width + c];
-      total += running[c];
-    }
-    if (options.record_categories) {
+  FinishTotals(context, first, end, first_backward, resident_total, result);
+  if (options.record_categories) {
+    // The same parts by category: a difference array per category.
+    std::vector<int64_t>& delta = context.scratch.delta;
+    delta.assign((num_steps + 1) * kNumCategories, 0);
+    for_each_part([&](uint32_t first_step, uint32_t last_step, Category category, int64_t bytes) {
+      const size_t column = static_cast<size_t>(category);
+      delta[first_step * kNumCategories + column] += bytes;
+      delta[(last_step + 1) * kNumCategories + column] -= bytes;
+    });
+    result.by_category.resize(num_steps);
+    CategoryBytes running{};
+    for (uint32_t s = 0; s < num_steps; ++s) {
       CategoryBytes& row = result.by_category[s];
-      for (size_t c = 0; c < kNumCategories; ++c) row[c] = result.resident[c] + running[c];
-    }
-    result.total[s] = total;
-    if (s == 0 || total > result.peak_bytes) {
-      result.peak_bytes = total;
-      result.peak_step = s;
+      for (size_t c = 0; c < kNumCategories; ++c) {
+        running[c] += delta[s * kNumCategories + c];
+        row[c] = result.resident[c] + running[c];
+      }
     }
   }
   if (options.record_categories && num_steps > 0) {
@@ -486,15 +462,6 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
         result.peak_breakdown[static_cast<size_t>(category)] += bytes;
       }
     });
-  }
-  result.node_peak.assign(end - first, 0);
-  int64_t pending = std::numeric_limits<int64_t>::min();
-  for (uint32_t s = 0; s < num_steps; ++s) {
-    pending = std::max(pending, result.total[s]);
-    if (!result.steps[s].recompute) {
-      result.node_peak[result.steps[s].node - first] = pending;
-      pending = std::numeric_limits<int64_t>::min();
-    }
   }
 }
 

@@ -167,7 +167,7 @@ struct SimContext {
     // All kNone between calls; a call resets only the entries it set.
     std::vector<uint32_t> original, recomputed;
     std::vector<TensorId> touched, stack;
-    std::vector<int64_t> delta, running;
+    std::vector<int64_t> delta;
   };
   mutable Scratch scratch;
 

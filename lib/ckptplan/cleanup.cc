@@ -40,11 +40,10 @@ bool ResaveBounds::Exceeds(const RegionalMemory& memory, TensorId t, int64_t bud
 
 ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const SaveSet& keep,
                                           TensorId t, int64_t budget, double* added_cost) {
-  const size_t r = memory.RegionOf(t);
-  if (memory.part(r).shape.copies > 1) return Verdict::kUnknown;
-  if (prepared_ != r) Prepare(memory, r);
-  if (Floor(t) > budget) return Verdict::kExceeds;
-  if (!context_.exact_costs) return Verdict::kUnknown;
+  if (Exceeds(memory, t, budget)) return Verdict::kExceeds;
+  if (!context_.exact_costs || memory.part(memory.RegionOf(t)).shape.copies > 1) {
+    return Verdict::kUnknown;
+  }
   int64_t chain_floor = kLowest;
   const int64_t ceiling = Ceiling(keep, t, memory.peak(), added_cost, &chain_floor);
   if (chain_floor > budget) return Verdict::kExceeds;
@@ -95,8 +94,16 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   }
   for (size_t s = 1; s <= num_steps; ++s) leaving_[s] += leaving_[s - 1];
 
-  // For ceilings.
+  // Ceilings read more of it, on first use.
   sim_ = &sim;
+  offset_ = &part.offset;
+  ceilings_ready_ = false;
+}
+
+void ResaveBounds::PrepareCeilings() {
+  ceilings_ready_ = true;
+  const SimResult& sim = *sim_;
+  const size_t num_steps = sim.steps.size();
   step_total_.resize(num_steps);
   recompute_step_.assign(scratch_.size(), kNoStep);
   for (TensorId t : read_touched_) {
@@ -106,7 +113,7 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   read_touched_.clear();
   for (uint32_t s = 0; s < num_steps; ++s) {
     const Step& step = sim.steps[s];
-    step_total_[s] = sim.total[s] + part.offset[group_[s] - first_];
+    step_total_[s] = sim.total[s] + (*offset_)[group_[s] - first_];
     if (step.recompute) recompute_step_[step.node - first_] = s;
     if (!step.recompute && context_.node_forward[step.node]) continue;
     for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
@@ -134,12 +141,13 @@ int64_t ResaveBounds::Floor(TensorId t) const {
 }
 
 int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak,
-                              double* added_cost, int64_t* chain_floor) const {
+                              double* added_cost, int64_t* chain_floor) {
   if (chain_floor != nullptr) *chain_floor = kLowest;
   const TensorId root = context_.root[t];
   if (tensor_shift_ != 0 || context_.made[root] != SimContext::Made::kActivation) {
     return kHighest;
   }
+  if (!ceilings_ready_) PrepareCeilings();
   const SimResult& sim = *sim_;
   // The chain: the steps from a chain start through the re-run of t's
   // producer, which must end it.

@@ -90,7 +90,7 @@ class ResaveBounds {
   /// read the chain is (the lowest int64_t when some input is a view). The
   /// prepared simulation must be the region's own (no copy's).
   int64_t Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak, double* added_cost,
-                  int64_t* chain_floor = nullptr) const;
+                  int64_t* chain_floor = nullptr);
 
  private:
   const SimContext& context_;
@@ -110,9 +110,14 @@ class ResaveBounds {
   // Per step s: bytes of the storages made before s whose last read, at or
   // after s, is a recompute step.
   std::vector<int64_t> leaving_;
-  // For ceilings: the simulation read (valid until Forget), and per step
-  // the step's bytes.
+  // Reads what only ceilings need from the prepared simulation.
+  void PrepareCeilings();
+
+  // For ceilings: the simulation read and its region's offsets (valid until
+  // Forget or the next Prepare), and, once read, per step the step's bytes.
   const SimResult* sim_ = nullptr;
+  const std::vector<int64_t>* offset_ = nullptr;
+  bool ceilings_ready_ = false;
   std::vector<int64_t> step_total_;
   std::vector<uint32_t> recompute_step_;  // per node of the region: step re-running it
   // Per tensor: the last step reading it that is a recompute step or a
@@ -120,7 +125,7 @@ class ResaveBounds {
   std::vector<uint32_t> late_read_;
   std::vector<uint8_t> recompute_read_;
   std::vector<TensorId> read_touched_;    // entries of the two set by Prepare
-  mutable std::vector<TensorId> roots_;   // of Ceiling: storages counted once
+  std::vector<TensorId> roots_;           // of Ceiling: storages counted once
 };
 
 }  // namespace ckptplan

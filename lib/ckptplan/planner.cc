@@ -47,13 +47,7 @@ class Candidates {
 
   PlannerResult Measure(SaveSet keep, std::string method) const {
     SimResult sim = Simulate(context_, keep, sim_options_);
-    PlannerResult result;
-    result.keep = std::move(keep);
-    result.peak = sim.peak_bytes;
-    result.recompute_cost = sim.recompute_cost;
-    result.fits = sim.peak_bytes <= options_.budget_bytes;
-    result.method = std::move(method);
-    return result;
+    return Result(std::move(keep), sim.peak_bytes, sim.recompute_cost, std::move(method));
   }
 
   // Adds a plan found since `since` (for the log's timings); fitting plans
@@ -66,11 +60,8 @@ class Candidates {
           ResaveDropped(context_, result.keep, options_.budget_bytes, options_.reserve_bytes);
       if (!cleaned.resaved.empty()) {
         // The cleanup's figures are the step's, exactly (RegionalMemory).
-        result.keep = std::move(cleaned.keep);
-        result.peak = cleaned.peak_after;
-        result.recompute_cost = cleaned.cost_after;
-        result.fits = result.peak <= options_.budget_bytes;
-        result.method = method + " + cleanup";
+        result = Result(std::move(cleaned.keep), cleaned.peak_after, cleaned.cost_after,
+                        method + " + cleanup");
       }
     }
     spdlog::debug("planner: {}: peak {} bytes, cost {}, {} ({:.3f} s)", result.method, result.peak,
@@ -100,6 +91,17 @@ class Candidates {
   }
 
  private:
+  // A plan with its peak and recompute cost, judged against the budget.
+  PlannerResult Result(SaveSet keep, int64_t peak, double cost, std::string method) const {
+    PlannerResult result;
+    result.keep = std::move(keep);
+    result.peak = peak;
+    result.recompute_cost = cost;
+    result.fits = peak <= options_.budget_bytes;
+    result.method = std::move(method);
+    return result;
+  }
+
   // Fitting beats not fitting; then lower cost (fitting) or lower peak.
   // Ties keep the earlier plan.
   static bool Better(const PlannerResult& a, const PlannerResult& b) {

@@ -151,9 +151,12 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
   const SimResult& sim = *sim_;
   // The chain: the steps from a chain start through the re-run of t's
   // producer, which must end it.
-  const NodeId producer = context_.producer[t];
-  if (producer < first_ || producer - first_ >= recompute_step_.size()) return kHighest;
-  const uint32_t end = recompute_step_[producer - first_];
+  // The step re-running `node`, kNoStep when none does (or it is outside).
+  auto rerun = [&](NodeId node) {
+    return node >= first_ && node - first_ < recompute_step_.size() ? recompute_step_[node - first_]
+                                                                  : kNoStep;
+  };
+  const uint32_t end = rerun(context_.producer[t]);
   if (end == kNoStep || recompute_read_[t]) return kHighest;
   const size_t num_steps = sim.steps.size();
   if (end + 1 < num_steps && sim.steps[end + 1].recompute && !sim.steps[end + 1].starts_chain) {
@@ -166,10 +169,7 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
   }
   // Nothing else it made is read after it, but from a saved storage; the
   // storage `t` shares is the chain's own, or else saved.
-  const NodeId root_producer = context_.producer[root];
-  const uint32_t root_step = root_producer - first_ < recompute_step_.size()
-                                 ? recompute_step_[root_producer - first_]
-                                 : kNoStep;
+  const uint32_t root_step = rerun(context_.producer[root]);
   const bool root_saved = context_.is_candidate[root] && keep[root];
   if (!root_saved && (root_step == kNoStep || root_step < start || root_step > end)) {
     return kHighest;

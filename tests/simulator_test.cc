@@ -200,5 +200,63 @@ TEST_CASE("property: totals without categories equal the categories' sums") {
   CHECK(compared > 200);
 }
 
+
+// Simulate keeps each range's leading forward steps in the context and
+// copies them on later calls (SimContext::Scratch). A context reused across
+// plans and ranges, in an interleaved order, gives what a fresh context does,
+// down to each step, storage and recompute.
+TEST_CASE("property: a reused context simulates as a fresh one") {
+  std::mt19937_64 rng(29);
+  size_t compared = 0, resumed = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    const Graph graph = seed % 4 == 0 ? testing::SmallTransformer(1 + static_cast<int>(seed % 3))
+                                      : testing::Copies(testing::RandomStep(seed, 3), 1 + seed % 3);
+    CAPTURE(seed);
+    SimContext context(graph);
+    std::vector<Region> ranges = context.regions();
+    ranges.push_back({0, static_cast<NodeId>(graph.nodes.size())});
+    for (int call = 0; call < 30; ++call) {
+      SaveSet keep = SaveAll(graph);
+      for (TensorId t : context.candidates) keep[t] = rng() % 3 != 0;
+      const Region& range = ranges[rng() % ranges.size()];
+      SimOptions options;
+      options.first_node = range.first;
+      options.end_node = range.end;
+      options.record_details = rng() % 2 == 0;
+      resumed += context.scratch.prefixes.count((uint64_t{range.first} << 32) | range.end);
+      const SimResult reused = Simulate(context, keep, options);
+      const SimResult fresh = Simulate(graph, keep, options);
+      REQUIRE(reused.steps.size() == fresh.steps.size());
+      for (size_t s = 0; s < fresh.steps.size(); ++s) {
+        CHECK(reused.steps[s].node == fresh.steps[s].node);
+        CHECK(reused.steps[s].recompute == fresh.steps[s].recompute);
+        CHECK(reused.steps[s].starts_chain == fresh.steps[s].starts_chain);
+      }
+      REQUIRE(reused.buffers.size() == fresh.buffers.size());
+      for (size_t b = 0; b < fresh.buffers.size(); ++b) {
+        CHECK(reused.buffers[b].root == fresh.buffers[b].root);
+        CHECK(reused.buffers[b].bytes == fresh.buffers[b].bytes);
+        CHECK(reused.buffers[b].category == fresh.buffers[b].category);
+        CHECK(reused.buffers[b].first_step == fresh.buffers[b].first_step);
+        CHECK(reused.buffers[b].last_step == fresh.buffers[b].last_step);
+      }
+      REQUIRE(reused.recomputes.size() == fresh.recomputes.size());
+      for (size_t i = 0; i < fresh.recomputes.size(); ++i) {
+        CHECK(reused.recomputes[i].tensor == fresh.recomputes[i].tensor);
+        CHECK(reused.recomputes[i].chain == fresh.recomputes[i].chain);
+      }
+      CHECK(reused.total == fresh.total);
+      CHECK(reused.node_peak == fresh.node_peak);
+      CHECK(reused.peak_bytes == fresh.peak_bytes);
+      CHECK(reused.recompute_cost == fresh.recompute_cost);
+      ++compared;
+    }
+  }
+  CHECK(compared == 16 * 30);
+  // Most calls start from a kept prefix (every range here starts with
+  // forward nodes), so the comparison covers the copying.
+  CHECK(resumed > compared / 2);
+}
+
 }  // namespace
 }  // namespace ckptplan

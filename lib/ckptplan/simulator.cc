@@ -11,6 +11,10 @@ namespace ckptplan {
 namespace {
 
 constexpr uint32_t kNone = UINT32_MAX;
+// Forward prefixes kept (SimContext::Scratch): this many bytes per node of
+// the graph at most, and at least kMinPrefixBytes.
+constexpr size_t kPrefixBytesPerNode = 32;
+constexpr size_t kMinPrefixBytes = size_t{1} << 20;
 
 constexpr std::string_view kCategoryNames[] = {
     "parameters", "gradients", "optimizer_state", "buffers",  "inputs",
@@ -79,7 +83,8 @@ class Builder {
 
   void Run() {
     const TensorId* ids = context_.ids.data();
-    for (NodeId n = first_; n < end_; ++n) {
+    NodeId n = ResumeAfterForwardPrefix();
+    for (; n < end_; ++n) {
       if (!context_.node_forward[n]) {
         for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
           if (NeedsRecompute(ids[i])) MaterializeForTensor(ids[i]);
@@ -91,6 +96,46 @@ class Builder {
 
  private:
   bool Saved(TensorId t) const { return context_.is_candidate[t] && keep_[t]; }
+
+  // The range's leading forward nodes run alike under every plan: their
+  // steps are copied from the last run of this range, or run and kept.
+  // Returns the first node still to run.
+  NodeId ResumeAfterForwardPrefix() {
+    using Prefix = SimContext::Scratch::ForwardPrefix;
+    SimContext::Scratch& scratch = context_.scratch;
+    const uint64_t key = (uint64_t{first_} << 32) | end_;
+    auto found = scratch.prefixes.find(key);
+    if (found != scratch.prefixes.end()) {
+      const Prefix& prefix = found->second;
+      result_.steps.assign(prefix.steps.begin(), prefix.steps.end());
+      result_.buffers.assign(prefix.buffers.begin(), prefix.buffers.end());
+      touched_.assign(prefix.outputs.begin(), prefix.outputs.end());
+      for (size_t i = 0; i < prefix.outputs.size(); ++i) {
+        original_[prefix.outputs[i]] = prefix.output_buffers[i];
+      }
+      return prefix.end;
+    }
+    NodeId n = first_;
+    for (; n < end_ && context_.node_forward[n]; ++n) EmitStep(n, /*recompute=*/false);
+    if (n == first_) return n;
+    // Bounded like the planners' caches: dropped all at once past a size.
+    const size_t most = std::max(kMinPrefixBytes, kPrefixBytesPerNode * graph_.nodes.size());
+    if (scratch.prefix_bytes > most) {
+      scratch.prefixes.clear();
+      scratch.prefix_bytes = 0;
+    }
+    Prefix& prefix = scratch.prefixes[key];
+    prefix.end = n;
+    prefix.steps = result_.steps;
+    prefix.buffers = result_.buffers;
+    prefix.outputs = touched_;
+    prefix.output_buffers.resize(touched_.size());
+    for (size_t i = 0; i < touched_.size(); ++i) prefix.output_buffers[i] = original_[touched_[i]];
+    scratch.prefix_bytes += prefix.steps.size() * sizeof(Step) +
+                            prefix.buffers.size() * sizeof(Buffer) +
+                            prefix.outputs.size() * (sizeof(TensorId) + sizeof(uint32_t));
+    return n;
+  }
 
   // A non-forward read of `t` that must come from a recomputed copy.
   bool NeedsRecompute(TensorId t) const {

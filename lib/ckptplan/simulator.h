@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "ckptplan/graph.h"
@@ -168,6 +169,18 @@ struct SimContext {
     std::vector<uint32_t> original, recomputed;
     std::vector<TensorId> touched, stack;
     std::vector<int64_t> delta;
+    /// The steps of a range's leading forward nodes, which no plan changes:
+    /// their steps, storages (lifetimes as far as those steps read them)
+    /// and the storage each output got. Kept per range, up to a size.
+    struct ForwardPrefix {
+      NodeId end = 0;  ///< first node after the prefix
+      std::vector<Step> steps;
+      std::vector<Buffer> buffers;
+      std::vector<TensorId> outputs;
+      std::vector<uint32_t> output_buffers;
+    };
+    std::unordered_map<uint64_t, ForwardPrefix> prefixes;  // by (first, end) node
+    size_t prefix_bytes = 0;
   };
   mutable Scratch scratch;
 

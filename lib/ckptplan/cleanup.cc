@@ -63,6 +63,7 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   node_peak_.Build(scratch_);
   // Recompute steps belong to the group of the node that follows them.
   const size_t num_steps = sim.steps.size();
+  ReserveSteps(group_, num_steps);
   group_.resize(num_steps);
   group_start_.assign(scratch_.size(), kNoStep);
   uint32_t start = 0;
@@ -76,6 +77,7 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   for (TensorId t : touched_) copy_step_[t] = original_last_[t] = copy_last_[t] = kNoStep;
   touched_.clear();
   // Differences first: +bytes after the first step, -bytes after the last.
+  ReserveSteps(leaving_, num_steps + 1);
   leaving_.assign(num_steps + 1, 0);
   for (const Buffer& buffer : sim.buffers) {
     touched_.push_back(buffer.root);
@@ -104,6 +106,7 @@ void ResaveBounds::PrepareCeilings() {
   ceilings_ready_ = true;
   const SimResult& sim = *sim_;
   const size_t num_steps = sim.steps.size();
+  ReserveSteps(step_total_, num_steps);
   step_total_.resize(num_steps);
   recompute_step_.assign(scratch_.size(), kNoStep);
   for (TensorId t : read_touched_) {

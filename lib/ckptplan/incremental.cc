@@ -134,6 +134,7 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
     }
   }
   std::vector<NodeId>& group = view->group;
+  ReserveSteps(group, sim.steps.size());
   group.resize(sim.steps.size());
   NodeId next = region.range.end == 0 ? 0 : region.range.end - 1;
   for (size_t s = sim.steps.size(); s-- > 0;) {

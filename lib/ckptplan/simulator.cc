@@ -272,6 +272,7 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
                   int64_t resident_total, SimResult& result) {
   const size_t num_steps = result.steps.size();
   std::vector<int64_t>& delta = context.scratch.delta;
+  ReserveSteps(delta, num_steps + 1);
   delta.assign(num_steps + 1, 0);
   for (const Buffer& buffer : result.buffers) {
     delta[buffer.first_step] += buffer.bytes;
@@ -280,6 +281,7 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
   if (first_backward != kNone) {
     delta[first_backward] += context.graph.training.implicit_gradient_bytes;
   }
+  ReserveSteps(result.total, num_steps);
   result.total.resize(num_steps);
   result.node_peak.assign(end - first, 0);
   const Step* steps = result.steps.data();

@@ -197,6 +197,15 @@ SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOpti
 void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options,
               SimResult* result);
 
+/// Makes room in `values`, per-step working memory, for `size` elements and
+/// half as many again when it is short. resize() and assign() on a short
+/// vector allocate the exact size, and step counts grow by a few with each
+/// plan simulated: every time on fresh pages, whose first touch is what costs.
+template <typename T>
+void ReserveSteps(std::vector<T>& values, size_t size) {
+  if (values.capacity() < size) values.reserve(size + size / 2);
+}
+
 /// Bytes any plan needs: resident state + reserve + the largest single step
 /// (one node's inputs, outputs, workspace and the gradients made so far).
 struct LowerBound {

@@ -243,17 +243,22 @@ class Builder {
   std::vector<TensorId>& touched_;     // entries of the two set by this run
 };
 
-// Fixes categories that depend on the finished lifetimes. Storages read
-// after `end` (the simulated range's end) live to its last step.
-void SettleBuffers(const SimContext& context, NodeId end, SimResult& result) {
-  const Graph& graph = context.graph;
-  const uint32_t last = result.steps.empty() ? 0 : result.steps.size() - 1;
-  const bool whole = end == graph.nodes.size();
-  for (Buffer& buffer : result.buffers) {
+// Settles a storage once the steps are built (FinishTotals calls it).
+struct Settle {
+  const SimContext& context;
+  const SimResult& result;
+  NodeId end;          // the simulated range's end
+  uint32_t last_step;  // the range's last step
+  bool whole;          // the range is the step
+
+  // Fixes what depends on the finished lifetimes: gradients and storages
+  // read after `end` live to the last step; a forward temporary read later
+  // than the forward was saved.
+  void operator()(Buffer& buffer) const {
     if (buffer.category == Category::kGradients ||
         (!whole && context.last_reader[buffer.root] != kNoId &&
          context.last_reader[buffer.root] >= end)) {
-      buffer.last_step = last;
+      buffer.last_step = last_step;
     } else if (buffer.category == Category::kTemporaries &&
                context.forward_produced[buffer.root]) {
       const Step& reader = result.steps[buffer.last_step];
@@ -262,11 +267,12 @@ void SettleBuffers(const SimContext& context, NodeId end, SimResult& result) {
       }
     }
   }
-}
+};
 
 // Totals, the peak and node peaks in two passes: storages through a
 // difference array, each step's workspace and the implicit gradients added
 // as the steps are summed.
+// The storages are settled (Settle) on the way.
 void FinishTotals(const SimContext& context, NodeId first, NodeId end,
                   uint32_t first_backward,
                   int64_t resident_total, SimResult& result) {
@@ -274,7 +280,10 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
   std::vector<int64_t>& delta = context.scratch.delta;
   ReserveSteps(delta, num_steps + 1);
   delta.assign(num_steps + 1, 0);
-  for (const Buffer& buffer : result.buffers) {
+  const Settle settle{context, result, end, num_steps == 0 ? 0 : uint32_t(num_steps - 1),
+                      end == context.graph.nodes.size()};
+  for (Buffer& buffer : result.buffers) {
+    settle(buffer);
     delta[buffer.first_step] += buffer.bytes;
     delta[buffer.last_step + 1] -= buffer.bytes;
   }
@@ -439,11 +448,10 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
   result.step_cost = 0;
   result.resident = {};
   result.peak_breakdown = {};
-  result.steps.reserve(end - first);
+  ReserveSteps(result.steps, end - first);
   if (whole) result.buffers.reserve(graph.tensors.size());
   Builder builder(context, keep, first, end, options.record_details, &result);
   builder.Run();
-  SettleBuffers(context, end, result);
   result.step_cost = context.step_cost;
 
   const size_t num_steps = result.steps.size();

@@ -316,7 +316,8 @@ class RegionSearch {
       : context_(context), info_(info), walker_(context, info), stats_(*stats),
         tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
 
-  // The best drop of a candidate of region `r`; its trial in *best_trial.
+  // The best drop of a candidate of region `r`; its trial in *best_trial,
+  // which is left as it is when there is none.
   DropChoice Best(const RegionalMemory& memory, size_t r, SaveSet& keep,
                   RegionalMemory::Trial* best_trial) {
     const RegionalMemory::Part& region = memory.part(r);
@@ -612,9 +613,10 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   std::vector<CachedChoice> cache(memory.size());
   SharedSearches shared(memory);
   std::vector<uint32_t> version(memory.size(), 0);
-  // The last region search's trial, kept so that applying its choice right
-  // away needs no new simulation.
-  RegionalMemory::Trial best_trial, chosen;
+  // The trial of the last region search that found a drop, kept so that
+  // applying its choice right away needs no new simulation. A search that
+  // finds none leaves it as it is.
+  RegionalMemory::Trial chosen;
   size_t chosen_region = SIZE_MAX;
   TensorId chosen_tensor = kNoId;
   while (memory.peak() > options.budget_bytes) {
@@ -634,10 +636,9 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
         if (shared.Find(r, result.keep, peak, outside, &cached.choice)) {
           ++counters.shared_searches;
         } else {
-          cached.choice = search.Best(memory, r, result.keep, &best_trial);
+          cached.choice = search.Best(memory, r, result.keep, &chosen);
           shared.Store(r, result.keep, peak, outside, cached.choice);
           if (cached.choice.tensor != kNoId) {
-            std::swap(chosen, best_trial);
             chosen_region = r;
             chosen_tensor = cached.choice.tensor;
           }

@@ -38,7 +38,7 @@ PeakRecord MakePeakRecord(const Graph& graph, const SimResult& sim, size_t top) 
     record.peak_recompute = sim.steps[sim.peak_step].recompute;
   }
   record.breakdown = CategoriesAt(sim, sim.peak_step);
-  for (const LiveTensor& live : LiveAt(sim, sim.peak_step, top)) {
+  for (const LiveTensor& live : LiveAt(graph, sim, sim.peak_step, top)) {
     const Tensor& tensor = graph.tensors[live.tensor];
     PeakTensor entry{tensor.name, live.bytes, live.category, "", "", ""};
     if (tensor.producer != kNoId) {

@@ -90,8 +90,8 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
       original_last_[buffer.root] = buffer.last_step;
     }
     if (sim.steps[buffer.last_step].recompute) {
-      leaving_[buffer.first_step + 1] += buffer.bytes;
-      leaving_[buffer.last_step + 1] -= buffer.bytes;
+      leaving_[buffer.first_step + 1] += context_.bytes[buffer.root];
+      leaving_[buffer.last_step + 1] -= context_.bytes[buffer.root];
     }
   }
   for (size_t s = 1; s <= num_steps; ++s) leaving_[s] += leaving_[s - 1];

@@ -11,11 +11,13 @@ namespace ckptplan {
 
 using nlohmann::ordered_json;
 
-std::vector<LiveTensor> LiveAt(const SimResult& sim, uint32_t step, size_t limit) {
+std::vector<LiveTensor> LiveAt(const Graph& graph, const SimResult& sim, uint32_t step,
+                               size_t limit) {
   std::vector<LiveTensor> live;
   for (const Buffer& buffer : sim.buffers) {
-    if (buffer.first_step <= step && step <= buffer.last_step && buffer.bytes > 0) {
-      live.push_back({buffer.root, buffer.bytes, buffer.category});
+    const int64_t bytes = graph.tensors[buffer.root].bytes;
+    if (buffer.first_step <= step && step <= buffer.last_step && bytes > 0) {
+      live.push_back({buffer.root, bytes, buffer.category});
     }
   }
   std::sort(live.begin(), live.end(), [](const LiveTensor& a, const LiveTensor& b) {
@@ -114,7 +116,7 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
     Line(out, "  %-19s %s", name, FormatBytes(bytes.get<int64_t>()));
   }
   out << "\nLargest tensors live at the peak:\n";
-  for (const LiveTensor& live : LiveAt(planned, planned.peak_step, summary.top)) {
+  for (const LiveTensor& live : LiveAt(graph, planned, planned.peak_step, summary.top)) {
     const Tensor& tensor = graph.tensors[live.tensor];
     std::string made_by = tensor.producer == kNoId ? "" : graph.nodes[tensor.producer].op;
     if (tensor.producer != kNoId && !graph.nodes[tensor.producer].scope.empty()) {
@@ -163,7 +165,7 @@ ordered_json SummaryJson(const Graph& graph, const Summary& summary) {
   out["recompute_cost"] = planned.recompute_cost;
   out["recompute_overhead_percent"] = OverheadPercent(planned);
   ordered_json top = ordered_json::array();
-  for (const LiveTensor& live : LiveAt(planned, planned.peak_step, summary.top)) {
+  for (const LiveTensor& live : LiveAt(graph, planned, planned.peak_step, summary.top)) {
     const Tensor& tensor = graph.tensors[live.tensor];
     ordered_json entry;
     entry["tensor"] = tensor.name;

@@ -19,7 +19,8 @@ struct LiveTensor {
   Category category;
 };
 /// The `limit` largest storages live at `step`; ties by tensor id.
-std::vector<LiveTensor> LiveAt(const SimResult& sim, uint32_t step, size_t limit);
+std::vector<LiveTensor> LiveAt(const Graph& graph, const SimResult& sim, uint32_t step,
+                               size_t limit);
 
 /// What `plan` and `simulate` print.
 struct Summary {

@@ -346,7 +346,7 @@ std::string TopTensorsTable(const Graph& graph, const HtmlReportInput& input) {
       "<table id=\"top-tensors\"><thead><tr><th>tensor</th><th>bytes</th>"
       "<th>category</th><th>made by</th><th>op</th><th>module scope</th></tr>"
       "</thead><tbody>";
-  for (const LiveTensor& live : LiveAt(planned, planned.peak_step, input.top)) {
+  for (const LiveTensor& live : LiveAt(graph, planned, planned.peak_step, input.top)) {
     const Tensor& tensor = graph.tensors[live.tensor];
     const Node* producer = tensor.producer == kNoId ? nullptr : &graph.nodes[tensor.producer];
     out += "<tr><td>" + Escape(tensor.name) + "</td>" + BytesCell(live.bytes) + "<td>" +

@@ -218,7 +218,6 @@ class Builder {
                                                                   : Category::kTemporaries;
         Buffer& buffer_made = result_.buffers.emplace_back();
         buffer_made.root = out;
-        buffer_made.bytes = context_.bytes[out];
         buffer_made.category = category;
         buffer_made.first_step = buffer_made.last_step = step;
       }
@@ -284,8 +283,9 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
                       end == context.graph.nodes.size()};
   for (Buffer& buffer : result.buffers) {
     settle(buffer);
-    delta[buffer.first_step] += buffer.bytes;
-    delta[buffer.last_step + 1] -= buffer.bytes;
+    const int64_t bytes = context.bytes[buffer.root];
+    delta[buffer.first_step] += bytes;
+    delta[buffer.last_step + 1] -= bytes;
   }
   if (first_backward != kNone) {
     delta[first_backward] += context.graph.training.implicit_gradient_bytes;
@@ -476,7 +476,7 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
   // bytes): storages, each step's workspace, the implicit gradients.
   auto for_each_part = [&](auto&& visit) {
     for (const Buffer& buffer : result.buffers) {
-      visit(buffer.first_step, buffer.last_step, buffer.category, buffer.bytes);
+      visit(buffer.first_step, buffer.last_step, buffer.category, context.bytes[buffer.root]);
     }
     for (uint32_t s = 0; s < num_steps; ++s) {
       const int64_t workspace = context.node_workspace[result.steps[s].node];

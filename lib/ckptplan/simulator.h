@@ -79,13 +79,14 @@ struct Step {
   bool starts_chain;
 };
 
-/// One storage over its lifetime, [first_step, last_step] inclusive.
+/// One storage over its lifetime, [first_step, last_step] inclusive. Its
+/// bytes are its root's (SimContext::bytes): 16 bytes a storage, as searches
+/// keep a few simulations at once.
 struct Buffer {
   TensorId root;
-  int64_t bytes;
-  Category category;
   uint32_t first_step;
   uint32_t last_step;
+  Category category;
 };
 
 /// A dropped tensor and the recompute steps its first non-forward use caused.

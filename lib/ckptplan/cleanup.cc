@@ -58,14 +58,15 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   const SimResult& sim = part.sim.figures();
   tensor_shift_ = part.sim.tensor_shift();
   first_ = static_cast<NodeId>(part.range.first - part.sim.node_shift());
-  scratch_.resize(sim.node_peak.size());
-  for (size_t n = 0; n < scratch_.size(); ++n) scratch_[n] = sim.node_peak[n] + part.offset[n];
-  node_peak_.Build(scratch_);
+  num_nodes_ = sim.node_peak.size();
+  int64_t* node_peak = node_peak_.Reset(num_nodes_);
+  for (size_t n = 0; n < num_nodes_; ++n) node_peak[n] = sim.node_peak[n] + part.offset[n];
+  node_peak_.Finish();
   // Recompute steps belong to the group of the node that follows them.
   const size_t num_steps = sim.steps.size();
   ReserveSteps(group_, num_steps);
   group_.resize(num_steps);
-  group_start_.assign(scratch_.size(), kNoStep);
+  group_start_.assign(num_nodes_, kNoStep);
   uint32_t start = 0;
   for (uint32_t s = 0; s < num_steps; ++s) {
     if (sim.steps[s].recompute) continue;
@@ -108,7 +109,7 @@ void ResaveBounds::PrepareCeilings() {
   const size_t num_steps = sim.steps.size();
   ReserveSteps(step_total_, num_steps);
   step_total_.resize(num_steps);
-  recompute_step_.assign(scratch_.size(), kNoStep);
+  recompute_step_.assign(num_nodes_, kNoStep);
   for (TensorId t : read_touched_) {
     late_read_[t] = kNoStep;
     recompute_read_[t] = 0;

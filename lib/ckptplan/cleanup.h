@@ -100,7 +100,7 @@ class ResaveBounds {
   NodeId first_ = 0;
   int64_t tensor_shift_ = 0;
   RangeMax node_peak_;                    // over nodes of the region, the step's bytes
-  std::vector<int64_t> scratch_;
+  size_t num_nodes_ = 0;                  // in the region
   std::vector<NodeId> group_;             // per step: node of its group
   std::vector<uint32_t> group_start_;     // per node of the region: its group's first step
   std::vector<uint32_t> copy_step_;       // per tensor: step making its recomputed copy

@@ -90,8 +90,6 @@ struct View {
   RangeMax node_peak;                  // over nodes, the step's bytes
   // Working memory reused between builds.
   std::vector<NodeId> group;           // per step: node whose group it is in
-  std::vector<int64_t> step_node_peak;  // per node: the step's bytes
-  std::vector<int64_t> own_total;      // per node: the step's bytes at its own step
   std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
   // Over the peak nodes in [first, first + n): how far below the peak their
   // own steps are (saturating sum).
@@ -177,29 +175,27 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
       view->family_second[root] = last;
     }
   }
-  std::vector<int64_t>& own_total = view->own_total;
-  own_total.resize(num_nodes);
+  // The nodes' own steps come in node order, one each.
   view->max_own_total = kLowest;
+  view->peak_prefix.resize(num_nodes + 1);
+  view->gap_prefix.resize(num_nodes + 1);
+  view->peak_prefix[0] = 0;
+  view->gap_prefix[0] = 0;
+  int64_t* node_peak = view->node_peak.Reset(num_nodes);
+  uint32_t peak_nodes = 0;
   for (size_t s = 0; s < sim.steps.size(); ++s) {
     if (sim.steps[s].recompute) continue;
-    const NodeId n = sim.steps[s].node - first;
-    own_total[n] = sim.total[s] + region.offset[n];
-    view->max_own_total = std::max(view->max_own_total, own_total[n]);
-  }
-  std::vector<int64_t>& node_peak = view->step_node_peak;
-  node_peak.resize(num_nodes);
-  size_t peak_nodes = 0;
-  view->peak_prefix.assign(num_nodes + 1, 0);
-  view->gap_prefix.assign(num_nodes + 1, 0);
-  for (size_t n = 0; n < num_nodes; ++n) {
+    const size_t n = sim.steps[s].node - first;
+    const int64_t own_total = sim.total[s] + region.offset[n];
+    view->max_own_total = std::max(view->max_own_total, own_total);
     node_peak[n] = sim.node_peak[n] + region.offset[n];
     const bool at_peak = node_peak[n] == peak;
     peak_nodes += at_peak;
-    view->peak_prefix[n + 1] = static_cast<uint32_t>(peak_nodes);
-    const int64_t gap = at_peak ? peak - own_total[n] : 0;
+    view->peak_prefix[n + 1] = peak_nodes;
+    const int64_t gap = at_peak ? peak - own_total : 0;
     view->gap_prefix[n + 1] = SaturatingAdd(view->gap_prefix[n], gap);
   }
-  view->node_peak.Build(node_peak);
+  view->node_peak.Finish();
 }
 
 // Best case of dropping one candidate, from the current simulation.

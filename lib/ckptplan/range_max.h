@@ -16,9 +16,18 @@ class RangeMax {
   static constexpr int64_t kEmpty = std::numeric_limits<int64_t>::min();
 
   void Build(const std::vector<int64_t>& values) {
-    size_ = values.size();
-    tree_.assign(2 * size_, kEmpty);
-    std::copy(values.begin(), values.end(), tree_.begin() + size_);
+    std::copy(values.begin(), values.end(), Reset(values.size()));
+    Finish();
+  }
+  /// Building in two parts, for callers that compute the values as they
+  /// go: Reset returns where to write `size` values, Finish builds on them.
+  int64_t* Reset(size_t size) {
+    size_ = size;
+    tree_.resize(2 * size_);
+    if (size_ > 0) tree_[0] = kEmpty;
+    return tree_.data() + size_;
+  }
+  void Finish() {
     for (size_t i = size_; i-- > 1;) tree_[i] = std::max(tree_[2 * i], tree_[2 * i + 1]);
   }
   /// Max over [lo, hi); kEmpty when the range is empty.

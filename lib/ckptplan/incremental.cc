@@ -226,7 +226,14 @@ bool MayBeat(const Bound& bound, int tier, const Choice& best) {
 class ChainWalker {
  public:
   ChainWalker(const SimContext& context, const StaticInfo& info)
-      : graph_(context.graph), context_(context), info_(info), mark_(graph_.nodes.size(), 0) {}
+      : graph_(context.graph), context_(context), info_(info), mark_(graph_.nodes.size(), 0),
+        passable_(info.recomputable) {}
+
+  // Walks from now on see the plan `keep` of `candidates`: a walk goes on
+  // through a recomputable tensor unless it is saved.
+  void SetPlan(const SaveSet& keep, const std::vector<TensorId>& candidates) {
+    for (TensorId t : candidates) passable_[t] = info_.recomputable[t] && !keep[t];
+  }
 
   struct Chain {
     double cost = 0;             // of the nodes added to the recompute set
@@ -241,7 +248,7 @@ class ChainWalker {
   // View::slot gives the slots; the recompute set is closed under this walk,
   // so nodes reached through a recomputed node are recomputed too. The walk
   // stays in the view's region.
-  Chain Walk(TensorId t, const SaveSet& keep, const View& view, size_t max_pulled) {
+  Chain Walk(TensorId t, const View& view, size_t max_pulled) {
     ++epoch_;
     max_pulled_ = max_pulled;
     Chain chain;
@@ -257,7 +264,7 @@ class ChainWalker {
       for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
         const TensorId in = ids[i];
         if (recomputed && !context_.resident_root[in]) pulled_.push_back(in);
-        if (!info_.recomputable[in] || (context_.is_candidate[in] && keep[in])) continue;
+        if (!passable_[in]) continue;
         Visit(context_.producer[in], view, &chain);
       }
     }
@@ -303,6 +310,7 @@ class ChainWalker {
   size_t max_pulled_ = 0;
   std::vector<NodeId> stack_;
   std::vector<TensorId> pulled_;  // inputs of pulled nodes, not resident
+  std::vector<uint8_t> passable_;  // per tensor: recomputable and not saved (SetPlan)
 };
 
 // Finds the best drop in one region, from bounds and region simulations.
@@ -335,7 +343,7 @@ class RegionSearch {
         const TensorId t = bound.tensor;
         if (tried_at_[t] == search) continue;
         if (bound.loose) {
-          Bound tight = Tighten(region, keep, memory.Outside(r), t, tier);
+          Bound tight = Tighten(region, memory.Outside(r), t, tier);
           if (tight.freed <= 0) continue;
           bounds[size++] = tight;
           std::push_heap(bounds.begin(), bounds.begin() + size, after);
@@ -378,10 +386,11 @@ class RegionSearch {
   void Bounds(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region) {
     tier0_.clear();
     tier1_.clear();
+    walker_.SetPlan(keep, region.candidates);
     for (TensorId t : region.candidates) {
       if (!keep[t]) continue;
       ++stats_.bounded;
-      const ChainWalker::Chain chain = walker_.Walk(t, keep, view_, kShortPulledWalk);
+      const ChainWalker::Chain chain = walker_.Walk(t, view_, kShortPulledWalk);
       Bound bound0, bound1;
       BoundsOf(region, t, chain, outside_region, &bound0, &bound1);
       bound0.loose = bound1.loose = chain.pulled_inputs == kUnbounded;
@@ -391,9 +400,8 @@ class RegionSearch {
   }
 
   // A loose bound of `tier`, tightened by a long walk.
-  Bound Tighten(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region,
-                TensorId t, int tier) {
-    const ChainWalker::Chain chain = walker_.Walk(t, keep, view_, kLongPulledWalk);
+  Bound Tighten(const RegionalMemory::Part& region, int64_t outside_region, TensorId t, int tier) {
+    const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
     Bound bound0, bound1;
     BoundsOf(region, t, chain, outside_region, &bound0, &bound1);
     return tier == 0 ? bound0 : bound1;

@@ -400,7 +400,8 @@ class RegionSearch {
   }
 
   // A loose bound of `tier`, tightened by a long walk.
-  Bound Tighten(const RegionalMemory::Part& region, int64_t outside_region, TensorId t, int tier) {
+  Bound Tighten(const RegionalMemory::Part& region, int64_t outside_region, TensorId t,
+                int tier) {
     const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
     Bound bound0, bound1;
     BoundsOf(region, t, chain, outside_region, &bound0, &bound1);

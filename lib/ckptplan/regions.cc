@@ -65,6 +65,13 @@ int64_t MaxWithOffset(const std::vector<int64_t>& values, const std::vector<int6
   return best;
 }
 
+// The highest of `sim`'s node peaks in the step's bytes; the simulation's
+// own peak when no offset is added (every step is in some node's group).
+int64_t RegionMax(const SimResult& sim, const std::vector<int64_t>& offset, bool zero_offset) {
+  if (zero_offset && !sim.steps.empty()) return sim.peak_bytes;
+  return MaxWithOffset(sim.node_peak, offset);
+}
+
 }  // namespace
 
 RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
@@ -102,7 +109,9 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
         part.offset[n] = whole.node_peak[part.range.first + n] - sim->node_peak[n];
       }
     }
-    part.max = MaxWithOffset(sim->node_peak, part.offset);
+    part.zero_offset =
+        std::all_of(part.offset.begin(), part.offset.end(), [](int64_t v) { return v == 0; });
+    part.max = RegionMax(*sim, part.offset, part.zero_offset);
   }
   for (TensorId t : context.candidates) parts_[RegionOf(t)].candidates.push_back(t);
   const std::vector<RegionShape> shapes =
@@ -200,7 +209,7 @@ void RegionalMemory::Try(size_t r, const SaveSet& keep, Trial* trial, bool need_
   } else {
     SimResult* sim = trial->sim.own();
     Simulate(context_, keep, OptionsFor(r), sim);
-    trial->region_max = MaxWithOffset(sim->node_peak, part.offset);
+    trial->region_max = RegionMax(*sim, part.offset, part.zero_offset);
     region_cost = sim->recompute_cost;
     if (shared) {
       const size_t most =

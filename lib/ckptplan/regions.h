@@ -57,6 +57,7 @@ class RegionalMemory {
     /// Per node of the region: the step's node peak minus the region's,
     /// which no plan changes.
     std::vector<int64_t> offset;
+    bool zero_offset = false;  ///< every offset is 0 (e.g. the region is the step)
     RegionSim sim;        ///< region simulation of the current plan
     int64_t max = 0;      ///< highest node peak, in the step's bytes
     RegionShape shape;    ///< see ShapeRegions

@@ -88,6 +88,9 @@ struct View {
   std::vector<NodeId> family_last, family_second;
   std::vector<TensorId> family_last_tensor;
   RangeMax node_peak;                  // over nodes, the step's bytes
+  // The same over [first, first + n) and [first + n, end): most bounds ask
+  // for the highest node before and after a range.
+  std::vector<int64_t> prefix_max, suffix_max;
   // Working memory reused between builds.
   std::vector<NodeId> group;           // per step: node whose group it is in
   std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
@@ -182,6 +185,9 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
   view->peak_prefix[0] = 0;
   view->gap_prefix[0] = 0;
   int64_t* node_peak = view->node_peak.Reset(num_nodes);
+  view->prefix_max.resize(num_nodes + 1);
+  view->suffix_max.resize(num_nodes + 1);
+  view->prefix_max[0] = view->suffix_max[num_nodes] = kLowest;
   uint32_t peak_nodes = 0;
   for (size_t s = 0; s < sim.steps.size(); ++s) {
     if (sim.steps[s].recompute) continue;
@@ -189,11 +195,15 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
     const int64_t own_total = sim.total[s] + region.offset[n];
     view->max_own_total = std::max(view->max_own_total, own_total);
     node_peak[n] = sim.node_peak[n] + region.offset[n];
+    view->prefix_max[n + 1] = std::max(view->prefix_max[n], node_peak[n]);
     const bool at_peak = node_peak[n] == peak;
     peak_nodes += at_peak;
     view->peak_prefix[n + 1] = peak_nodes;
     const int64_t gap = at_peak ? peak - own_total : 0;
     view->gap_prefix[n + 1] = SaturatingAdd(view->gap_prefix[n], gap);
+  }
+  for (size_t n = num_nodes; n-- > 0;) {
+    view->suffix_max[n] = std::max(view->suffix_max[n + 1], node_peak[n]);
   }
   view->node_peak.Finish();
 }
@@ -417,7 +427,10 @@ class RegionSearch {
     const int64_t end = region.range.end;
     // Max of the step's node peaks over global node ids [lo, hi).
     auto peak_max = [&](int64_t lo, int64_t hi) {
-      return lo >= hi ? kLowest : view.node_peak.Query(lo - first, hi - first);
+      if (lo >= hi) return kLowest;
+      if (lo == first) return view.prefix_max[hi - first];
+      if (hi == end) return view.suffix_max[lo - first];
+      return view.node_peak.Query(lo - first, hi - first);
     };
     auto peaks_in = [&](int64_t lo, int64_t hi) {  // inclusive
       return static_cast<int64_t>(view.peak_prefix[hi + 1 - first] - view.peak_prefix[lo - first]);

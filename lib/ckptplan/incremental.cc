@@ -93,6 +93,8 @@ struct View {
   std::vector<int64_t> prefix_max, suffix_max;
   // Working memory reused between builds.
   std::vector<NodeId> group;           // per step: node whose group it is in
+  // Tier-1 data, filled by PrepareTier1 when first needed after a build.
+  bool tier1_ready = false;
   std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
   // Over the peak nodes in [first, first + n): how far below the peak their
   // own steps are (saturating sum).
@@ -180,32 +182,47 @@ void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMem
   }
   // The nodes' own steps come in node order, one each.
   view->max_own_total = kLowest;
-  view->peak_prefix.resize(num_nodes + 1);
-  view->gap_prefix.resize(num_nodes + 1);
-  view->peak_prefix[0] = 0;
-  view->gap_prefix[0] = 0;
+  view->tier1_ready = false;
   int64_t* node_peak = view->node_peak.Reset(num_nodes);
   view->prefix_max.resize(num_nodes + 1);
   view->suffix_max.resize(num_nodes + 1);
   view->prefix_max[0] = view->suffix_max[num_nodes] = kLowest;
-  uint32_t peak_nodes = 0;
   for (size_t s = 0; s < sim.steps.size(); ++s) {
     if (sim.steps[s].recompute) continue;
     const size_t n = sim.steps[s].node - first;
-    const int64_t own_total = sim.total[s] + region.offset[n];
-    view->max_own_total = std::max(view->max_own_total, own_total);
+    view->max_own_total = std::max(view->max_own_total, sim.total[s] + region.offset[n]);
     node_peak[n] = sim.node_peak[n] + region.offset[n];
     view->prefix_max[n + 1] = std::max(view->prefix_max[n], node_peak[n]);
-    const bool at_peak = node_peak[n] == peak;
-    peak_nodes += at_peak;
-    view->peak_prefix[n + 1] = peak_nodes;
-    const int64_t gap = at_peak ? peak - own_total : 0;
-    view->gap_prefix[n + 1] = SaturatingAdd(view->gap_prefix[n], gap);
   }
   for (size_t n = num_nodes; n-- > 0;) {
     view->suffix_max[n] = std::max(view->suffix_max[n + 1], node_peak[n]);
   }
   view->node_peak.Finish();
+}
+
+// What only tier-1 bounds read (the nodes at the peak and how far below it
+// their own steps are), once they are needed: the peak can seldom not be
+// lowered, so most searches never ask.
+void PrepareTier1(const RegionalMemory::Part& region, View* view) {
+  if (view->tier1_ready) return;
+  view->tier1_ready = true;
+  const SimResult& sim = region.sim.full();
+  const size_t num_nodes = region.range.end - view->first;
+  view->peak_prefix.resize(num_nodes + 1);
+  view->gap_prefix.resize(num_nodes + 1);
+  view->peak_prefix[0] = 0;
+  view->gap_prefix[0] = 0;
+  uint32_t peak_nodes = 0;
+  for (size_t s = 0; s < sim.steps.size(); ++s) {
+    if (sim.steps[s].recompute) continue;
+    const size_t n = sim.steps[s].node - view->first;
+    const int64_t own_total = sim.total[s] + region.offset[n];
+    const bool at_peak = sim.node_peak[n] + region.offset[n] == view->peak;
+    peak_nodes += at_peak;
+    view->peak_prefix[n + 1] = peak_nodes;
+    const int64_t gap = at_peak ? view->peak - own_total : 0;
+    view->gap_prefix[n + 1] = SaturatingAdd(view->gap_prefix[n], gap);
+  }
 }
 
 // Best case of dropping one candidate, from the current simulation.
@@ -384,7 +401,10 @@ class RegionSearch {
     try_bounds(tier0_, 0);
     // When nothing lowers the peak, every tier-0 bound was simulated and
     // `best` already holds the best tier-1 drop among them.
-    if (best.tensor == kNoId || best.tier != 0) try_bounds(tier1_, 1);
+    if (best.tensor == kNoId || best.tier != 0) {
+      Tier1Bounds(region, memory.Outside(r));
+      try_bounds(tier1_, 1);
+    }
     spdlog::trace("incremental: region [{}, {}): {} tier-0 bounds, {} tier-1 bounds, best tier {}",
                   region.range.first, region.range.end, tier0_.size(), tier1_.size(), best.tier);
     return best;
@@ -393,18 +413,32 @@ class RegionSearch {
  private:
   // Bounds every saved candidate of the region into tier0_ and tier1_, from
   // short walks: a bound whose walk gave up is tightened only when reached.
+  // Tier-1 bounds come later (Tier1Bounds), from the same walks.
   void Bounds(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region) {
     tier0_.clear();
     tier1_.clear();
+    walks_.clear();
     walker_.SetPlan(keep, region.candidates);
     for (TensorId t : region.candidates) {
       if (!keep[t]) continue;
       ++stats_.bounded;
       const ChainWalker::Chain chain = walker_.Walk(t, view_, kShortPulledWalk);
+      walks_.push_back({t, chain});
+      Bound bound0;
+      BoundsOf(region, t, chain, outside_region, &bound0, nullptr);
+      bound0.loose = chain.pulled_inputs == kUnbounded;
+      if (bound0.freed > 0) tier0_.push_back(bound0);
+    }
+  }
+
+  // Tier-1 bounds of the candidates Bounds walked, into tier1_.
+  void Tier1Bounds(const RegionalMemory::Part& region, int64_t outside_region) {
+    PrepareTier1(region, &view_);
+    tier1_.clear();
+    for (const auto& [t, chain] : walks_) {
       Bound bound0, bound1;
       BoundsOf(region, t, chain, outside_region, &bound0, &bound1);
-      bound0.loose = bound1.loose = chain.pulled_inputs == kUnbounded;
-      if (bound0.freed > 0) tier0_.push_back(bound0);
+      bound1.loose = chain.pulled_inputs == kUnbounded;
       if (bound1.freed > 0) tier1_.push_back(bound1);
     }
   }
@@ -414,12 +448,13 @@ class RegionSearch {
                 int tier) {
     const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
     Bound bound0, bound1;
-    BoundsOf(region, t, chain, outside_region, &bound0, &bound1);
+    BoundsOf(region, t, chain, outside_region, &bound0, tier == 0 ? nullptr : &bound1);
     return tier == 0 ? bound0 : bound1;
   }
 
-  // The tier-0 and tier-1 bounds of dropping `t`, whose recompute walks
-  // `chain`; a bound that frees no byte has freed <= 0.
+  // The tier-0 and, unless `bound1` is null, tier-1 bounds of dropping `t`,
+  // whose recompute walks `chain`; a bound that frees no byte has freed <= 0.
+  // Tier 1 needs PrepareTier1.
   void BoundsOf(const RegionalMemory::Part& region, TensorId t, const ChainWalker::Chain& chain,
                 int64_t outside_region, Bound* bound0, Bound* bound1) {
     const View& view = view_;
@@ -458,25 +493,29 @@ class RegionSearch {
     const NodeRange& a = own.empty() ? pulled : own;
     const NodeRange& b = own.empty() ? NodeRange{} : pulled;
     int64_t outside;
-    int64_t peaks_inside;
-    int64_t gaps_inside;  // how far below the peak those nodes' own steps are
+    int64_t peaks_inside = 0;
+    int64_t gaps_inside = 0;  // how far below the peak those nodes' own steps are
+    const bool tier1 = bound1 != nullptr;
     if (a.empty()) {
       outside = view.peak;
-      peaks_inside = gaps_inside = 0;
     } else if (b.empty() || b.lo > a.hi + 1) {
       outside = std::max(peak_max(first, a.lo), peak_max(a.hi + 1, b.empty() ? end : b.lo));
       if (!b.empty()) outside = std::max(outside, peak_max(b.hi + 1, end));
-      peaks_inside = peaks_in(a.lo, a.hi);
-      gaps_inside = gaps_in(a.lo, a.hi);
-      if (!b.empty()) {
-        peaks_inside += peaks_in(b.lo, b.hi);
-        gaps_inside = SaturatingAdd(gaps_inside, gaps_in(b.lo, b.hi));
+      if (tier1) {
+        peaks_inside = peaks_in(a.lo, a.hi);
+        gaps_inside = gaps_in(a.lo, a.hi);
+        if (!b.empty()) {
+          peaks_inside += peaks_in(b.lo, b.hi);
+          gaps_inside = SaturatingAdd(gaps_inside, gaps_in(b.lo, b.hi));
+        }
       }
     } else {
       const int64_t hi = std::max(a.hi, b.hi);
       outside = std::max(peak_max(first, a.lo), peak_max(hi + 1, end));
-      peaks_inside = peaks_in(a.lo, hi);
-      gaps_inside = gaps_in(a.lo, hi);
+      if (tier1) {
+        peaks_inside = peaks_in(a.lo, hi);
+        gaps_inside = gaps_in(a.lo, hi);
+      }
     }
     outside = std::max(outside, outside_region);
     // The first non-forward reader's own step keeps its bytes: the copy
@@ -502,6 +541,7 @@ class RegionSearch {
       freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
     }
     *bound0 = {t, freed0 > 0 ? cost / static_cast<double>(freed0) : 0.0, freed0};
+    if (!tier1) return;
     // Per peak node, as for freed0.
     const int64_t freed1 = chain.pulls
                                ? SaturatingAdd(gaps_inside, SaturatingMul(leaving, peaks_inside))
@@ -516,6 +556,7 @@ class RegionSearch {
   IncrementalStats& stats_;
   View view_;
   std::vector<Bound> tier0_, tier1_;
+  std::vector<std::pair<TensorId, ChainWalker::Chain>> walks_;  // Bounds' short walks
   RegionalMemory::Trial trial_;  // reused: fresh memory for every simulation is slow
   std::vector<uint32_t> tried_at_;  // per tensor: search that simulated its drop
   uint32_t searches_ = 0;

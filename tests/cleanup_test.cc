@@ -122,7 +122,7 @@ TEST_CASE("cleanup: a re-save's ceiling adds the storage over the gap to a lone 
 // cost a ceiling gives is the simulation's, exactly.
 TEST_CASE("property: a re-save's floors and ceiling hold its simulated peak") {
   std::mt19937_64 rng(3);
-  size_t floors = 0, ruled_out = 0, checked = 0;
+  size_t floors = 0, ruled_out = 0, checked = 0, view_floors = 0;
   size_t ceilings = 0, level = 0, chain_floors = 0, exact = 0, leaving = 0;
   constexpr int64_t kNoFloor = std::numeric_limits<int64_t>::min();
   for (uint64_t seed = 1; seed <= 30; ++seed) {
@@ -161,6 +161,7 @@ TEST_CASE("property: a re-save's floors and ceiling hold its simulated peak") {
           if (bound != kNoFloor) {
             ++floors;
             ruled_out += bound > memory.peak();
+            view_floors += context.root[t] != t;
           }
           if (ceiling == std::numeric_limits<int64_t>::max()) continue;
           ++ceilings;
@@ -179,14 +180,15 @@ TEST_CASE("property: a re-save's floors and ceiling hold its simulated peak") {
   }
   CHECK(checked > 1000);
   CHECK(floors > checked / 4);
+  CHECK(view_floors > 20);
   CHECK(ruled_out > 100);
   CHECK(ceilings > checked / 10);
   CHECK(level > 50);
   CHECK(chain_floors > ceilings / 2);
   CHECK(exact > 20);
   CHECK(leaving > 5);
-  MESSAGE(checked << " re-saves, " << floors << " with a floor, " << ruled_out
-                  << " ruled out; " << ceilings << " with a ceiling, " << level
+  MESSAGE(checked << " re-saves, " << floors << " with a floor (" << view_floors
+                  << " of views), " << ruled_out << " ruled out; " << ceilings << " with a ceiling, " << level
                   << " at the plan's own peak; " << chain_floors << " chain floors, " << exact
                   << " exact, " << leaving << " below the ceiling");
 }

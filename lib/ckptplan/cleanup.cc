@@ -67,9 +67,13 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   ReserveSteps(group_, num_steps);
   group_.resize(num_steps);
   group_start_.assign(num_nodes_, kNoStep);
+  recompute_step_.assign(num_nodes_, kNoStep);
   uint32_t start = 0;
   for (uint32_t s = 0; s < num_steps; ++s) {
-    if (sim.steps[s].recompute) continue;
+    if (sim.steps[s].recompute) {
+      recompute_step_[sim.steps[s].node - first_] = s;
+      continue;
+    }
     const NodeId node = sim.steps[s].node;
     group_start_[node - first_] = start;
     for (uint32_t i = start; i <= s; ++i) group_[i] = node;
@@ -109,7 +113,6 @@ void ResaveBounds::PrepareCeilings() {
   const size_t num_steps = sim.steps.size();
   ReserveSteps(step_total_, num_steps);
   step_total_.resize(num_steps);
-  recompute_step_.assign(num_nodes_, kNoStep);
   for (TensorId t : read_touched_) {
     late_read_[t] = kNoStep;
     recompute_read_[t] = 0;
@@ -118,7 +121,6 @@ void ResaveBounds::PrepareCeilings() {
   for (uint32_t s = 0; s < num_steps; ++s) {
     const Step& step = sim.steps[s];
     step_total_[s] = sim.total[s] + (*offset_)[group_[s] - first_];
-    if (step.recompute) recompute_step_[step.node - first_] = s;
     if (!step.recompute && context_.node_forward[step.node]) continue;
     for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
       const TensorId in = context_.ids[i];
@@ -129,19 +131,32 @@ void ResaveBounds::PrepareCeilings() {
   }
 }
 
+uint32_t ResaveBounds::Rerun(NodeId node) const {
+  return node >= first_ && node - first_ < num_nodes_ ? recompute_step_[node - first_] : kNoStep;
+}
+
 int64_t ResaveBounds::Floor(TensorId t) const {
-  // Only a tensor with a storage of its own, whose copy and original both
-  // show in the simulation.
-  if (context_.root[t] != t || context_.made[t] != SimContext::Made::kActivation) return kLowest;
-  const TensorId id = static_cast<TensorId>(t - tensor_shift_);  // in the simulation's ids
-  const uint32_t copy = copy_step_[id], last = original_last_[id];
+  // Only a tensor whose storage is an activation, whose copy and original
+  // both show in the simulation. A view's copy is made where the plan
+  // re-runs its producer (read in the region's own simulation only, whose
+  // node ids are the region's); re-saving it keeps its root's original.
+  const TensorId root = context_.root[t];
+  if (context_.made[root] != SimContext::Made::kActivation) return kLowest;
+  const TensorId id = static_cast<TensorId>(root - tensor_shift_);  // in the simulation's ids
+  uint32_t copy = kNoStep;
+  if (root == t) {
+    copy = copy_step_[id];
+  } else if (tensor_shift_ == 0) {
+    copy = Rerun(context_.producer[t]);
+  }
+  const uint32_t last = original_last_[id];
   if (copy == kNoStep || last == kNoStep) return kLowest;
   const NodeId copy_group = group_[copy];
   const NodeId last_group = group_[last];
   if (last_group + 1 >= copy_group) return kLowest;
   const int64_t highest = node_peak_.Query(last_group + 1 - first_, copy_group - first_);
   // Less the storages live before the copy's group that may now end before it.
-  return highest + context_.bytes[t] - leaving_[group_start_[copy_group - first_]];
+  return highest + context_.bytes[root] - leaving_[group_start_[copy_group - first_]];
 }
 
 int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak,
@@ -155,12 +170,7 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
   const SimResult& sim = *sim_;
   // The chain: the steps from a chain start through the re-run of t's
   // producer, which must end it.
-  // The step re-running `node`, kNoStep when none does (or it is outside).
-  auto rerun = [&](NodeId node) {
-    return node >= first_ && node - first_ < recompute_step_.size() ? recompute_step_[node - first_]
-                                                                  : kNoStep;
-  };
-  const uint32_t end = rerun(context_.producer[t]);
+  const uint32_t end = Rerun(context_.producer[t]);
   if (end == kNoStep || recompute_read_[t]) return kHighest;
   const size_t num_steps = sim.steps.size();
   if (end + 1 < num_steps && sim.steps[end + 1].recompute && !sim.steps[end + 1].starts_chain) {
@@ -173,7 +183,7 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
   }
   // Nothing else it made is read after it, but from a saved storage; the
   // storage `t` shares is the chain's own, or else saved.
-  const uint32_t root_step = rerun(context_.producer[root]);
+  const uint32_t root_step = Rerun(context_.producer[root]);
   const bool root_saved = context_.is_candidate[root] && keep[root];
   if (!root_saved && (root_step == kNoStep || root_step < start || root_step > end)) {
     return kHighest;

@@ -40,9 +40,10 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
 /// candidate, read off a region's current simulation, so that most re-saves
 /// are answered without simulating them.
 ///
-/// Floor: re-saving `t` keeps its original storage until the group (a node
-/// and the recompute steps before it) where the plan first made `t`'s
-/// recomputed copy. Every step before that group runs as before, so the
+/// Floor: re-saving `t` keeps its original storage (its root's, for a view)
+/// until the group (a node and the recompute steps before it) where the
+/// plan first made `t`'s recomputed copy, or re-ran the view's producer.
+/// Every step before that group runs as before, so the
 /// groups between the original's last read and that group hold the storage
 /// on top of what they held. Only a storage whose last read is a recompute
 /// step in or after that group can leave them earlier: the re-save may
@@ -103,6 +104,7 @@ class ResaveBounds {
   size_t num_nodes_ = 0;                  // in the region
   std::vector<NodeId> group_;             // per step: node of its group
   std::vector<uint32_t> group_start_;     // per node of the region: its group's first step
+  std::vector<uint32_t> recompute_step_;  // per node of the region: step re-running it
   std::vector<uint32_t> copy_step_;       // per tensor: step making its recomputed copy
   std::vector<uint32_t> original_last_;   // per root: last step reading its original
   std::vector<uint32_t> copy_last_;       // per root: last step reading its recomputed copy
@@ -112,6 +114,8 @@ class ResaveBounds {
   std::vector<int64_t> leaving_;
   // Reads what only ceilings need from the prepared simulation.
   void PrepareCeilings();
+  // The step re-running `node`, kNoStep when none does (or it is outside).
+  uint32_t Rerun(NodeId node) const;
 
   // For ceilings: the simulation read and its region's offsets (valid until
   // Forget or the next Prepare), and, once read, per step the step's bytes.
@@ -119,7 +123,6 @@ class ResaveBounds {
   const std::vector<int64_t>* offset_ = nullptr;
   bool ceilings_ready_ = false;
   std::vector<int64_t> step_total_;
-  std::vector<uint32_t> recompute_step_;  // per node of the region: step re-running it
   // Per tensor: the last step reading it that is a recompute step or a
   // non-forward node's, and whether a recompute step reads it.
   std::vector<uint32_t> late_read_;

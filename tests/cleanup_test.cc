@@ -123,7 +123,7 @@ TEST_CASE("cleanup: a re-save's ceiling adds the storage over the gap to a lone 
 TEST_CASE("property: a re-save's floors and ceiling hold its simulated peak") {
   std::mt19937_64 rng(3);
   size_t floors = 0, ruled_out = 0, checked = 0, view_floors = 0;
-  size_t ceilings = 0, level = 0, chain_floors = 0, exact = 0, leaving = 0;
+  size_t ceilings = 0, level = 0, chain_floors = 0, exact = 0, leaving = 0, byproducts = 0;
   constexpr int64_t kNoFloor = std::numeric_limits<int64_t>::min();
   for (uint64_t seed = 1; seed <= 30; ++seed) {
     Graph graph;
@@ -149,9 +149,12 @@ TEST_CASE("property: a re-save's floors and ceiling hold its simulated peak") {
           const int64_t bound = bounds.Floor(t);
           double added = 0;
           int64_t chain_floor = kNoFloor;
-          const int64_t ceiling =
-              own ? bounds.Ceiling(keep, t, memory.peak(), &added, &chain_floor)
-                  : std::numeric_limits<int64_t>::max();
+          int64_t ceiling = own ? bounds.Ceiling(keep, t, memory.peak(), &added, &chain_floor)
+                                : std::numeric_limits<int64_t>::max();
+          if (own && ceiling == std::numeric_limits<int64_t>::max()) {
+            ceiling = bounds.ByproductCeiling(t, memory.peak(), &added);
+            byproducts += ceiling != std::numeric_limits<int64_t>::max();
+          }
           keep[t] = 1;
           const SimResult resaved = Simulate(context, keep, options);
           keep[t] = 0;
@@ -183,12 +186,14 @@ TEST_CASE("property: a re-save's floors and ceiling hold its simulated peak") {
   CHECK(view_floors > 20);
   CHECK(ruled_out > 100);
   CHECK(ceilings > checked / 10);
+  CHECK(byproducts > 20);
   CHECK(level > 50);
-  CHECK(chain_floors > ceilings / 2);
+  CHECK(chain_floors > (ceilings - byproducts) / 2);
   CHECK(exact > 20);
   CHECK(leaving > 5);
   MESSAGE(checked << " re-saves, " << floors << " with a floor (" << view_floors
-                  << " of views), " << ruled_out << " ruled out; " << ceilings << " with a ceiling, " << level
+                  << " of views), " << ruled_out << " ruled out; " << ceilings << " with a ceiling ("
+                  << byproducts << " of by-products), " << level
                   << " at the plan's own peak; " << chain_floors << " chain floors, " << exact
                   << " exact, " << leaving << " below the ceiling");
 }

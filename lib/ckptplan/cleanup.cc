@@ -45,8 +45,9 @@ ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const Sa
     return Verdict::kUnknown;
   }
   int64_t chain_floor = kLowest;
-  const int64_t ceiling = Ceiling(keep, t, memory.peak(), added_cost, &chain_floor);
+  int64_t ceiling = Ceiling(keep, t, memory.peak(), added_cost, &chain_floor);
   if (chain_floor > budget) return Verdict::kExceeds;
+  if (ceiling == kHighest) ceiling = ByproductCeiling(t, memory.peak(), added_cost);
   return ceiling <= budget ? Verdict::kFits : Verdict::kUnknown;
 }
 
@@ -244,6 +245,50 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
     }
     *chain_floor = gap + bytes - leaving;
   }
+  return highest;
+}
+
+int64_t ResaveBounds::ByproductCeiling(TensorId t, int64_t step_peak, double* added_cost) {
+  if (tensor_shift_ != 0 || context_.root[t] != t ||
+      context_.made[t] != SimContext::Made::kActivation) {
+    return kHighest;
+  }
+  if (!ceilings_ready_) PrepareCeilings();
+  const SimResult& sim = *sim_;
+  // The copy: made where t's producer is re-run, in a chain for another
+  // tensor; no step of that group reads it.
+  const uint32_t made = Rerun(context_.producer[t]);
+  if (made == kNoStep || copy_step_[t] != made) return kHighest;
+  uint32_t own = made + 1;  // the group's own step
+  for (; own < sim.steps.size(); ++own) {
+    const Step& step = sim.steps[own];
+    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
+      if (context_.ids[i] == t) return kHighest;
+    }
+    if (!step.recompute) break;
+  }
+  if (own == sim.steps.size()) return kHighest;
+  // Until the copy is made the steps run as before, plus the original from
+  // its last read on; from there the original stands for the copy.
+  int64_t highest = step_peak;
+  const int64_t bytes = context_.bytes[t];
+  const uint32_t last = original_last_[t];
+  if (last == kNoStep) return kHighest;
+  if (last < made) {
+    const NodeId last_group = group_[last], made_group = group_[made];
+    uint32_t s = last + 1;
+    for (; s <= made && group_[s] == last_group; ++s) {
+      highest = std::max(highest, step_total_[s] + bytes);
+    }
+    if (last_group + 1 < made_group) {
+      highest = std::max(highest,
+                         node_peak_.Query(last_group + 1 - first_, made_group - first_) + bytes);
+    }
+    for (s = std::max(s, group_start_[made_group - first_]); s <= made; ++s) {
+      highest = std::max(highest, step_total_[s] + bytes);
+    }
+  }
+  *added_cost = 0;
   return highest;
 }
 

@@ -92,6 +92,15 @@ class ResaveBounds {
   /// prepared simulation must be the region's own (no copy's).
   int64_t Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak, double* added_cost,
                   int64_t* chain_floor = nullptr);
+  /// A ceiling for a by-product: `t`'s copy was made by re-running its
+  /// producer in a chain for another tensor, and no step of that group
+  /// reads it. Saved, `t` keeps its original until the copy's last read
+  /// instead; the chain runs the same (the re-run is needed for the other
+  /// tensor, and no step of the chain reads `t`), so *added_cost is 0. The
+  /// steps after the original's last read, through the copy's making, hold
+  /// the storage on top; after that the original stands for the copy. The
+  /// highest int64_t when `t` is no such by-product.
+  int64_t ByproductCeiling(TensorId t, int64_t step_peak, double* added_cost);
 
  private:
   const SimContext& context_;

@@ -122,21 +122,7 @@ TEST_CASE("property: a trial shared by a copy equals the copy's own simulation")
       for (size_t r = 0; r < memory.size(); ++r) {
         memory.Try(r, keep, &trial);
         SimResult own = Simulate(context, keep, memory.OptionsFor(r));
-        const SimResult& tried = trial.sim.full();
-        CHECK(tried.node_peak == own.node_peak);
-        CHECK(tried.total == own.total);
-        CHECK(tried.recompute_cost == own.recompute_cost);
-        REQUIRE(tried.steps.size() == own.steps.size());
-        for (size_t i = 0; i < own.steps.size(); ++i) {
-          CHECK(tried.steps[i].node == own.steps[i].node);
-          CHECK(tried.steps[i].recompute == own.steps[i].recompute);
-        }
-        REQUIRE(tried.buffers.size() == own.buffers.size());
-        for (size_t i = 0; i < own.buffers.size(); ++i) {
-          CHECK(tried.buffers[i].root == own.buffers[i].root);
-          CHECK(tried.buffers[i].first_step == own.buffers[i].first_step);
-          CHECK(tried.buffers[i].last_step == own.buffers[i].last_step);
-        }
+        CHECK(testing::SimulationDifference(trial.sim.full(), own) == "");
         // The figures-only trial agrees too.
         const int64_t region_max = trial.region_max;
         memory.Try(r, keep, &trial, /*need_sim=*/false);

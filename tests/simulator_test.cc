@@ -226,28 +226,7 @@ TEST_CASE("property: a reused context simulates as a fresh one") {
       resumed += context.scratch.prefixes.count((uint64_t{range.first} << 32) | range.end);
       const SimResult reused = Simulate(context, keep, options);
       const SimResult fresh = Simulate(graph, keep, options);
-      REQUIRE(reused.steps.size() == fresh.steps.size());
-      for (size_t s = 0; s < fresh.steps.size(); ++s) {
-        CHECK(reused.steps[s].node == fresh.steps[s].node);
-        CHECK(reused.steps[s].recompute == fresh.steps[s].recompute);
-        CHECK(reused.steps[s].starts_chain == fresh.steps[s].starts_chain);
-      }
-      REQUIRE(reused.buffers.size() == fresh.buffers.size());
-      for (size_t b = 0; b < fresh.buffers.size(); ++b) {
-        CHECK(reused.buffers[b].root == fresh.buffers[b].root);
-        CHECK(reused.buffers[b].category == fresh.buffers[b].category);
-        CHECK(reused.buffers[b].first_step == fresh.buffers[b].first_step);
-        CHECK(reused.buffers[b].last_step == fresh.buffers[b].last_step);
-      }
-      REQUIRE(reused.recomputes.size() == fresh.recomputes.size());
-      for (size_t i = 0; i < fresh.recomputes.size(); ++i) {
-        CHECK(reused.recomputes[i].tensor == fresh.recomputes[i].tensor);
-        CHECK(reused.recomputes[i].chain == fresh.recomputes[i].chain);
-      }
-      CHECK(reused.total == fresh.total);
-      CHECK(reused.node_peak == fresh.node_peak);
-      CHECK(reused.peak_bytes == fresh.peak_bytes);
-      CHECK(reused.recompute_cost == fresh.recompute_cost);
+      CHECK(testing::SimulationDifference(reused, fresh) == "");
       ++compared;
     }
   }

@@ -94,6 +94,40 @@ inline Graph SmallTransformer(int microbatches, int layers = 2) {
   return TransformerGraph(options);
 }
 
+// Where two simulations first differ, step by step, storage by storage and
+// recompute by recompute, then in totals, node peaks, peak and cost; empty
+// when they are the same.
+inline std::string SimulationDifference(const SimResult& a, const SimResult& b) {
+  auto at = [](const char* what, size_t i) { return std::string(what) + " " + std::to_string(i); };
+  if (a.steps.size() != b.steps.size()) return "step count";
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const Step &x = a.steps[i], &y = b.steps[i];
+    if (x.node != y.node || x.recompute != y.recompute || x.starts_chain != y.starts_chain) {
+      return at("step", i);
+    }
+  }
+  if (a.buffers.size() != b.buffers.size()) return "storage count";
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    const Buffer &x = a.buffers[i], &y = b.buffers[i];
+    if (x.root != y.root || x.category != y.category || x.first_step != y.first_step ||
+        x.last_step != y.last_step) {
+      return at("storage", i);
+    }
+  }
+  if (a.recomputes.size() != b.recomputes.size()) return "recompute count";
+  for (size_t i = 0; i < a.recomputes.size(); ++i) {
+    if (a.recomputes[i].tensor != b.recomputes[i].tensor ||
+        a.recomputes[i].chain != b.recomputes[i].chain) {
+      return at("recompute", i);
+    }
+  }
+  if (a.total != b.total) return "totals";
+  if (a.node_peak != b.node_peak) return "node peaks";
+  if (a.peak_bytes != b.peak_bytes) return "peak";
+  if (a.recompute_cost != b.recompute_cost) return "recompute cost";
+  return "";
+}
+
 // `count` copies of `step`, run one after another (see Concatenate).
 inline Graph Copies(const Graph& step, size_t count) {
   return Concatenate(std::vector<Graph>(count, step));

@@ -169,8 +169,7 @@ TEST_CASE("property: totals without categories equal the categories' sums") {
     graph.training.implicit_gradient_bytes = seed % 2 == 0 ? 33 : 0;
     CAPTURE(seed);
     SimContext context(graph);
-    std::vector<Region> ranges = context.regions();
-    ranges.push_back({0, static_cast<NodeId>(graph.nodes.size())});
+    const std::vector<Region> ranges = testing::RegionsAndStep(context);
     for (int plan = 0; plan < 5; ++plan) {
       SaveSet keep = SaveAll(graph);
       for (TensorId t : context.candidates) keep[t] = rng() % 3 != 0;
@@ -213,8 +212,7 @@ TEST_CASE("property: a reused context simulates as a fresh one") {
                                       : testing::Copies(testing::RandomStep(seed, 3), 1 + seed % 3);
     CAPTURE(seed);
     SimContext context(graph);
-    std::vector<Region> ranges = context.regions();
-    ranges.push_back({0, static_cast<NodeId>(graph.nodes.size())});
+    const std::vector<Region> ranges = testing::RegionsAndStep(context);
     for (int call = 0; call < 30; ++call) {
       SaveSet keep = SaveAll(graph);
       for (TensorId t : context.candidates) keep[t] = rng() % 3 != 0;

@@ -94,6 +94,14 @@ inline Graph SmallTransformer(int microbatches, int layers = 2) {
   return TransformerGraph(options);
 }
 
+// The step's regions (FindRegions) and then the whole step, as ranges to
+// simulate.
+inline std::vector<Region> RegionsAndStep(const SimContext& context) {
+  std::vector<Region> ranges = context.regions();
+  ranges.push_back({0, static_cast<NodeId>(context.graph.nodes.size())});
+  return ranges;
+}
+
 // Where two simulations first differ, step by step, storage by storage and
 // recompute by recompute, then in totals, node peaks, peak and cost; empty
 // when they are the same.

@@ -132,6 +132,24 @@ void ResaveBounds::PrepareCeilings() {
   }
 }
 
+int64_t ResaveBounds::HighestBetween(uint32_t after, uint32_t before, int64_t* gap) const {
+  // Whole groups through the node peaks, the two partial ones step by step.
+  int64_t highest = kLowest;
+  const NodeId after_group = group_[after], before_group = group_[before];
+  uint32_t s = after + 1;
+  for (; s < before && group_[s] == after_group; ++s) {
+    highest = std::max(highest, step_total_[s]);
+  }
+  if (after_group + 1 < before_group) {
+    *gap = node_peak_.Query(after_group + 1 - first_, before_group - first_);
+    highest = std::max(highest, *gap);
+  }
+  for (s = std::max(s, group_start_[before_group - first_]); s < before; ++s) {
+    highest = std::max(highest, step_total_[s]);
+  }
+  return highest;
+}
+
 uint32_t ResaveBounds::Rerun(NodeId node) const {
   return node >= first_ && node - first_ < num_nodes_ ? recompute_step_[node - first_] : kNoStep;
 }
@@ -200,25 +218,13 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
     }
   }
   // The steps after the original's last read and before the chain hold the
-  // storage on top: whole groups through the node peaks, the two partial
-  // ones step by step.
+  // storage on top.
   int64_t highest = step_peak;
   int64_t gap = kLowest;  // the whole groups' highest node
   const int64_t bytes = context_.bytes[root];
   const uint32_t last = original_last_[root];
   if (last != kNoStep && last < start) {
-    const NodeId last_group = group_[last], chain_group = group_[start];
-    uint32_t s = last + 1;
-    for (; s < start && group_[s] == last_group; ++s) {
-      highest = std::max(highest, step_total_[s] + bytes);
-    }
-    if (last_group + 1 < chain_group) {
-      gap = node_peak_.Query(last_group + 1 - first_, chain_group - first_);
-      highest = std::max(highest, gap + bytes);
-    }
-    for (s = std::max(s, group_start_[chain_group - first_]); s < start; ++s) {
-      highest = std::max(highest, step_total_[s] + bytes);
-    }
+    highest = std::max(highest, HighestBetween(last, start, &gap) + bytes);
   }
   *added_cost = -cost;
   if (chain_floor != nullptr && gap != kLowest) {
@@ -271,22 +277,12 @@ int64_t ResaveBounds::ByproductCeiling(TensorId t, int64_t step_peak, double* ad
   // Until the copy is made the steps run as before, plus the original from
   // its last read on; from there the original stands for the copy.
   int64_t highest = step_peak;
-  const int64_t bytes = context_.bytes[t];
   const uint32_t last = original_last_[t];
   if (last == kNoStep) return kHighest;
   if (last < made) {
-    const NodeId last_group = group_[last], made_group = group_[made];
-    uint32_t s = last + 1;
-    for (; s <= made && group_[s] == last_group; ++s) {
-      highest = std::max(highest, step_total_[s] + bytes);
-    }
-    if (last_group + 1 < made_group) {
-      highest = std::max(highest,
-                         node_peak_.Query(last_group + 1 - first_, made_group - first_) + bytes);
-    }
-    for (s = std::max(s, group_start_[made_group - first_]); s <= made; ++s) {
-      highest = std::max(highest, step_total_[s] + bytes);
-    }
+    // `made` is a recompute step: the step after it is in its group.
+    int64_t gap = kLowest;
+    highest = std::max(highest, HighestBetween(last, made + 1, &gap) + context_.bytes[t]);
   }
   *added_cost = 0;
   return highest;

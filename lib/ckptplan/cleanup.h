@@ -125,6 +125,11 @@ class ResaveBounds {
   void PrepareCeilings();
   // The step re-running `node`, kNoStep when none does (or it is outside).
   uint32_t Rerun(NodeId node) const;
+  // The most bytes at a step after step `after` and before step `before`
+  // (needs PrepareCeilings), and in *gap the highest node of the whole
+  // groups between theirs, when there are any; the lowest int64_t when no
+  // step is between.
+  int64_t HighestBetween(uint32_t after, uint32_t before, int64_t* gap) const;
 
   // For ceilings: the simulation read and its region's offsets (valid until
   // Forget or the next Prepare), and, once read, per step the step's bytes.

@@ -1,9 +1,6 @@
 // ckptplan: flags in, one library call, exit code out.
 #include <cstdlib>
 #include <iostream>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 
 #include <CLI/CLI.hpp>
 #include <spdlog/cfg/env.h>
@@ -13,6 +10,7 @@
 #include "ckptplan/commands.h"
 #include "ckptplan/console.h"
 #include "ckptplan/errors.h"
+#include "ckptplan/heap.h"
 #include "ckptplan/size.h"
 #include "ckptplan/sweep.h"
 
@@ -80,14 +78,7 @@ void AddSearch(CLI::App* command, SearchFlags* flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-#if defined(__GLIBC__)
-  // Planning frees and allocates step-sized buffers (tens of MB at 10^6
-  // nodes) again and again. By default glibc maps each from the OS and gives
-  // it back on free, and every reuse faults its pages in anew: about a
-  // second of a 10^6-node plan on a VM (bench_scale.py). Keep them in the heap.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
+  TuneHeap();
   CLI::App app{"ckptplan: plans activation checkpointing to fit a peak-memory budget"};
   app.set_version_flag("--version", "ckptplan " CKPTPLAN_VERSION);
   app.require_subcommand(1);

@@ -358,13 +358,29 @@ class RegionSearch {
     BuildView(context_, keep, region, peak, &view_);
     Bounds(region, keep, memory.Outside(r));
     DropChoice best;
-    // Bounds are taken best first from a heap; a loose one goes back in
-    // tightened, so candidates are simulated in the order of tight bounds.
+    // Bounds are taken best first; a loose one goes back in tightened, so
+    // candidates are simulated in the order of tight bounds. Until a drop is
+    // simulated the best is found by a scan; then only the bounds that may
+    // beat it stay, as a heap: most searches simulate one drop, and a heap of
+    // every bound cost more than the rest of the choice.
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
-      std::make_heap(bounds.begin(), bounds.end(), after);
+      bool heap = false;
       for (size_t size = bounds.size(); size > 0;) {
-        std::pop_heap(bounds.begin(), bounds.begin() + size, after);
+        if (!heap && best.tensor != kNoId) {
+          auto beaten = std::partition(bounds.begin(), bounds.begin() + size,
+                                       [&](const Bound& b) { return MayBeat(b, tier, best); });
+          size = static_cast<size_t>(beaten - bounds.begin());
+          std::make_heap(bounds.begin(), bounds.begin() + size, after);
+          heap = true;
+          continue;
+        }
+        if (heap) {
+          std::pop_heap(bounds.begin(), bounds.begin() + size, after);
+        } else {
+          auto first = std::min_element(bounds.begin(), bounds.begin() + size, BoundBefore);
+          std::iter_swap(first, bounds.begin() + size - 1);
+        }
         const Bound bound = bounds[--size];
         if (best.tensor != kNoId && !MayBeat(bound, tier, best)) break;
         const TensorId t = bound.tensor;
@@ -373,7 +389,7 @@ class RegionSearch {
           Bound tight = Tighten(region, memory.Outside(r), t, tier);
           if (tight.freed <= 0) continue;
           bounds[size++] = tight;
-          std::push_heap(bounds.begin(), bounds.begin() + size, after);
+          if (heap) std::push_heap(bounds.begin(), bounds.begin() + size, after);
           continue;
         }
         keep[t] = 0;

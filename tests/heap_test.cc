@@ -32,16 +32,24 @@ uint64_t HugePageAdvisedBytes() {
   return total;
 }
 
-TEST_CASE("TuneHeap advises the heap's next step as huge pages") {
-  const uint64_t advised_before = HugePageAdvisedBytes();
-  const size_t advised = TuneHeap(size_t{16} << 20);
-  // Whole 2 MiB pages of the 16 MiB step the heap grew by (the step's first
-  // and last partial pages are left out), or 0 under another allocator.
+TEST_CASE("AdviseHugePages advises a step of the heap as huge pages, once") {
+  // Planning a small graph in an earlier test may have made the one call.
+  const size_t advised = AdviseHugePages(size_t{16} << 20);
+  CHECK(AdviseHugePages(size_t{16} << 20) == 0);
   CHECK(advised % (size_t{2} << 20) == 0);
-  CHECK(advised <= (size_t{16} << 20) + (size_t{4} << 20));
-  if (advised == 0) return;  // e.g. a sanitizer's allocator: nothing to see
-  CHECK(advised >= (size_t{12} << 20));
-  CHECK(HugePageAdvisedBytes() >= advised_before + advised);
+#if defined(__SANITIZE_ADDRESS__)
+  const bool expected = false;  // its allocator maps its own memory
+#else
+  const bool expected = std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled").good();
+#endif
+  if (!expected) {
+    CHECK(advised == 0);
+    return;
+  }
+  // Whole 2 MiB pages of a step of 16 (or 64, by ComputePlan) MiB: its
+  // first and last partial pages are left out.
+  CHECK(HugePageAdvisedBytes() >= (uint64_t{12} << 20));
+  if (advised != 0) CHECK(advised >= (size_t{12} << 20));
   // The heap still serves blocks, from the advised step among others.
   void* block = std::malloc(size_t{4} << 20);
   REQUIRE(block != nullptr);

@@ -3,12 +3,14 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <filesystem>
 #include <iostream>
 
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/console.h"
 #include "ckptplan/errors.h"
+#include "ckptplan/heap.h"
 #include "ckptplan/incremental.h"
 #include "ckptplan/json_writer.h"
 #include "ckptplan/export.h"
@@ -25,6 +27,21 @@
 
 namespace ckptplan {
 namespace {
+
+// A small graph loads and plans in milliseconds, much of it first touches
+// of fresh pages: a graph file of up to kHugePageFile bytes is read and
+// planned on huge pages (heap.h), in a heap step that holds the whole run
+// (GPT-2: a 0.5 MiB file, 14 MiB peak RSS; plan 10.5 -> 8.9 ms). Larger
+// ones are not: with huge pages for the first 64 MiB the 10^6-node plan ran
+// erratically slower on the same VM (user time; 1.5 s to 1.6 - 4.5 s).
+constexpr uint64_t kHugePageFile = uint64_t{16} << 20;
+constexpr size_t kHugePageStep = size_t{64} << 20;
+
+void AdviseHugePagesFor(const std::string& graph_path) {
+  std::error_code error;
+  const uint64_t size = std::filesystem::file_size(graph_path, error);
+  if (!error && size <= kHugePageFile) AdviseHugePages(kHugePageStep);
+}
 
 // `per_step`: categories at every step (timelines and reports), not only at
 // the peak.
@@ -151,6 +168,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
                      kExitUsage);
   }
   planner_options.reference_greedy = options.planner == "reference";
+  AdviseHugePagesFor(options.graph_path);
   auto clock = std::chrono::steady_clock::now();
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const double parse_s = SecondsSince(clock);
@@ -275,6 +293,7 @@ int RunSweep(const SweepOptions& options, std::ostream& out) {
                      kExitUsage);
   }
   PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  AdviseHugePagesFor(options.graph_path);
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   SweepResult sweep = RunSweep(loaded.graph, options.budgets, planner_options);
   if (!options.report_path.empty()) {

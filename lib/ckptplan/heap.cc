@@ -11,18 +11,26 @@
 
 namespace ckptplan {
 
-size_t TuneHeap(size_t huge_bytes) {
+void TuneHeap() {
 #if defined(__GLIBC__) && defined(__linux__)
   mallopt(M_MMAP_THRESHOLD, 1 << 30);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#if defined(MADV_HUGEPAGE)
+#endif
+}
+
+size_t AdviseHugePages(size_t bytes) {
+  static bool done = false;
+  if (done) return 0;
+  done = true;
+#if defined(__GLIBC__) && defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
-  mallopt(M_TOP_PAD, static_cast<int>(huge_bytes));
-  // A block larger than the heap's free top makes glibc grow the heap now,
-  // by the block and the pad; the block goes back to the top at once.
+  mallopt(M_TOP_PAD, static_cast<int>(bytes));
+  // A block larger than all the heap's free memory together fits in no free
+  // chunk: glibc grows the heap now, by the block and the pad. The block
+  // goes back at once (address space only: its pages are not touched).
   // (volatile: a malloc whose block is only freed may be left out.)
   const auto before = reinterpret_cast<uintptr_t>(sbrk(0));
-  void* volatile probe = malloc(mallinfo2().keepcost + 4096);
+  void* volatile probe = malloc(mallinfo2().fordblks + 4096);
   const auto after = reinterpret_cast<uintptr_t>(sbrk(0));
   free(probe);
   // Another allocator (a sanitizer's) maps its own memory: the program
@@ -38,13 +46,14 @@ size_t TuneHeap(size_t huge_bytes) {
   // freed covers the gap, so that what is allocated next lands in huge pages
   // rather than in up to 512 small ones. It costs address space and a page.
   const auto top = reinterpret_cast<uintptr_t>(probe);
-  static void* gap = nullptr;
-  if (gap == nullptr && begin > top + 64) gap = malloc(begin - top - 32);
+  static void* volatile gap = nullptr;  // (volatile: kept, not left out)
+  if (begin > top + 64) gap = malloc(begin - top - 32);
+  (void)gap;
   return end - begin;
-#endif
-#endif
-  (void)huge_bytes;
+#else
+  (void)bytes;
   return 0;
+#endif
 }
 
 }  // namespace ckptplan

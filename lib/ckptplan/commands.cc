@@ -30,7 +30,7 @@ namespace {
 
 // A small graph loads and plans in milliseconds, much of it first touches
 // of fresh pages: a graph file of up to kHugePageFile bytes is read and
-// planned on huge pages (heap.h), in a heap step that holds the whole run
+// planned on huge pages (heap.h), in a heap step that holds most of the run
 // (GPT-2: a 0.5 MiB file, 14 MiB peak RSS; plan 10.5 -> 8.9 ms). Larger
 // ones are not: with huge pages for the first 64 MiB the 10^6-node plan ran
 // erratically slower on the same VM (user time; 1.5 s to 1.6 - 4.5 s).

@@ -18,12 +18,21 @@ void TuneHeap() {
 #endif
 }
 
+namespace {
+bool advice_done = false;
+size_t advised_bytes = 0;
+}  // namespace
+
+size_t HugePagesAdvised() { return advised_bytes; }
+
 size_t AdviseHugePages(size_t bytes) {
-  static bool done = false;
-  if (done) return 0;
-  done = true;
+  if (advice_done) return 0;
+  advice_done = true;
 #if defined(__GLIBC__) && defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  // The probe below must come from the heap, not from a mapping of its
+  // own, and its free must not trim the heap back (TuneHeap).
+  TuneHeap();
   mallopt(M_TOP_PAD, static_cast<int>(bytes));
   // A block larger than all the heap's free memory together fits in no free
   // chunk: glibc grows the heap now, by the block and the pad. The block
@@ -31,8 +40,8 @@ size_t AdviseHugePages(size_t bytes) {
   // (volatile: a malloc whose block is only freed may be left out.)
   const auto before = reinterpret_cast<uintptr_t>(sbrk(0));
   void* volatile probe = malloc(mallinfo2().fordblks + 4096);
-  const auto after = reinterpret_cast<uintptr_t>(sbrk(0));
   free(probe);
+  const auto after = reinterpret_cast<uintptr_t>(sbrk(0));
   // Another allocator (a sanitizer's) maps its own memory: the program
   // break stays where it was and nothing is advised.
   if (after <= before) return 0;
@@ -49,7 +58,8 @@ size_t AdviseHugePages(size_t bytes) {
   static void* volatile gap = nullptr;  // (volatile: kept, not left out)
   if (begin > top + 64) gap = malloc(begin - top - 32);
   (void)gap;
-  return end - begin;
+  advised_bytes = end - begin;
+  return advised_bytes;
 #else
   (void)bytes;
   return 0;

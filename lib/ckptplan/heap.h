@@ -17,7 +17,8 @@ void TuneHeap();
 /// Grows the heap by at least `bytes` now and advises that step to the
 /// kernel as transparent huge pages (madvise(2) MADV_HUGEPAGE; used where
 /// /sys/kernel/mm/transparent_hugepage/enabled is "madvise" or "always").
-/// Later growth is by `bytes` at least, not advised. Acts once per process;
+/// Later growth is by `bytes` at least, not advised; it calls TuneHeap
+/// (its probe must neither be mapped alone nor trimmed away). Acts once;
 /// returns the bytes advised (0 on later calls, off glibc and Linux, or
 /// where the heap did not grow here, e.g. under a sanitizer's allocator).
 ///
@@ -25,6 +26,9 @@ void TuneHeap();
 /// page costs about 11 us, and the 512 of one huge page about 0.3 us each:
 /// GPT-2's plan faulted 126 times, about 1.4 ms of 10.5.
 size_t AdviseHugePages(size_t bytes);
+
+/// What the one call of AdviseHugePages advised (0 if none did).
+size_t HugePagesAdvised();
 
 }  // namespace ckptplan
 

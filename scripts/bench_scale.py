@@ -6,10 +6,13 @@ transformer`, 12 layers, more microbatches for bigger graphs) of about 10^3,
 10^4, 10^5 and 10^6 nodes, then runs `ckptplan plan --timings` at a budget of
 50% of the save-all peak (or --fraction). When the planner cannot reach that
 budget, it reruns at the lowest peak the planner reached and says so. Prints
-medians over --runs runs (--big-runs for graphs of 10^6 nodes).
+medians over --runs runs (--big-runs for graphs of 10^6 nodes, --small-runs
+for graphs under 5,000 nodes, whose plans take milliseconds and whose medians
+need more runs on a noisy machine).
 
 Usage: /usr/bin/python3 scripts/bench_scale.py [--binary build/ckptplan]
-       [--sizes 1e3,1e4,1e5,1e6] [--runs 3] [--big-runs 1] [--fraction 0.5]
+       [--sizes 1e3,1e4,1e5,1e6] [--runs 3] [--big-runs 1] [--small-runs 21]
+       [--fraction 0.5]
        [--plan-timeout 600] [--workdir DIR] [--strategy ckptplan|greedy]
 """
 import argparse
@@ -51,6 +54,7 @@ def main():
     parser.add_argument("--sizes", default="1e3,gpt2,1e4,1e5,1e6")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--big-runs", type=int, default=1)
+    parser.add_argument("--small-runs", type=int, default=21)
     parser.add_argument("--fraction", type=float, default=0.5)
     parser.add_argument("--plan-timeout", type=float, default=600)
     parser.add_argument("--workdir", default=None)
@@ -69,7 +73,8 @@ def main():
         probe = timings(args.binary, graph, 2**62, None, args.strategy)
         budget = int(probe["save_all_peak"] * args.fraction)
         note = "%g%% of save-all" % (100 * args.fraction)
-        runs = args.big_runs if probe["nodes"] >= 500000 else args.runs
+        runs = (args.big_runs if probe["nodes"] >= 500000 else
+                args.small_runs if probe["nodes"] < 5000 else args.runs)
         samples = []
         for _ in range(runs):
             sample = timings(args.binary, graph, budget, args.plan_timeout, args.strategy)

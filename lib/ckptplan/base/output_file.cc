@@ -25,7 +25,7 @@ namespace {
   throw IoError(path + ": cannot write file: " + what + ": " + std::strerror(error));
 }
 
-// Test hooks, documented in the README: CKPTPLAN_FAIL_WRITE_AFTER=N makes the
+// Test hooks, documented in docs/hardening.md: CKPTPLAN_FAIL_WRITE_AFTER=N makes the
 // write fail (as ENOSPC) once N bytes are written; CKPTPLAN_KILL_WRITE_AFTER=N
 // kills the process with SIGKILL there, as a crash or an OOM kill would.
 // -1 when unset.

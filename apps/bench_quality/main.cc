@@ -17,7 +17,7 @@
 #include "ckptplan/plan/planner.h"
 #include "ckptplan/plan/selector.h"
 #include "ckptplan/plan/strategies.h"
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 
 namespace {
 

@@ -4,7 +4,8 @@
 #include <unordered_map>
 
 #include "ckptplan/base/errors.h"
-#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/base/file_io.h"
+#include "ckptplan/base/json_document.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/problems.h"
 

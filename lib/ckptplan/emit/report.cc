@@ -29,19 +29,6 @@ std::vector<LiveTensor> LiveAt(const Graph& graph, const SimResult& sim, uint32_
   return live;
 }
 
-std::string DescribeLowerBound(const Graph& graph, const LowerBound& bound) {
-  std::string text;
-  for (size_t c = 0; c < kNumCategories; ++c) {
-    if (bound.resident[c] == 0) continue;
-    text += std::string(ToString(static_cast<Category>(c))) + " " +
-            FormatBytes(bound.resident[c]) + " + ";
-  }
-  if (bound.gradients > 0) text += "gradients " + FormatBytes(bound.gradients) + " + ";
-  text += "largest single step " + FormatBytes(bound.step_bytes);
-  if (bound.node != kNoId) text += " (node '" + graph.nodes[bound.node].name + "')";
-  return text;
-}
-
 std::string CostText(CostUnit unit, double cost) {
   char buffer[64];
   if (unit == CostUnit::kMicroseconds) {

@@ -113,6 +113,8 @@ def main():
         os.path.abspath(__file__))))
     parser.add_argument("--stamp")
     args = parser.parse_args()
+    if args.stamp and os.path.exists(args.stamp):
+        os.remove(args.stamp)  # a failed check must not leave the last pass's stamp
     lib = os.path.join(args.root, "lib", "ckptplan")
     tests = os.path.join(args.root, "tests")
     if not os.path.isdir(lib):

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckptplan/ir/cost.h"
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/sim/simulator.h"
 
@@ -40,9 +41,6 @@ nlohmann::ordered_json SummaryJson(const Graph& graph, const Summary& summary);
 
 /// One row per step with bytes per category (needs record_categories).
 nlohmann::ordered_json TimelineJson(const Graph& graph, const SimResult& sim);
-
-/// A cost in `unit`: "12.5 us" or "3.4 GFLOP".
-std::string CostText(CostUnit unit, double cost);
 
 }  // namespace ckptplan
 

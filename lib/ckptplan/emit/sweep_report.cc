@@ -7,12 +7,6 @@
 #include "ckptplan/emit/report.h"
 
 namespace ckptplan {
-namespace {
-
-double Percent(double part, double whole) { return whole > 0 ? 100.0 * part / whole : 0.0; }
-
-}  // namespace
-
 std::string SweepText(const Graph& graph, const std::string& graph_path, const SweepResult& sweep) {
   std::ostringstream out;
   char line[512];
@@ -26,13 +20,11 @@ std::string SweepText(const Graph& graph, const std::string& graph_path, const S
   out << line;
   for (const SweepRow& row : sweep.rows) {
     const std::string cost = CostText(graph.cost_unit, row.recompute_cost);
-    char overhead[32];
-    std::snprintf(overhead, sizeof(overhead), "%.2f%%",
-                  Percent(row.recompute_cost, sweep.step_cost));
+    const std::string overhead = PercentText(row.recompute_cost, sweep.step_cost);
     std::string method = row.method + (row.reused ? " (reused from a smaller budget)" : "");
     std::snprintf(line, sizeof(line), "  %-12s %-12s %14s %10s  %-8s %s\n",
                   FormatBytes(row.budget_bytes).c_str(), FormatBytes(row.peak_bytes).c_str(),
-                  row.feasible ? cost.c_str() : "-", row.feasible ? overhead : "-",
+                  row.feasible ? cost.c_str() : "-", row.feasible ? overhead.c_str() : "-",
                   row.feasible ? "yes" : "NO", row.feasible ? method.c_str() : "");
     out << line;
   }

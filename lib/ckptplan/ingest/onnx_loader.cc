@@ -261,6 +261,7 @@ class Builder {
     } else {
       EmitForward();
       EmitBackward();
+      EmitOptimizerStep();
     }
     SetTraining();
     graph_.Finalize();
@@ -762,6 +763,70 @@ class Builder {
       if (saved && !op.outputs[i].empty()) save(Id(op.outputs[i]));
     }
     for (TensorId t : extras) save(t);
+  }
+
+  // ---- the optimizer step ----
+  OptimizerImpl Impl() const {
+    if (options_.optimizer_impl) return *options_.optimizer_impl;
+    // PyTorch 2.x (_default_to_fused_or_foreach) picks foreach when every
+    // parameter is on CUDA, the per-parameter loop otherwise; fused is opt-in.
+    return options_.device == "cpu" ? OptimizerImpl::kForLoop : OptimizerImpl::kForeach;
+  }
+
+  // Adam/AdamW's step after the backward, as nodes whose temporaries are
+  // what torch.optim allocates (exp_avg and exp_avg_sq update in place; the
+  // 0-d fp32 `step` of each parameter is optimizer state):
+  // - for-loop: per parameter, denom = (exp_avg_sq.sqrt() / c).add_(eps):
+  //   the sqrt and the quotient (2 x the parameter, fp32) live at once while
+  //   the previous parameter's denom is still bound, so node i makes denom_i,
+  //   has the sqrt as workspace and reads denom_{i-1};
+  // - foreach: one node over the group holding sqrt(exp_avg_sq) for every
+  //   parameter (div_ and add_ run in place);
+  // - fused: one node, no temporaries.
+  // SGD (with or without momentum) updates in place: no nodes.
+  void EmitOptimizerStep() {
+    const std::string& optimizer = options_.optimizer;
+    if (optimizer != "adam" && optimizer != "adamw") return;
+    std::vector<std::string> params;
+    for (const TensorProto& init : model_.graph().initializer()) {
+      if (parameters_.count(init.name())) params.push_back(init.name());
+    }
+    for (const std::string& name : params) {
+      AddTensor(name + ".step", 4, TensorKind::kOptimizerState);
+    }
+    const OptimizerImpl impl = Impl();
+    auto state_bytes = [&](const std::string& name) { return SaturatingMul(Elements(name), 4); };
+    if (impl != OptimizerImpl::kForLoop) {
+      Node node;
+      node.name = "optimizer/" + optimizer + (impl == OptimizerImpl::kFused ? ".fused" : ".foreach");
+      node.op = optimizer == "adam" ? "Adam" : "AdamW";
+      node.phase = Phase::kOptimizer;
+      for (const std::string& name : params) {
+        node.inputs.push_back(Id(name));
+        if (grad_.count(name)) node.inputs.push_back(grad_.at(name));
+        if (impl == OptimizerImpl::kForeach) {
+          node.workspace_bytes = SaturatingAdd(node.workspace_bytes, state_bytes(name));
+        }
+      }
+      SetCost(node, 0, node.op);
+      graph_.nodes.push_back(std::move(node));
+      return;
+    }
+    TensorId previous_denom = kNoId;
+    for (const std::string& name : params) {
+      Node node;
+      node.name = "optimizer/" + name;
+      node.op = optimizer == "adam" ? "Adam" : "AdamW";
+      node.phase = Phase::kOptimizer;
+      node.inputs.push_back(Id(name));
+      if (grad_.count(name)) node.inputs.push_back(grad_.at(name));
+      if (previous_denom != kNoId) node.inputs.push_back(previous_denom);
+      previous_denom = AddTensor(name + ".denom", state_bytes(name), TensorKind::kActivation);
+      node.outputs.push_back(previous_denom);
+      node.workspace_bytes = state_bytes(name);
+      SetCost(node, 12.0 * static_cast<double>(Elements(name)), node.op);
+      graph_.nodes.push_back(std::move(node));
+    }
   }
 
   // ---- models that already hold their backward ----

@@ -156,12 +156,23 @@ def unique_bytes(tensors):
     return sum(seen.values())
 
 
-def loss_of(model, inputs, loss_flag):
+def loss_targets(model, inputs, loss_flag):
+    """The int64 targets `--loss cross-entropy` adds as a graph input (resident
+    like the batch); None for other losses."""
+    if loss_flag != "cross-entropy":
+        return None
+    with torch.no_grad():
+        out = model(*inputs)
+    return torch.zeros(out.shape[:-1], dtype=torch.int64)
+
+
+def loss_of(model, inputs, loss_flag, targets):
     out = model(*inputs)
     if loss_flag == "cross-entropy":
         # What `--loss cross-entropy` appends: over the last dim, integer targets.
-        target = torch.zeros(out.shape[:-1], dtype=torch.int64)
-        out = F.cross_entropy(out.reshape(-1, out.shape[-1]), target.reshape(-1))
+        out = F.cross_entropy(out.reshape(-1, out.shape[-1]), targets.reshape(-1))
+    elif loss_flag == "mean":
+        out = out.mean()
     return out
 
 
@@ -169,16 +180,17 @@ def measured_step(factory, loss_flag):
     """(step peak, per-phase peaks, resident bytes) of the second Adam step."""
     model, inputs = factory()
     model.train()
+    targets = loss_targets(model, inputs, loss_flag)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    loss_of(model, inputs, loss_flag).backward()
+    loss_of(model, inputs, loss_flag, targets).backward()
     opt.step()  # warm-up: makes Adam's state, as every step after the first has
     opt.zero_grad(set_to_none=True)
     state = [t for s in opt.state.values() for t in s.values() if isinstance(t, torch.Tensor)]
     resident = unique_bytes(list(model.parameters()) + list(model.buffers()) + state +
-                            list(inputs))
+                            list(inputs) + [targets])
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         with record_function("phase:forward"):
-            loss = loss_of(model, inputs, loss_flag)
+            loss = loss_of(model, inputs, loss_flag, targets)
         with record_function("phase:backward"):
             loss.backward()
         with record_function("phase:optimizer"):
@@ -207,8 +219,10 @@ def measured_step(factory, loss_flag):
 def measured_saved(factory, loss_flag):
     model, inputs = factory()
     model.train()
-    resident = {export_torch.storage_key(t)
-                for t in list(model.parameters()) + list(model.buffers()) + list(inputs)}
+    targets = loss_targets(model, inputs, loss_flag)
+    resident = {export_torch.storage_key(t) for t in
+                list(model.parameters()) + list(model.buffers()) + list(inputs) + [targets]
+                if t is not None}
     saved = {}
 
     def pack(t):
@@ -218,7 +232,7 @@ def measured_saved(factory, loss_flag):
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        loss = loss_of(model, inputs, loss_flag)
+        loss = loss_of(model, inputs, loss_flag, targets)
     loss.backward()
     return sum(saved.values())
 

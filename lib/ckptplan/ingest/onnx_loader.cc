@@ -251,6 +251,7 @@ class Builder {
 
   Graph Run() {
     CollectOps();
+    AppendLoss();
     FuseGelu();
     FuseSilu();
     DecideFolding();
@@ -290,10 +291,82 @@ class Builder {
     for (const ForwardOp& op : ops_) {
       for (const std::string& in : op.inputs) ++consumers_[in];
     }
-    for (const auto& out : model_.graph().output()) ++consumers_[out.name()];
+    for (const auto& out : model_.graph().output()) {
+      ++consumers_[out.name()];
+      outputs_.push_back(out.name());
+    }
   }
 
-  const TensorShape* Shape(const std::string& name) const { return shapes_.Find(name); }
+  const TensorShape* Shape(const std::string& name) const {
+    auto it = added_shapes_.find(name);
+    return it != added_shapes_.end() ? &it->second : shapes_.Find(name);
+  }
+
+  // Outputs a training step cannot start its backward from as they are: the
+  // floating ones with more than one element (logits, not a loss).
+  std::vector<std::string> NonScalarOutputs() const {
+    std::vector<std::string> found;
+    for (const std::string& out : outputs_) {
+      const TensorShape* s = Shape(out);
+      if (s && IsFloatingType(s->elem_type) && s->Known() && s->Elements() > 1) {
+        found.push_back(out);
+      }
+    }
+    return found;
+  }
+
+  // A graph that ends at logits misses the loss users train with: warn, or
+  // append the one --loss names (cross-entropy over the last dim against
+  // int64 targets, a new graph input; or the mean of the output).
+  void AppendLoss() {
+    if (HasOwnBackward()) return;
+    std::vector<std::string> logits = NonScalarOutputs();
+    if (logits.empty() || options_.loss == LossKind::kNone) return;
+    if (!options_.loss) {
+      spdlog::warn("{}: the graph ends at output '{}' ({} elements), not at a loss: the loss "
+                   "(e.g. SoftmaxCrossEntropyLoss) is missing, so its saved log-probabilities "
+                   "and gradients are not counted; pass --loss cross-entropy or --loss mean to "
+                   "append one (--loss none to train on the output as it is)",
+                   graph_.source, logits[0], Shape(logits[0])->Elements());
+      return;
+    }
+    if (logits.size() > 1) {
+      throw InputError(graph_.source + ": --loss: the graph has " +
+                           std::to_string(logits.size()) + " non-scalar outputs ('" + logits[0] +
+                           "', '" + logits[1] + "'...); expected one to append the loss to",
+                       kExitUsage);
+    }
+    const std::string& out = logits[0];
+    const TensorShape& shape = *Shape(out);
+    ForwardOp loss;
+    loss.outputs = {out + ".loss"};
+    TensorShape scalar;
+    scalar.elem_type = shape.elem_type;
+    scalar.has_rank = true;
+    added_shapes_[loss.outputs[0]] = scalar;
+    if (*options_.loss == LossKind::kCrossEntropy) {
+      std::string targets = out + ".targets";
+      TensorShape target_shape;
+      target_shape.elem_type = TensorProto::INT64;
+      target_shape.has_rank = true;
+      target_shape.dims.assign(shape.dims.begin(), shape.dims.end() - (shape.dims.empty() ? 0 : 1));
+      added_shapes_[targets] = target_shape;
+      added_inputs_.push_back(targets);
+      loss.name = "loss/SoftmaxCrossEntropyLoss";
+      loss.op = "SoftmaxCrossEntropyLoss";
+      loss.inputs = {out, targets};
+    } else {
+      loss.name = "loss/ReduceMean";
+      loss.op = "ReduceMean";
+      loss.inputs = {out};
+    }
+    loss.scope = "loss";
+    ++consumers_[out];
+    for (const std::string& in : loss.inputs) ++consumers_[in];
+    ++consumers_[loss.outputs[0]];
+    outputs_ = {loss.outputs[0]};
+    ops_.push_back(std::move(loss));
+  }
 
   bool ScalarNear(const std::string& name, double want) const {
     const TensorShape* s = Shape(name);
@@ -405,7 +478,7 @@ class Builder {
   // Parameters: floating initializers on a differentiable path to an output.
   void ClassifyInitializers() {
     std::unordered_map<std::string, bool> needs;
-    for (const auto& out : model_.graph().output()) needs[out.name()] = true;
+    for (const std::string& out : outputs_) needs[out] = true;
     for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
       if (it->folded) continue;
       bool any = false;
@@ -474,6 +547,9 @@ class Builder {
       if (initializers_.count(input.name())) continue;
       AddTensor(input.name(), SaturatingMul(Elements(input.name()), ElementBytes(input.name())),
                 TensorKind::kInput);
+    }
+    for (const std::string& input : added_inputs_) {
+      AddTensor(input, SaturatingMul(Elements(input), ElementBytes(input)), TensorKind::kInput);
     }
     for (const TensorProto& init : graph.initializer()) {
       if (ids_.count(init.name())) continue;
@@ -605,6 +681,14 @@ class Builder {
         if (op.outputs.size() > 1 && !op.outputs[1].empty()) break;
         extras.push_back(AddTensor(out + ".mask", elements, TensorKind::kActivation));
         break;
+      case SavedExtra::kLogProbs:
+        extras.push_back(AddTensor(out + ".total_weight", 4, TensorKind::kActivation));
+        if (op.outputs.size() > 1 && !op.outputs[1].empty()) break;
+        extras.push_back(AddTensor(out + ".log_prob",
+                                   SaturatingMul(Elements(op.inputs[0]),
+                                                 precision_.activation_bytes),
+                                   TensorKind::kActivation));
+        break;
       case SavedExtra::kNone:
         break;
     }
@@ -690,8 +774,8 @@ class Builder {
     seed.name = "backward/seed";
     seed.op = "LossGrad";
     seed.phase = Phase::kBackward;
-    for (const auto& out : model_.graph().output()) {
-      if (RequiresGrad(out.name())) MakeGradient(out.name(), kNoId, seed);
+    for (const std::string& out : outputs_) {
+      if (RequiresGrad(out)) MakeGradient(out, kNoId, seed);
     }
     seed.flops = 0;
     seed.time_us = 0;
@@ -733,6 +817,11 @@ class Builder {
     SaveForBackward(op, rule, grad_inputs, extras, node);
     for (size_t i : grad_inputs) {
       MakeGradient(op.inputs[i], rule.view ? output_grad : kNoId, node);
+    }
+    for (size_t i = 0; i < op.inputs.size() && i < 32; ++i) {
+      if (!((rule.backward_temporaries >> i) & 1) || op.inputs[i].empty()) continue;
+      node.workspace_bytes = SaturatingAdd(
+          node.workspace_bytes, SaturatingMul(Elements(op.inputs[i]), precision_.activation_bytes));
     }
     SetCost(node, forward_flops * rule.backward_flops_ratio, op.op);
     graph_.nodes.push_back(std::move(node));
@@ -911,6 +1000,9 @@ class Builder {
   const DeviceSpec& device_;
   Graph graph_;
   std::vector<ForwardOp> ops_;
+  std::vector<std::string> outputs_;  // the step's outputs: the model's, or the appended loss
+  std::unordered_map<std::string, TensorShape> added_shapes_;  // of what AppendLoss adds
+  std::vector<std::string> added_inputs_;                      // e.g. the loss's targets
   std::unordered_map<std::string, int> consumers_;
   std::unordered_map<std::string, bool> needs_grad_;
   std::set<std::string> initializers_, parameters_, folded_outputs_, requires_grad_;

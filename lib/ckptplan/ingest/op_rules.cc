@@ -170,10 +170,15 @@ constexpr std::array kRules = {
     NoGradient("Size"),
     View("Slice"),
     Unary("Softmax", false, true, 5, 2),
+    // log_softmax + nll_loss: keeps the targets, the log-probabilities and
+    // total_weight; its backward makes the gradient of the log-probabilities
+    // (a temporary the size of the scores) and from it the scores' gradient.
     [] {
       OpRule rule = Unary("SoftmaxCrossEntropyLoss", false, false, 6, 1);
       rule.saved_inputs = kIn1;  // targets; log-prob output 1 is kept below
       rule.saved_outputs = 1u << 1;
+      rule.extra = SavedExtra::kLogProbs;
+      rule.backward_temporaries = kIn0;
       return rule;
     }(),
     Unary("Softplus", true, false, 4),

@@ -18,6 +18,9 @@ enum class SavedExtra : uint8_t {
   kChannelStats,  ///< BatchNorm (training): save_mean, save_invstd, 2 fp32 per channel
   kPoolIndices,   ///< MaxPool: int64 argmax index per output element
   kDropoutMask,   ///< Dropout: 1-byte mask per element (ONNX output 1 when present)
+  /// SoftmaxCrossEntropyLoss: the fp32 total_weight (4 bytes), and the
+  /// log-probabilities (one per score) unless ONNX output 1 holds them.
+  kLogProbs,
 };
 
 struct OpRule {
@@ -35,6 +38,10 @@ struct OpRule {
   /// Outputs saved (bit i: output i).
   uint32_t saved_outputs = 0;
   SavedExtra extra = SavedExtra::kNone;
+  /// Inputs (bit i: input i) the size of which the backward allocates a
+  /// temporary of, live while it runs (e.g. the gradient of the
+  /// log-probabilities inside cross-entropy's backward).
+  uint32_t backward_temporaries = 0;
   /// Forward FLOPs per output element, for ops not costed from their
   /// operands' shapes (MatMul, Gemm, Conv, pools, reductions are).
   double flops_per_element = 1;

@@ -746,23 +746,36 @@ class Builder {
     }
   }
 
-  // Gradient of `name` made (or accumulated in place) by backward node `node`.
-  void MakeGradient(const std::string& name, TensorId view_of, Node& node) {
+  // Gradient of `name` made by backward node `node`. `same_as` is a gradient
+  // the contribution is (a view's, or Add's incoming gradient passed
+  // through), kNoId when the node computes a new one. The gradient of a
+  // parameter or of a view of one (Transpose(W) into MatMul) is the
+  // parameter's gradient: resident to the step's end, accumulated in place
+  // (AccumulateGrad), the contribution live while the node runs. Any other
+  // tensor's second contribution is summed out of place (autograd's
+  // InputBuffer): old, new and sum are live at once; a new buffer replaces
+  // the old, which is freed after this node.
+  void MakeGradient(const std::string& name, TensorId same_as, Node& node) {
     TensorId forward = Id(name);
-    bool parameter = graph_.tensors[forward].kind == TensorKind::kParameter;
+    const TensorId root = graph_.StorageRoot(forward);
+    bool parameter = graph_.tensors[root].kind == TensorKind::kParameter &&
+                     Elements(name) == Elements(graph_.tensors[root].name);
     TensorKind kind = parameter ? TensorKind::kGradient : TensorKind::kActivation;
     int64_t bytes = SaturatingMul(Elements(name), parameter ? precision_.gradient_bytes
                                                               : precision_.activation_bytes);
+    if (same_as != kNoId && graph_.tensors[graph_.StorageRoot(same_as)].bytes != bytes) {
+      same_as = kNoId;  // not the same size: a new buffer (e.g. a broadcast's reduction)
+    }
     auto it = grad_.find(name);
     TensorId grad;
-    if (it != grad_.end()) {
-      // Several consumers: accumulate into the existing gradient.
-      grad = AddTensor(name + ".grad", 0, kind);
-      graph_.tensors[grad].alias_of = it->second;
-      node.inputs.push_back(it->second);
+    if (it == grad_.end()) {
+      grad = AddTensor(name + ".grad", same_as == kNoId ? bytes : 0, kind);
+      if (same_as != kNoId) graph_.tensors[grad].alias_of = same_as;
     } else {
-      grad = AddTensor(name + ".grad", bytes, kind);
-      if (view_of != kNoId && !parameter) graph_.tensors[grad].alias_of = view_of;
+      node.inputs.push_back(it->second);
+      if (same_as == kNoId) node.workspace_bytes = SaturatingAdd(node.workspace_bytes, bytes);
+      grad = AddTensor(name + ".grad", parameter ? 0 : bytes, kind);
+      if (parameter) graph_.tensors[grad].alias_of = it->second;
     }
     node.outputs.push_back(grad);
     grad_[name] = grad;
@@ -816,7 +829,7 @@ class Builder {
     if (grad_inputs.empty()) return;
     SaveForBackward(op, rule, grad_inputs, extras, node);
     for (size_t i : grad_inputs) {
-      MakeGradient(op.inputs[i], rule.view ? output_grad : kNoId, node);
+      MakeGradient(op.inputs[i], rule.view || rule.passes_gradient ? output_grad : kNoId, node);
     }
     for (size_t i = 0; i < op.inputs.size() && i < 32; ++i) {
       if (!((rule.backward_temporaries >> i) & 1) || op.inputs[i].empty()) continue;

@@ -69,17 +69,30 @@ constexpr OpRule WithSaved(OpRule rule, uint32_t saved_inputs) {
   return rule;
 }
 
+// Normalisations: the affine scale (input 1) and bias (input 2) are trained
+// parameters with gradients and optimizer state, not buffers.
+constexpr OpRule Trained(OpRule rule) {
+  rule.differentiable_inputs |= kIn1 | kIn2;
+  return rule;
+}
+
 // Sorted by op name (FindOpRule binary-searches; tests check the order).
 constexpr std::array kRules = {
     Unary("Abs", true, false),
-    KeepsNothing("Add", kIn0 | kIn1),
+    // AddBackward returns its incoming gradient for both inputs (a
+    // broadcast input gets a reduction of it).
+    [] {
+      OpRule rule = KeepsNothing("Add", kIn0 | kIn1);
+      rule.passes_gradient = true;
+      return rule;
+    }(),
     NoGradient("And"),
     NoGradient("ArgMax"),
     NoGradient("ArgMin"),
     KeepsNothing("AveragePool", kIn0),
     // Training mode: keeps its input and per-channel save_mean/save_invstd;
     // the scale is a parameter (resident). Running stats get no gradient.
-    WithExtra(WithSaved(Unary("BatchNormalization", true, false, 8, 2), kIn1),
+    WithExtra(Trained(WithSaved(Unary("BatchNormalization", true, false, 8, 2), kIn1)),
               SavedExtra::kChannelStats),
     KeepsNothing("Cast", kIn0),
     KeepsNothing("Ceil", 0),
@@ -115,16 +128,16 @@ constexpr std::array kRules = {
     Unary("GlobalMaxPool", true, true),
     NoGradient("Greater"),
     NoGradient("GreaterOrEqual"),
-    WithSaved(Unary("GroupNormalization", true, false, 8, 2), kIn1),
+    Trained(WithSaved(Unary("GroupNormalization", true, false, 8, 2), kIn1)),
     Unary("HardSigmoid", true, false),
     Unary("HardSwish", true, false),
     View("Identity"),
-    WithExtra(WithSaved(Unary("InstanceNormalization", true, false, 8, 2), kIn1),
+    WithExtra(Trained(WithSaved(Unary("InstanceNormalization", true, false, 8, 2), kIn1)),
               SavedExtra::kRowStats),
     NoGradient("IsInf"),
     NoGradient("IsNaN"),
     // Keeps its input, weight and per-row mean and rstd (fp32).
-    WithExtra(WithSaved(Unary("LayerNormalization", true, false, 8, 2), kIn1),
+    WithExtra(Trained(WithSaved(Unary("LayerNormalization", true, false, 8, 2), kIn1)),
               SavedExtra::kRowStats),
     Unary("LeakyRelu", true, false),
     NoGradient("Less"),

@@ -28,6 +28,9 @@ struct OpRule {
   /// Output 0 shares input 0's storage (a view): no bytes, no cost; its
   /// gradient is a view of the output's gradient.
   bool view = false;
+  /// The backward hands its incoming gradient to its inputs as it is (Add):
+  /// an input of the output's size gets that gradient, no new buffer.
+  bool passes_gradient = false;
   /// Inputs that receive a gradient (bit i: input i).
   uint32_t differentiable_inputs = 0;
   /// Inputs saved whenever the node has a backward.

@@ -263,6 +263,7 @@ class Builder {
       EmitForward();
       EmitBackward();
       EmitOptimizerStep();
+      MakeFoldedValuesPerStep();
     }
     SetTraining();
     graph_.Finalize();
@@ -865,6 +866,48 @@ class Builder {
       if (saved && !op.outputs[i].empty()) save(Id(op.outputs[i]));
     }
     for (TensorId t : extras) save(t);
+  }
+
+  // Values folded at load time (shape arithmetic, scalars, masks built from
+  // constants) are what eager PyTorch computes each step, not buffers: one the
+  // backward reads (a mask Where keeps, positions an embedding keeps) is an
+  // activation made by a "Constant" node right before its first reader;
+  // any other (shapes, scalars, Python numbers in eager) costs nothing.
+  void MakeFoldedValuesPerStep() {
+    std::vector<NodeId> first_reader(graph_.tensors.size(), kNoId);
+    std::vector<uint8_t> backward_read(graph_.tensors.size(), 0);
+    for (NodeId n = 0; n < graph_.nodes.size(); ++n) {
+      for (TensorId t : graph_.nodes[n].inputs) {
+        if (first_reader[t] == kNoId) first_reader[t] = n;
+        backward_read[t] |= graph_.nodes[n].phase != Phase::kForward;
+      }
+    }
+    std::vector<std::pair<NodeId, TensorId>> made;  // (before node, tensor)
+    for (const std::string& name : folded_outputs_) {
+      auto it = ids_.find(name);
+      if (it == ids_.end() || initializers_.count(name)) continue;
+      Tensor& tensor = graph_.tensors[it->second];
+      if (tensor.kind != TensorKind::kBuffer || tensor.alias_of != kNoId) continue;
+      if (!backward_read[it->second] || first_reader[it->second] == kNoId) {
+        tensor.bytes = 0;
+        continue;
+      }
+      tensor.kind = TensorKind::kActivation;
+      made.emplace_back(first_reader[it->second], it->second);
+    }
+    // Insert from the back so earlier positions stay valid; ties by tensor id.
+    std::sort(made.begin(), made.end());
+    for (auto it = made.rbegin(); it != made.rend(); ++it) {
+      Node node;
+      node.name = graph_.tensors[it->second].name + ":constant";
+      node.op = "Constant";
+      node.scope = graph_.nodes[it->first].scope;
+      node.phase = Phase::kForward;
+      node.outputs = {it->second};
+      node.flops = 0;
+      node.time_us = 0;
+      graph_.nodes.insert(graph_.nodes.begin() + it->first, std::move(node));
+    }
   }
 
   // ---- the optimizer step ----

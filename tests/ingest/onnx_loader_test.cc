@@ -139,12 +139,16 @@ TEST_CASE("every ONNX sample loads into a valid graph with a synthesised backwar
   };
   // Parameter counts: mlp 64*256+256 + 256*256+256 + 256*10+10 = 85002;
   // gpt2_tiny: wte 256*64 + wpe 128*64 + 2 layers * (4*64 LN + 64*192+192 +
-  // 64*64+64 + 64*256+256 + 256*64+64) + 2*64 ln_f + 64*256 lm_head = 140416
-  // (the causal-mask buffer 'h.N.attn.bias' gets no gradient: a buffer).
+  // 64*64+64 + 64*256+256 + 256*64+64) + 2*64 ln_f + 64*256 lm_head
+  // = 16384 + 8192 + 2 * 49984 + 128 + 16384 = 141056: LayerNorm scales and
+  // biases are trained (the causal-mask buffer 'h.N.attn.bias' gets no
+  // gradient: a buffer); cnn: 35162 in convolutions and the linear head +
+  // BatchNorm scale and bias over its 7 BatchNorms (stem 16, res1 16 + 16,
+  // down 32, res2 32 + 32, fuse 16 channels): 2 * 160 = 320 -> 35482.
   for (const Case& c : {Case{"mlp.onnx", {"batch=32"}, 85002},
                         Case{"mlp_external.onnx", {"batch=32"}, 85002},
-                        Case{"gpt2_tiny.onnx", {"batch=2", "seq=64"}, 140416},
-                        Case{"cnn.onnx", {"batch=4"}, 35162}}) {
+                        Case{"gpt2_tiny.onnx", {"batch=2", "seq=64"}, 141056},
+                        Case{"cnn.onnx", {"batch=4"}, 35482}}) {
     CAPTURE(c.file);
     Graph graph = LoadSample(c.file, c.dims);
     ValidateGraph(graph);  // throws on any structural problem

@@ -252,6 +252,7 @@ class Builder {
   Graph Run() {
     CollectOps();
     AppendLoss();
+    MakeIdentityDropouts();
     FuseGelu();
     FuseSilu();
     DecideFolding();
@@ -441,6 +442,24 @@ class Builder {
     RemoveFusedAway();
   }
 
+  // Dropout with ratio 0, or not in training mode, returns its input: an
+  // Identity (a view, no mask), unless something reads its mask.
+  void MakeIdentityDropouts() {
+    for (ForwardOp& op : ops_) {
+      if (op.op != "Dropout" || op.inputs.empty() || op.inputs[0].empty()) continue;
+      bool zero_ratio = op.inputs.size() > 1 && !op.inputs[1].empty() &&
+                        ScalarNear(op.inputs[1], 0.0);
+      bool training = op.inputs.size() > 2 && !op.inputs[2].empty() &&
+                      !ScalarNear(op.inputs[2], 0.0);
+      bool mask_read = op.outputs.size() > 1 && !op.outputs[1].empty() &&
+                       consumers_[op.outputs[1]] > 0;
+      if ((!zero_ratio && training) || mask_read) continue;
+      op.op = "Identity";
+      op.inputs.resize(1);
+      op.outputs.resize(1);
+    }
+  }
+
   void RemoveFusedAway() {
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
                               [](const ForwardOp& op) { return op.op.empty(); }),
@@ -567,6 +586,9 @@ class Builder {
         const TensorShape* shape = Shape(out);
         uint32_t element_bytes = stats && i > 0 && shape ? OnnxElementBytes(shape->elem_type)
                                                          : ElementBytes(out);
+        // Dropout's mask: a bool per element (native_dropout) or the float
+        // noise CPU eager F.dropout multiplies by (--dropout-mask-bytes).
+        if (op.op == "Dropout" && i == 1) element_bytes = options_.dropout_mask_bytes;
         AddTensor(out, SaturatingMul(Elements(out), element_bytes),
                   op.folded ? TensorKind::kBuffer : TensorKind::kActivation);
       }
@@ -680,7 +702,9 @@ class Builder {
         break;
       case SavedExtra::kDropoutMask:
         if (op.outputs.size() > 1 && !op.outputs[1].empty()) break;
-        extras.push_back(AddTensor(out + ".mask", elements, TensorKind::kActivation));
+        extras.push_back(AddTensor(out + ".mask",
+                                   SaturatingMul(elements, options_.dropout_mask_bytes),
+                                   TensorKind::kActivation));
         break;
       case SavedExtra::kLogProbs:
         extras.push_back(AddTensor(out + ".total_weight", 4, TensorKind::kActivation));
@@ -872,7 +896,7 @@ class Builder {
   // constants) are what eager PyTorch computes each step, not buffers: one the
   // backward reads (a mask Where keeps, positions an embedding keeps) is an
   // activation made by a "Constant" node right before its first reader;
-  // any other (shapes, scalars, Python numbers in eager) costs nothing.
+  // any other (shapes, scalars: Python values in eager) costs nothing.
   void MakeFoldedValuesPerStep() {
     std::vector<NodeId> first_reader(graph_.tensors.size(), kNoId);
     std::vector<uint8_t> backward_read(graph_.tensors.size(), 0);
@@ -888,7 +912,10 @@ class Builder {
       if (it == ids_.end() || initializers_.count(name)) continue;
       Tensor& tensor = graph_.tensors[it->second];
       if (tensor.kind != TensorKind::kBuffer || tensor.alias_of != kNoId) continue;
-      if (!backward_read[it->second] || first_reader[it->second] == kNoId) {
+      // A scalar is a Python number in eager code (mul by a Scalar keeps no
+      // tensor).
+      if (!backward_read[it->second] || first_reader[it->second] == kNoId ||
+          Elements(name) <= 1) {
         tensor.bytes = 0;
         continue;
       }
@@ -1079,6 +1106,11 @@ Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
   ParsePrecision(options.precision);
   ParseOptimizer(options.optimizer);
   FindDevice(options.device);
+  if (options.dropout_mask_bytes != 1 && options.dropout_mask_bytes != 4) {
+    throw InputError("--dropout-mask-bytes: " + std::to_string(options.dropout_mask_bytes) +
+                         " (expected 1 or 4)",
+                     kExitUsage);
+  }
   ShapeBindings bindings = ParseShapeBindings(options.dims, options.input_shapes);
   // Parse a copy without the weights (hundreds of MB are never copied); bytes
   // that are not well-formed go to the real parser for its error message.

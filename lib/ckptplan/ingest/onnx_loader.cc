@@ -661,6 +661,75 @@ class Builder {
                                         precision_.sixteen_bit);
   }
 
+  // Scratch a convolution allocates while it runs, by --device; see
+  // docs/onnx-fidelity.md for the measurements behind it. cpu: PyTorch runs
+  // fp32 Conv through oneDNN (mkldnn_convolution; torch 1.13, one thread:
+  // 1x1 unstrided kernels on batches under 16 take the native path, no
+  // scratch). oneDNN reorders plain tensors to a layout blocked by 16
+  // channels (padded up to a multiple of 16) and back; an input with fewer
+  // than 16 channels stays plain. Forward: reordered input and weight and
+  // the blocked output, then the blocked output with the plain one.
+  // Backward: the blocked input gradient beside the reordered output
+  // gradient and weight, then the plain input gradient beside the reordered
+  // output gradient, input and weight gradient. ConvTranspose runs
+  // slow_conv_transpose2d: a column buffer of one sample (C_out x kernel x
+  // input spatial) and a ones vector of the output's spatial size. GPU
+  // presets: 0, as cuDNN's workspace depends on the algorithm it picks at
+  // run time (hold it back with --reserve).
+  int64_t ConvWorkspace(const ForwardOp& op, Phase phase, bool input_grad = true) const {
+    if (options_.device != "cpu" || op.inputs.size() < 2 || op.outputs.empty()) return 0;
+    const TensorShape* x = Shape(op.inputs[0]);
+    const TensorShape* w = Shape(op.inputs[1]);
+    const TensorShape* y = Shape(op.outputs[0]);
+    if (!x || !w || !y || x->dims.size() < 3 || w->dims.size() != x->dims.size()) return 0;
+    const int64_t bytes = precision_.activation_bytes;
+    int64_t kernel = 1, spatial_x = 1, spatial_y = 1;
+    for (size_t i = 2; i < w->dims.size(); ++i) {
+      kernel = SaturatingMul(kernel, w->dims[i]);
+      spatial_x = SaturatingMul(spatial_x, x->dims[i]);
+      spatial_y = SaturatingMul(spatial_y, y->dims[i]);
+    }
+    const int64_t batch = x->dims[0];
+    if (op.op == "ConvTranspose") {
+      int64_t columns = SaturatingMul(SaturatingMul(w->dims[1], kernel), spatial_x);
+      return SaturatingMul(SaturatingAdd(columns, spatial_y), bytes);
+    }
+    if (op.op != "Conv") return 0;
+    bool strided = false;
+    for (const auto& attr : op.proto->attribute()) {
+      if (attr.name() == "strides") for (int64_t v : attr.ints()) strided |= v != 1;
+    }
+    if (kernel == 1 && !strided && batch < 16) return 0;  // native path
+    auto pad = [](int64_t c) { return (c + 15) / 16 * 16; };
+    const int64_t c_in = x->dims[1], c_out = y->dims[1];
+    const bool blocked_in = c_in >= 16;
+    const int64_t c_in_r = blocked_in ? pad(c_in) : c_in;
+    auto tensor = [&](int64_t c, int64_t spatial) {
+      return SaturatingMul(SaturatingMul(SaturatingMul(batch, c), spatial), bytes);
+    };
+    const int64_t x_plain = tensor(c_in, spatial_x), y_plain = tensor(c_out, spatial_y);
+    const int64_t x_r = tensor(c_in_r, spatial_x), y_r = tensor(pad(c_out), spatial_y);
+    const int64_t group_in = w->dims[1];
+    const int64_t w_plain = SaturatingMul(SaturatingMul(c_out, group_in), kernel * bytes);
+    const int64_t w_r = SaturatingMul(SaturatingMul(pad(c_out), blocked_in ? pad(group_in)
+                                                                            : group_in),
+                                      kernel * bytes);
+    if (phase == Phase::kForward) {
+      int64_t held = std::max(SaturatingAdd(SaturatingAdd(blocked_in ? x_r : 0, w_r), y_r),
+                              SaturatingAdd(y_r, y_plain));
+      return std::max<int64_t>(0, held - y_plain);
+    }
+    const int64_t gx = input_grad ? x_plain : 0;
+    const int64_t w_data = SaturatingMul(SaturatingMul(pad(c_out), pad(group_in)), kernel * bytes);
+    const int64_t data = input_grad ? std::max(SaturatingAdd(SaturatingAdd(y_r, w_data),
+                                                             tensor(pad(c_in), spatial_x)),
+                                               SaturatingAdd(tensor(pad(c_in), spatial_x), gx))
+                                    : 0;
+    const int64_t weights = SaturatingAdd(SaturatingAdd(gx, y_r),
+                                          SaturatingAdd(blocked_in ? x_r : x_plain, w_r));
+    return std::max<int64_t>(0, std::max(data, weights) - gx - w_plain);
+  }
+
   // ---- forward ----
   // Tensors an op saves beyond its inputs/outputs.
   std::vector<TensorId> AddExtras(const ForwardOp& op, const OpRule& rule, Node& node) {
@@ -745,6 +814,7 @@ class Builder {
         }
       }
       extras_[i] = AddExtras(op, rule, node);
+      node.workspace_bytes = ConvWorkspace(op, Phase::kForward);
       SetCost(node, ForwardFlops(op, rule), op.op);
       forward_flops_.push_back(node.flops);
       node_of_op_.push_back(graph_.nodes.size());
@@ -856,6 +926,9 @@ class Builder {
     for (size_t i : grad_inputs) {
       MakeGradient(op.inputs[i], rule.view || rule.passes_gradient ? output_grad : kNoId, node);
     }
+    bool input_grad = std::find(grad_inputs.begin(), grad_inputs.end(), 0) != grad_inputs.end();
+    node.workspace_bytes = SaturatingAdd(node.workspace_bytes,
+                                         ConvWorkspace(op, Phase::kBackward, input_grad));
     for (size_t i = 0; i < op.inputs.size() && i < 32; ++i) {
       if (!((rule.backward_temporaries >> i) & 1) || op.inputs[i].empty()) continue;
       node.workspace_bytes = SaturatingAdd(

@@ -230,6 +230,7 @@ struct ForwardOp {
   std::vector<std::string> outputs;
   const NodeProto* proto = nullptr;
   bool folded = false;  // every output's value is known at load time
+  bool relayout = false;  // a Concat of parameter views: a parameter itself
 };
 
 std::string ScopeOf(const std::string& node_name) {
@@ -520,6 +521,32 @@ class Builder {
         parameters_.insert(init.name());
       }
     }
+    MarkParameterRelayouts();
+  }
+
+  // Exporters re-lay parameters out for ONNX (torch reorders LSTM/GRU gates
+  // with Slice + Concat of the weights): a Concat of views of parameters is
+  // a parameter laid out anew, which eager PyTorch never allocates. Its
+  // output is a resident parameter of no bytes of its own whose gradient
+  // stands for the gradients of the parameters it is made of (the same
+  // bytes, as the slices partition them); no nodes are emitted for it.
+  void MarkParameterRelayouts() {
+    std::set<std::string> rooted(parameters_.begin(), parameters_.end());
+    for (ForwardOp& op : ops_) {
+      if (op.folded || op.inputs.empty() || op.outputs.empty()) continue;
+      const OpRule& rule = Rule(op);
+      if (rule.view && rooted.count(op.inputs[0])) {
+        rooted.insert(op.outputs[0]);
+        continue;
+      }
+      if (op.op != "Concat") continue;
+      bool all = true;
+      for (const std::string& in : op.inputs) all &= in.empty() || rooted.count(in) > 0;
+      if (!all) continue;
+      op.relayout = true;
+      rooted.insert(op.outputs[0]);
+      relayouts_.insert(op.outputs[0]);
+    }
   }
 
   // ---- tensors ----
@@ -583,6 +610,10 @@ class Builder {
       for (size_t i = 0; i < op.outputs.size(); ++i) {
         const std::string& out = op.outputs[i];
         if (out.empty() || ids_.count(out)) continue;
+        if (op.relayout) {
+          AddTensor(out, 0, TensorKind::kParameter);
+          continue;
+        }
         const TensorShape* shape = Shape(out);
         uint32_t element_bytes = stats && i > 0 && shape ? OnnxElementBytes(shape->elem_type)
                                                          : ElementBytes(out);
@@ -628,6 +659,16 @@ class Builder {
         if (attr.name() == "kernel_shape") for (int64_t k : attr.ints()) window *= k;
       }
       return out * window;
+    }
+    if (op.op == "LSTM" || op.op == "GRU") {
+      // Per step: gates = X W^T + H R^T, G gates of `hidden` each.
+      std::vector<int64_t> w = dims(1), r = dims(2);
+      double gates_x = 1, gates_h = 1;
+      for (int64_t d : w) gates_x *= d;
+      for (int64_t d : r) gates_h *= d;
+      std::vector<int64_t> x = dims(0);
+      double steps_batch = x.size() == 3 ? static_cast<double>(x[0]) * x[1] : 1;
+      return 2.0 * steps_batch * (gates_x + gates_h) + 10.0 * out;
     }
     if (op.op.rfind("Reduce", 0) == 0 || op.op.rfind("Global", 0) == 0) return in;
     if (op.op == "LayerNormalization" || op.op == "BatchNormalization") return in * 8;
@@ -730,6 +771,16 @@ class Builder {
     return std::max<int64_t>(0, std::max(data, weights) - gx - w_plain);
   }
 
+  // LSTM/GRU on CPU: the input's share of every step's gates, X W^T for the
+  // whole sequence (G = 4 or 3 gates of `hidden` per step), is computed
+  // before the first step and freed after the last; the backward stacks its
+  // gradient, the same size, before the input weights' gradient.
+  int64_t RecurrentWorkspace(const ForwardOp& op) const {
+    if ((op.op != "LSTM" && op.op != "GRU") || op.outputs.empty()) return 0;
+    const int64_t gates = op.op == "LSTM" ? 4 : 3;
+    return SaturatingMul(Elements(op.outputs[0]), gates * precision_.activation_bytes);
+  }
+
   // ---- forward ----
   // Tensors an op saves beyond its inputs/outputs.
   std::vector<TensorId> AddExtras(const ForwardOp& op, const OpRule& rule, Node& node) {
@@ -783,6 +834,13 @@ class Builder {
                                                  precision_.activation_bytes),
                                    TensorKind::kActivation));
         break;
+      case SavedExtra::kRecurrentSteps: {
+        // Y: [seq, directions, batch, hidden].
+        extras.push_back(AddTensor(out + ".steps",
+                                   SaturatingMul(elements, 7 * precision_.activation_bytes),
+                                   TensorKind::kActivation));
+        break;
+      }
       case SavedExtra::kNone:
         break;
     }
@@ -794,7 +852,7 @@ class Builder {
     extras_.resize(ops_.size());
     for (size_t i = 0; i < ops_.size(); ++i) {
       const ForwardOp& op = ops_[i];
-      if (op.folded) continue;
+      if (op.folded || op.relayout) continue;
       const OpRule& rule = Rule(op);
       if (&rule == &FallbackOpRule()) fallback_ops_.insert(op.op);
       Node node;
@@ -814,7 +872,7 @@ class Builder {
         }
       }
       extras_[i] = AddExtras(op, rule, node);
-      node.workspace_bytes = ConvWorkspace(op, Phase::kForward);
+      node.workspace_bytes = ConvWorkspace(op, Phase::kForward) + RecurrentWorkspace(op);
       SetCost(node, ForwardFlops(op, rule), op.op);
       forward_flops_.push_back(node.flops);
       node_of_op_.push_back(graph_.nodes.size());
@@ -827,8 +885,9 @@ class Builder {
 
   void PropagateRequiresGrad() {
     requires_grad_ = parameters_;
+    requires_grad_.insert(relayouts_.begin(), relayouts_.end());
     for (const ForwardOp& op : ops_) {
-      if (op.folded) continue;
+      if (op.folded || op.relayout) continue;
       const OpRule& rule = Rule(op);
       bool any = false;
       for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -891,7 +950,7 @@ class Builder {
     size_t emitted = node_of_op_.size();
     for (size_t i = ops_.size(); i-- > 0;) {
       const ForwardOp& op = ops_[i];
-      if (op.folded) continue;
+      if (op.folded || op.relayout) continue;
       --emitted;
       EmitBackwardNode(op, extras_[i], forward_flops_[emitted]);
     }
@@ -929,6 +988,7 @@ class Builder {
     bool input_grad = std::find(grad_inputs.begin(), grad_inputs.end(), 0) != grad_inputs.end();
     node.workspace_bytes = SaturatingAdd(node.workspace_bytes,
                                          ConvWorkspace(op, Phase::kBackward, input_grad));
+    node.workspace_bytes = SaturatingAdd(node.workspace_bytes, RecurrentWorkspace(op));
     for (size_t i = 0; i < op.inputs.size() && i < 32; ++i) {
       if (!((rule.backward_temporaries >> i) & 1) || op.inputs[i].empty()) continue;
       node.workspace_bytes = SaturatingAdd(
@@ -1162,6 +1222,7 @@ class Builder {
   std::unordered_map<std::string, int> consumers_;
   std::unordered_map<std::string, bool> needs_grad_;
   std::set<std::string> initializers_, parameters_, folded_outputs_, requires_grad_;
+  std::set<std::string> relayouts_;  // Concat outputs that are parameters laid out anew
   std::set<std::string> fallback_ops_;
   std::unordered_map<std::string, TensorId> ids_;
   std::unordered_map<std::string, TensorId> grad_;  // latest gradient of a forward tensor

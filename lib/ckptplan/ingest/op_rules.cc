@@ -76,6 +76,22 @@ constexpr OpRule Trained(OpRule rule) {
   return rule;
 }
 
+// CPU eager PyTorch runs LSTM and GRU as per-timestep cells that autograd
+// records op by op (ATen RNN.cpp, LSTMCell / GRUCell after one matmul of the
+// whole input). Per step and direction they keep 7 x batch x hidden values:
+// LSTM the 4 gate activations (one buffer the sigmoid_/tanh_ views share),
+// tanh(c_t), h_{t-1} and c_{t-1}; GRU the 3 hidden-gate activations, copies
+// of two operands multiplied in place (the new gate's hidden part, h - n),
+// the new gate and h_{t-1}. Both keep X for the input weights' gradient.
+constexpr OpRule Recurrent(std::string_view op, uint32_t differentiable) {
+  OpRule rule{op};
+  rule.differentiable_inputs = differentiable;
+  rule.saved_inputs = kIn0;
+  rule.extra = SavedExtra::kRecurrentSteps;
+  rule.backward_flops_ratio = 2;
+  return rule;
+}
+
 // Sorted by op name (FindOpRule binary-searches; tests check the order).
 constexpr std::array kRules = {
     Unary("Abs", true, false),
@@ -118,6 +134,8 @@ constexpr std::array kRules = {
     KeepsNothing("Expand", kIn0, 0),
     View("Flatten"),
     KeepsNothing("Floor", 0),
+    // X, W, R, B, initial_h (input 4 is sequence_lens).
+    Recurrent("GRU", kIn0 | kIn1 | kIn2 | (1u << 3) | (1u << 5)),
     // Embedding keeps its int64 indices (input 1); the table is a parameter.
     WithSaved(KeepsNothing("Gather", kIn0, 0), kIn1),
     WithSaved(KeepsNothing("GatherElements", kIn0, 0), kIn1),
@@ -136,6 +154,8 @@ constexpr std::array kRules = {
               SavedExtra::kRowStats),
     NoGradient("IsInf"),
     NoGradient("IsNaN"),
+    // X, W, R, B, initial_h, initial_c, P (input 4 is sequence_lens).
+    Recurrent("LSTM", kIn0 | kIn1 | kIn2 | (1u << 3) | (1u << 5) | (1u << 6) | (1u << 7)),
     // Keeps its input, weight and per-row mean and rstd (fp32).
     WithExtra(Trained(WithSaved(Unary("LayerNormalization", true, false, 8, 2), kIn1)),
               SavedExtra::kRowStats),

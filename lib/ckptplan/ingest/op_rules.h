@@ -21,6 +21,9 @@ enum class SavedExtra : uint8_t {
   /// SoftmaxCrossEntropyLoss: the fp32 total_weight (4 bytes), and the
   /// log-probabilities (one per score) unless ONNX output 1 holds them.
   kLogProbs,
+  /// LSTM/GRU: what the per-timestep cells keep, 7 x batch x hidden values
+  /// a step and direction (op_rules.cc).
+  kRecurrentSteps,
 };
 
 struct OpRule {

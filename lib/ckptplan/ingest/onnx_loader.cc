@@ -233,6 +233,42 @@ struct ForwardOp {
   bool relayout = false;  // a Concat of parameter views: a parameter itself
 };
 
+// ---- strides of views (what eager PyTorch can view and what it copies) ----
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = SaturatingMul(strides[i], dims[i]);
+  return strides;
+}
+
+// Strides of `new_dims` viewing a tensor of `dims` and `strides` without a
+// copy (ATen's computeStride, behind view and reshape); false when the
+// layout cannot be viewed so and reshape copies.
+bool ViewStrides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                 const std::vector<int64_t>& new_dims, std::vector<int64_t>* out) {
+  out->assign(new_dims.size(), 1);
+  if (dims.empty()) return true;
+  int64_t view_d = static_cast<int64_t>(new_dims.size()) - 1;
+  int64_t chunk_base = strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    tensor_numel *= dims[d];
+    if (d == 0 || (dims[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_dims[view_d] == 1)) {
+        (*out)[view_d] = view_numel * chunk_base;
+        view_numel *= new_dims[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
+
 std::string ScopeOf(const std::string& node_name) {
   size_t begin = node_name.empty() || node_name[0] != '/' ? 0 : 1;
   size_t end = node_name.rfind('/');
@@ -781,6 +817,94 @@ class Builder {
     return SaturatingMul(Elements(op.outputs[0]), gates * precision_.activation_bytes);
   }
 
+  // Strides of `name` relative to its storage: a view's as TrackView found
+  // them, anything else's contiguous.
+  std::vector<int64_t> StridesOf(const std::string& name) const {
+    auto it = strides_.find(name);
+    if (it != strides_.end()) return it->second;
+    const TensorShape* s = Shape(name);
+    return s ? ContiguousStrides(s->dims) : std::vector<int64_t>{};
+  }
+
+  // Records the strides of view `out` of op.inputs[0]; false when eager
+  // PyTorch cannot view it so and copies (reshape of a transposed tensor):
+  // then `out` is a tensor of its own.
+  bool TrackView(const ForwardOp& op, const std::string& out) {
+    const TensorShape* in_shape = Shape(op.inputs[0]);
+    const TensorShape* out_shape = Shape(out);
+    if (!in_shape || !out_shape || !in_shape->Known() || !out_shape->Known()) return true;
+    std::vector<int64_t> in = StridesOf(op.inputs[0]);
+    std::vector<int64_t> strides;
+    if (op.op == "Transpose") {
+      std::vector<int64_t> perm;
+      for (const auto& attr : op.proto->attribute()) {
+        if (attr.name() == "perm") perm.assign(attr.ints().begin(), attr.ints().end());
+      }
+      if (perm.empty()) for (size_t i = in.size(); i-- > 0;) perm.push_back(i);
+      for (int64_t p : perm) {
+        if (p < 0 || p >= static_cast<int64_t>(in.size())) return true;
+        strides.push_back(in[p]);
+      }
+    } else if (op.op == "Slice" || op.op == "Split") {
+      strides = in;
+    } else if (!ViewStrides(in_shape->dims, in, out_shape->dims, &strides)) {
+      return false;  // Reshape, Flatten, (Un)Squeeze that cannot view: a copy
+    }
+    if (strides.size() != out_shape->dims.size()) return true;
+    strides_[out] = std::move(strides);
+    return true;
+  }
+
+  // A matrix product's operand eager PyTorch cannot fold into the shape the
+  // kernel takes without a copy: matmul reshapes an N-d operand to
+  // [batch, rows, cols] (or [rows, cols] against a 2-d weight) and mm takes
+  // row- or column-major matrices. Such an operand is copied, and the copy
+  // is what the backward keeps (LSTM/GRU: X goes through one such matmul).
+  bool NeedsContiguousCopy(const std::string& name, bool batched) const {
+    const TensorShape* s = Shape(name);
+    if (!strides_.count(name) || !s || !s->Known() || s->dims.size() < 2) return false;
+    const std::vector<int64_t>& dims = s->dims;
+    std::vector<int64_t> strides = StridesOf(name);
+    const size_t rank = dims.size();
+    if (rank == 2 || batched) {
+      std::vector<int64_t> folded;
+      int64_t lead = 1;
+      for (size_t i = 0; i + 2 < rank; ++i) lead *= dims[i];
+      if (rank > 2) folded.push_back(lead);
+      folded.push_back(dims[rank - 2]);
+      folded.push_back(dims[rank - 1]);
+      std::vector<int64_t> view;
+      if (!ViewStrides(dims, strides, folded, &view)) return true;
+      // The last two dims: row-major or column-major.
+      int64_t r = view[view.size() - 2], c = view.back();
+      bool row = c == 1 || folded.back() == 1, col = r == 1 || folded[folded.size() - 2] == 1;
+      return !row && !col;
+    }
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < rank; ++i) rows *= dims[i];
+    std::vector<int64_t> view;
+    return !ViewStrides(dims, strides, {rows, dims[rank - 1]}, &view);
+  }
+
+  void AddContiguousCopies(const ForwardOp& op, Node& node) {
+    std::vector<size_t> operands;
+    if (op.op == "MatMul") operands = {0, 1};
+    if (op.op == "Gemm" || op.op == "LSTM" || op.op == "GRU") operands = {0};
+    for (size_t i : operands) {
+      if (i >= op.inputs.size() || op.inputs[i].empty()) continue;
+      const TensorShape* a = Shape(op.inputs[0]);
+      const TensorShape* b = op.inputs.size() > 1 ? Shape(op.inputs[1]) : nullptr;
+      bool batched = op.op == "MatMul" && a && b && a->dims.size() > 2 && b->dims.size() > 2;
+      if (op.op == "LSTM" || op.op == "GRU") batched = false;
+      if (!NeedsContiguousCopy(op.inputs[i], batched)) continue;
+      const std::string& in = op.inputs[i];
+      TensorId copy = AddTensor(in + ":contiguous", SaturatingMul(Elements(in), ElementBytes(in)),
+                                TensorKind::kActivation);
+      node.outputs.push_back(copy);
+      contiguous_copies_[op.name + "#" + std::to_string(i)] = copy;
+    }
+  }
+
   // ---- forward ----
   // Tensors an op saves beyond its inputs/outputs.
   std::vector<TensorId> AddExtras(const ForwardOp& op, const OpRule& rule, Node& node) {
@@ -867,10 +991,11 @@ class Builder {
         if (out.empty()) continue;
         TensorId t = Id(out);
         node.outputs.push_back(t);
-        if (rule.view && !op.inputs.empty() && !op.inputs[0].empty()) {
+        if (rule.view && !op.inputs.empty() && !op.inputs[0].empty() && TrackView(op, out)) {
           graph_.tensors[t].alias_of = Id(op.inputs[0]);
         }
       }
+      AddContiguousCopies(op, node);
       extras_[i] = AddExtras(op, rule, node);
       node.workspace_bytes = ConvWorkspace(op, Phase::kForward) + RecurrentWorkspace(op);
       SetCost(node, ForwardFlops(op, rule), op.op);
@@ -1012,7 +1137,9 @@ class Builder {
       if (!saved && ((rule.saved_inputs_for_others >> i) & 1)) {
         for (size_t j : grad_inputs) saved |= j != i;
       }
-      if (saved) save(Id(op.inputs[i]));
+      if (!saved) continue;
+      auto copy = contiguous_copies_.find(op.name + "#" + std::to_string(i));
+      save(copy != contiguous_copies_.end() ? copy->second : Id(op.inputs[i]));
     }
     for (size_t i = 0; i < op.outputs.size() && i < 32; ++i) {
       // ONNX-provided extras: Dropout's mask, MaxPool's indices, LayerNorm's
@@ -1222,7 +1349,9 @@ class Builder {
   std::unordered_map<std::string, int> consumers_;
   std::unordered_map<std::string, bool> needs_grad_;
   std::set<std::string> initializers_, parameters_, folded_outputs_, requires_grad_;
-  std::set<std::string> relayouts_;  // Concat outputs that are parameters laid out anew
+  std::set<std::string> relayouts_;
+  std::unordered_map<std::string, std::vector<int64_t>> strides_;  // of views
+  std::unordered_map<std::string, TensorId> contiguous_copies_;    // "<op>#<input>"  // Concat outputs that are parameters laid out anew
   std::set<std::string> fallback_ops_;
   std::unordered_map<std::string, TensorId> ids_;
   std::unordered_map<std::string, TensorId> grad_;  // latest gradient of a forward tensor

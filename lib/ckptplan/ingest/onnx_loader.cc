@@ -1144,8 +1144,11 @@ class Builder {
     for (size_t i = 0; i < op.outputs.size() && i < 32; ++i) {
       // ONNX-provided extras: Dropout's mask, MaxPool's indices, LayerNorm's
       // Mean/InvStdDev (BatchNorm's extra outputs are running stats).
+      // (BatchNorm's extra outputs are running stats, LSTM/GRU's the last
+      // hidden and cell states.)
       bool onnx_extra = i > 0 && rule.extra != SavedExtra::kNone &&
-                        rule.extra != SavedExtra::kChannelStats;
+                        rule.extra != SavedExtra::kChannelStats &&
+                        rule.extra != SavedExtra::kRecurrentSteps;
       bool saved = ((rule.saved_outputs >> i) & 1) || onnx_extra;
       if (saved && !op.outputs[i].empty()) save(Id(op.outputs[i]));
     }

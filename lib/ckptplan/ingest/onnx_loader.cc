@@ -817,6 +817,28 @@ class Builder {
     return SaturatingMul(Elements(op.outputs[0]), gates * precision_.activation_bytes);
   }
 
+  // Gather of an activation at a 0-d index (x[:, 0]) is eager's select: a
+  // view that keeps its whole base alive while the view is saved; its
+  // backward makes a gradient of the base's size.
+  bool IsSelect(const ForwardOp& op) {
+    if (op.op != "Gather" || op.inputs.size() < 2 || op.outputs.empty()) return false;
+    const TensorShape* index = Shape(op.inputs[1]);
+    const TensorShape* data = Shape(op.inputs[0]);
+    if (!index || !index->has_rank || !index->dims.empty() || !data || !data->Known()) {
+      return false;
+    }
+    if (initializers_.count(op.inputs[0]) || folded_outputs_.count(op.inputs[0])) return false;
+    int64_t axis = 0;
+    for (const auto& attr : op.proto->attribute()) if (attr.name() == "axis") axis = attr.i();
+    const int64_t rank = static_cast<int64_t>(data->dims.size());
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    std::vector<int64_t> strides = StridesOf(op.inputs[0]);
+    strides.erase(strides.begin() + axis);
+    strides_[op.outputs[0]] = std::move(strides);
+    return true;
+  }
+
   // Strides of `name` relative to its storage: a view's as TrackView found
   // them, anything else's contiguous.
   std::vector<int64_t> StridesOf(const std::string& name) const {
@@ -994,6 +1016,7 @@ class Builder {
         if (rule.view && !op.inputs.empty() && !op.inputs[0].empty() && TrackView(op, out)) {
           graph_.tensors[t].alias_of = Id(op.inputs[0]);
         }
+        if (IsSelect(op) && out == op.outputs[0]) graph_.tensors[t].alias_of = Id(op.inputs[0]);
       }
       AddContiguousCopies(op, node);
       extras_[i] = AddExtras(op, rule, node);

@@ -817,6 +817,15 @@ class Builder {
     return SaturatingMul(Elements(op.outputs[0]), gates * precision_.activation_bytes);
   }
 
+  // Cast to the input's own dtype returns the input (eager's .to() of a
+  // tensor already of that type): an alias, and its gradient passes through.
+  bool IsSameTypeCast(const ForwardOp& op) const {
+    if (op.op != "Cast" || op.inputs.empty() || op.outputs.empty()) return false;
+    const TensorShape* in = Shape(op.inputs[0]);
+    const TensorShape* out = Shape(op.outputs[0]);
+    return in && out && in->elem_type != 0 && in->elem_type == out->elem_type;
+  }
+
   // Gather of an activation at a 0-d index (x[:, 0]) is eager's select: a
   // view that keeps its whole base alive while the view is saved; its
   // backward makes a gradient of the base's size.
@@ -1016,7 +1025,9 @@ class Builder {
         if (rule.view && !op.inputs.empty() && !op.inputs[0].empty() && TrackView(op, out)) {
           graph_.tensors[t].alias_of = Id(op.inputs[0]);
         }
-        if (IsSelect(op) && out == op.outputs[0]) graph_.tensors[t].alias_of = Id(op.inputs[0]);
+        if ((IsSelect(op) || IsSameTypeCast(op)) && out == op.outputs[0]) {
+          graph_.tensors[t].alias_of = Id(op.inputs[0]);
+        }
       }
       AddContiguousCopies(op, node);
       extras_[i] = AddExtras(op, rule, node);
@@ -1131,7 +1142,8 @@ class Builder {
     if (grad_inputs.empty()) return;
     SaveForBackward(op, rule, grad_inputs, extras, node);
     for (size_t i : grad_inputs) {
-      MakeGradient(op.inputs[i], rule.view || rule.passes_gradient ? output_grad : kNoId, node);
+      bool passes = rule.view || rule.passes_gradient || IsSameTypeCast(op);
+      MakeGradient(op.inputs[i], passes ? output_grad : kNoId, node);
     }
     bool input_grad = std::find(grad_inputs.begin(), grad_inputs.end(), 0) != grad_inputs.end();
     node.workspace_bytes = SaturatingAdd(node.workspace_bytes,

@@ -131,6 +131,14 @@ TensorId IdNamed(const Graph& graph, const std::string& name) {
   return kNoId;
 }
 
+NodeId IdOfNode(const Graph& graph, const std::string& name) {
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (graph.nodes[n].name == name) return n;
+  }
+  FAIL("no node " << name);
+  return kNoId;
+}
+
 // Bytes of unique storages of `kind` (aliases share their root's).
 int64_t StorageBytes(const Graph& graph, TensorKind kind) {
   int64_t bytes = 0;
@@ -442,8 +450,15 @@ TEST_CASE("LSTM and GRU keep per-timestep gate activations") {
     // 672 bytes, the only saved tensor (x is an input).
     CHECK(TensorNamed(graph, "Y.steps").bytes == 672);
     CHECK(SavedBytes(graph) == 672);
-    // The whole sequence's input gates: 3 * 2 * 4 * gates * 4 bytes.
+    // The whole sequence's input gates: 3 * 2 * 4 * gates * 4 bytes, in the
+    // forward and, as their stacked gradient, in the input side's backward.
     CHECK(NodeNamed(graph, "/Y").workspace_bytes == 3 * 2 * 4 * gates * 4);
+    CHECK(NodeNamed(graph, "/Y.backward/input").workspace_bytes == 3 * 2 * 4 * gates * 4);
+    // Back through time: R's gradient (gates*4 x 4 x 4 bytes) with the step's
+    // contribution and their sum beside it: workspace 2 * gates * 64.
+    CHECK(NodeNamed(graph, "/Y.backward").workspace_bytes == 2 * gates * 4 * 4 * 4);
+    CHECK(TensorNamed(graph, "R.grad").producer == IdOfNode(graph, "/Y.backward"));
+    CHECK(TensorNamed(graph, "W.grad").producer == IdOfNode(graph, "/Y.backward/input"));
   }
 }
 

@@ -1141,6 +1141,10 @@ class Builder {
     }
     if (grad_inputs.empty()) return;
     SaveForBackward(op, rule, grad_inputs, extras, node);
+    if (op.op == "LSTM" || op.op == "GRU") {
+      EmitRecurrentBackward(op, grad_inputs, forward_flops * rule.backward_flops_ratio, node);
+      return;
+    }
     for (size_t i : grad_inputs) {
       bool passes = rule.view || rule.passes_gradient || IsSameTypeCast(op);
       MakeGradient(op.inputs[i], passes ? output_grad : kNoId, node);
@@ -1148,7 +1152,6 @@ class Builder {
     bool input_grad = std::find(grad_inputs.begin(), grad_inputs.end(), 0) != grad_inputs.end();
     node.workspace_bytes = SaturatingAdd(node.workspace_bytes,
                                          ConvWorkspace(op, Phase::kBackward, input_grad));
-    node.workspace_bytes = SaturatingAdd(node.workspace_bytes, RecurrentWorkspace(op));
     for (size_t i = 0; i < op.inputs.size() && i < 32; ++i) {
       if (!((rule.backward_temporaries >> i) & 1) || op.inputs[i].empty()) continue;
       node.workspace_bytes = SaturatingAdd(
@@ -1156,6 +1159,36 @@ class Builder {
     }
     SetCost(node, forward_flops * rule.backward_flops_ratio, op.op);
     graph_.nodes.push_back(std::move(node));
+  }
+
+  // LSTM/GRU's backward in two nodes, as autograd walks it. First back
+  // through time (`node`, reading the outputs' gradients and every step's
+  // saved values): each step's contribution to the hidden weights' gradient
+  // is summed out of place into the running one, so 2 x R sit beside it.
+  // Then the input side, from the stacked gate gradients of the whole
+  // sequence (workspace) and X: the gradients of X, W and B.
+  void EmitRecurrentBackward(const ForwardOp& op, const std::vector<size_t>& grad_inputs,
+                             double flops, Node& node) {
+    Node input;
+    input.name = op.name + ".backward/input";
+    input.op = op.op + "InputGrad";
+    input.scope = op.scope;
+    input.phase = Phase::kBackward;
+    auto copy = contiguous_copies_.find(op.name + "#0");
+    input.inputs.push_back(copy != contiguous_copies_.end() ? copy->second : Id(op.inputs[0]));
+    for (size_t i : grad_inputs) {
+      bool input_side = i == 0 || i == 1 || i == 3;  // X, W, B
+      MakeGradient(op.inputs[i], kNoId, input_side ? input : node);
+      if (i == 2) {
+        node.workspace_bytes = SaturatingMul(Elements(op.inputs[2]),
+                                             2 * precision_.gradient_bytes);
+      }
+    }
+    input.workspace_bytes = RecurrentWorkspace(op);
+    SetCost(node, flops / 2, op.op);
+    SetCost(input, flops / 2, op.op);
+    graph_.nodes.push_back(std::move(node));
+    graph_.nodes.push_back(std::move(input));
   }
 
   void SaveForBackward(const ForwardOp& op, const OpRule& rule,

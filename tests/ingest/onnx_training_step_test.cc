@@ -446,17 +446,23 @@ TEST_CASE("LSTM and GRU keep per-timestep gate activations") {
     m.Int(m.Node(op, {"x", "W", "R"}, {"Y"}), "hidden_size", 4);
     m.MeanLoss("Y");
     Graph graph = m.Load();
-    // Per step and direction 7 x batch x hidden values: 3 * 2 * 4 * 7 * 4 =
-    // 672 bytes, the only saved tensor (x is an input).
-    CHECK(TensorNamed(graph, "Y.steps").bytes == 672);
+    // Per step and direction 7 x batch x hidden values: 2 * 4 * 7 * 4 = 224
+    // bytes a step; the last step's apart (freed after the first step back):
+    // 2 * 224 + 224 = 672 bytes, all that is saved (x is an input).
+    CHECK(TensorNamed(graph, "Y.steps").bytes == 2 * 224);
+    CHECK(TensorNamed(graph, "Y.last_step").bytes == 224);
     CHECK(SavedBytes(graph) == 672);
+    const Node& last = NodeNamed(graph, "/Y.backward/last_step");
+    CHECK(last.inputs.back() == IdNamed(graph, "Y.last_step"));
     // The whole sequence's input gates: 3 * 2 * 4 * gates * 4 bytes, in the
     // forward and, as their stacked gradient, in the input side's backward.
     CHECK(NodeNamed(graph, "/Y").workspace_bytes == 3 * 2 * 4 * gates * 4);
     CHECK(NodeNamed(graph, "/Y.backward/input").workspace_bytes == 3 * 2 * 4 * gates * 4);
     // Back through time: R's gradient (gates*4 x 4 x 4 bytes) with the step's
-    // contribution and their sum beside it: workspace 2 * gates * 64.
-    CHECK(NodeNamed(graph, "/Y.backward").workspace_bytes == 2 * gates * 4 * 4 * 4);
+    // contribution and their sum beside it, 2 * gates * 64, and the step's
+    // gate gradients, batch 2 x gates x hidden 4 x 4 bytes.
+    CHECK(NodeNamed(graph, "/Y.backward").workspace_bytes ==
+          2 * gates * 4 * 4 * 4 + 2 * gates * 4 * 4);
     CHECK(TensorNamed(graph, "R.grad").producer == IdOfNode(graph, "/Y.backward"));
     CHECK(TensorNamed(graph, "W.grad").producer == IdOfNode(graph, "/Y.backward/input"));
   }

@@ -990,10 +990,14 @@ class Builder {
                                    TensorKind::kActivation));
         break;
       case SavedExtra::kRecurrentSteps: {
-        // Y: [seq, directions, batch, hidden].
-        extras.push_back(AddTensor(out + ".steps",
-                                   SaturatingMul(elements, 7 * precision_.activation_bytes),
+        // Y: [seq, directions, batch, hidden]. The last step's values apart:
+        // the backward frees them after its first step back.
+        const TensorShape* y = Shape(out);
+        int64_t seq = y && !y->dims.empty() ? std::max<int64_t>(y->dims[0], 1) : 1;
+        int64_t step = SaturatingMul(elements / seq, 7 * precision_.activation_bytes);
+        extras.push_back(AddTensor(out + ".steps", SaturatingMul(step, seq - 1),
                                    TensorKind::kActivation));
+        extras.push_back(AddTensor(out + ".last_step", step, TensorKind::kActivation));
         break;
       }
       case SavedExtra::kNone:
@@ -1142,7 +1146,8 @@ class Builder {
     if (grad_inputs.empty()) return;
     SaveForBackward(op, rule, grad_inputs, extras, node);
     if (op.op == "LSTM" || op.op == "GRU") {
-      EmitRecurrentBackward(op, grad_inputs, forward_flops * rule.backward_flops_ratio, node);
+      EmitRecurrentBackward(op, grad_inputs, extras, forward_flops * rule.backward_flops_ratio,
+                            node);
       return;
     }
     for (size_t i : grad_inputs) {
@@ -1161,14 +1166,31 @@ class Builder {
     graph_.nodes.push_back(std::move(node));
   }
 
-  // LSTM/GRU's backward in two nodes, as autograd walks it. First back
-  // through time (`node`, reading the outputs' gradients and every step's
-  // saved values): each step's contribution to the hidden weights' gradient
-  // is summed out of place into the running one, so 2 x R sit beside it.
-  // Then the input side, from the stacked gate gradients of the whole
-  // sequence (workspace) and X: the gradients of X, W and B.
+  // LSTM/GRU's backward in three nodes, as autograd walks it. The last
+  // timestep first (reading the outputs' gradients and that step's saved
+  // values, released after it). Then back through the other steps (`node`):
+  // each step's contribution to the hidden weights' gradient is summed out of
+  // place into the running one, so 2 x R sit beside it, with the step's gate
+  // gradients (batch x G x hidden). Then the input side, from the stacked gate
+  // gradients of the whole sequence (workspace) and X: the gradients of X, W
+  // and B.
   void EmitRecurrentBackward(const ForwardOp& op, const std::vector<size_t>& grad_inputs,
-                             double flops, Node& node) {
+                             const std::vector<TensorId>& extras, double flops, Node& node) {
+    TensorId last_step = extras.empty() ? kNoId : extras.back();
+    Node first;
+    first.name = op.name + ".backward/last_step";
+    first.op = op.op + "StepGrad";
+    first.scope = op.scope;
+    first.phase = Phase::kBackward;
+    for (const std::string& out : op.outputs) {
+      auto it = out.empty() ? grad_.end() : grad_.find(out);
+      if (it != grad_.end()) first.inputs.push_back(it->second);
+    }
+    if (last_step != kNoId) first.inputs.push_back(last_step);
+    node.inputs.erase(std::remove(node.inputs.begin(), node.inputs.end(), last_step),
+                      node.inputs.end());
+    SetCost(first, 0, op.op);
+    graph_.nodes.push_back(std::move(first));
     Node input;
     input.name = op.name + ".backward/input";
     input.op = op.op + "InputGrad";
@@ -1180,8 +1202,12 @@ class Builder {
       bool input_side = i == 0 || i == 1 || i == 3;  // X, W, B
       MakeGradient(op.inputs[i], kNoId, input_side ? input : node);
       if (i == 2) {
-        node.workspace_bytes = SaturatingMul(Elements(op.inputs[2]),
-                                             2 * precision_.gradient_bytes);
+        const int64_t gates = op.op == "LSTM" ? 4 : 3;
+        const TensorShape* y = Shape(op.outputs[0]);
+        int64_t seq = y && !y->dims.empty() ? std::max<int64_t>(y->dims[0], 1) : 1;
+        node.workspace_bytes = SaturatingAdd(
+            SaturatingMul(Elements(op.inputs[2]), 2 * precision_.gradient_bytes),
+            SaturatingMul(Elements(op.outputs[0]) / seq, gates * precision_.activation_bytes));
       }
     }
     input.workspace_bytes = RecurrentWorkspace(op);

@@ -181,7 +181,7 @@ void DropWeightData(onnx::ModelProto& model) {
 
 // ---- precision and optimizer ---------------------------------------------
 
-struct Precision {
+struct PrecisionBytes {
   std::string name;
   uint32_t activation_bytes;  ///< floating activations and their gradients
   uint32_t parameter_bytes;   ///< the copy forward/backward read
@@ -190,25 +190,28 @@ struct Precision {
   bool sixteen_bit;
 };
 
-Precision ParsePrecision(const std::string& name) {
-  if (name == "fp32") return {name, 4, 4, 4, 0, false};
-  if (name == "bf16-mixed" || name == "fp16-mixed") return {name, 2, 2, 2, 4, true};
-  throw InputError("--precision: unknown precision '" + name +
-                       "' (expected fp32, bf16-mixed or fp16-mixed)",
-                   kExitUsage);
+PrecisionBytes BytesOf(Precision precision) {
+  std::string name(ToString(precision));
+  if (precision == Precision::kFp32) return {name, 4, 4, 4, 0, false};
+  return {name, 2, 2, 2, 4, true};  // bf16-mixed, fp16-mixed
 }
 
 // Optimizer state bytes per parameter (fp32 moments) and the graph's name.
-std::pair<std::string, uint32_t> ParseOptimizer(const std::string& name) {
-  if (name == "adamw" || name == "adam") return {name, 8};
-  if (name == "sgd-momentum") return {"sgd_momentum", 4};
-  if (name == "sgd" || name == "none") return {name, 0};
-  throw InputError("--optimizer: unknown optimizer '" + name +
-                       "' (expected adamw, adam, sgd, sgd-momentum or none)",
-                   kExitUsage);
+std::pair<std::string, uint32_t> StateOf(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kAdamW:
+    case Optimizer::kAdam:
+      return {std::string(ToString(optimizer)), 8};
+    case Optimizer::kSgdMomentum:
+      return {"sgd_momentum", 4};
+    case Optimizer::kSgd:
+    case Optimizer::kNone:
+      break;
+  }
+  return {std::string(ToString(optimizer)), 0};
 }
 
-std::string FormulaText(const Precision& p, const std::string& optimizer, uint32_t moments) {
+std::string FormulaText(const PrecisionBytes& p, const std::string& optimizer, uint32_t moments) {
   std::string dtype = p.name == "fp32" ? "fp32" : p.name.substr(0, 4);
   std::string text = std::to_string(p.parameter_bytes) + " (" + dtype + " param) + " +
                      std::to_string(p.gradient_bytes) + " (" + dtype + " grad)";
@@ -244,8 +247,8 @@ class Builder {
   Builder(onnx::ModelProto& model, const ShapeTable& shapes, const LoadOptions& options,
           const std::string& source)
       : model_(model), shapes_(shapes), options_(options),
-        precision_(ParsePrecision(options.precision)),
-        device_(FindDevice(options.device)) {
+        precision_(BytesOf(options.precision)),
+        device_(*options.device) {
     graph_.source = source;
   }
 
@@ -816,7 +819,7 @@ class Builder {
 
   // ---- training state ----
   void SetTraining() {
-    auto [optimizer, moments] = ParseOptimizer(options_.optimizer);
+    auto [optimizer, moments] = StateOf(options_.optimizer);
     TrainingState& state = graph_.training;
     state.optimizer = optimizer;
     for (const std::string& name : parameters_) {
@@ -842,7 +845,7 @@ class Builder {
   onnx::ModelProto& model_;
   const ShapeTable& shapes_;
   const LoadOptions& options_;
-  Precision precision_;
+  PrecisionBytes precision_;
   const DeviceSpec& device_;
   Graph graph_;
   std::vector<ForwardOp> ops_;
@@ -862,11 +865,7 @@ class Builder {
 
 Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
                      const LoadOptions& options) {
-  // Flags first: a typo should not wait for a large model to parse.
-  ParsePrecision(options.precision);
-  ParseOptimizer(options.optimizer);
-  FindDevice(options.device);
-  ShapeBindings bindings = ParseShapeBindings(options.dims, options.input_shapes);
+  ShapeBindings bindings{options.dims, options.input_shapes};
   // Parse a copy without the weights (hundreds of MB are never copied); bytes
   // that are not well-formed go to the real parser for its error message.
   std::string skeleton;

@@ -40,6 +40,16 @@ def main():
         subprocess.run([binary, "plan", "sample_graphs/transformer_block.json", "--budget", "320MiB",
                         "-o", f"{tmp}/plan.json", "--timeline", f"{tmp}/timeline.json"],
                        check=True, stdout=subprocess.DEVNULL)
+        # A plan from an ONNX model records its load settings ("load").
+        subprocess.run([binary, "plan", "sample_graphs/gpt2_tiny.onnx", "--dim", "batch=2", "--dim", "seq=64",
+                        "--budget", "4MiB", "-o", f"{tmp}/onnx_plan.json"], check=True, stdout=subprocess.DEVNULL)
+        with open(f"{tmp}/onnx_plan.json") as f:
+            onnx_plan = json.load(f)
+        if "load" not in onnx_plan:
+            print("FAIL onnx_plan.json: no \"load\" object")
+            failures += 1
+        failures += validate("plan.schema.json", onnx_plan, "onnx_plan.json")
+        checked += 1
         for schema, name in (("plan.schema.json", "plan.json"), ("timeline.schema.json", "timeline.json")):
             with open(f"{tmp}/{name}") as f:
                 failures += validate(schema, json.load(f), name)

@@ -73,6 +73,12 @@ TEST_CASE("every graph-reading subcommand takes the same load flags") {
   CHECK(RunCli("sweep " + graph + load + " --budgets 3MiB,4MiB").code == 0);
   CHECK(RunCli("check " + graph + load + " --budget 1GiB").code == 0);
   CHECK(RunCli("export " + dir + "/p.json --to jax" + load).code == 0);
+  // A repeatable flag takes one value per use: before the graph it does not
+  // swallow the graph's path, and a second bare value is an error.
+  CHECK(RunCli("simulate --dim batch=2 --dim seq=64 " + graph).code == 0);
+  auto extra = RunCli("simulate " + graph + " --dim batch=2 seq=64");
+  CHECK(extra.code == 2);
+  CHECK(Contains(extra.err, "seq=64"));
   // One registration, one wording: a bad value is exit 2 on each.
   for (const char* command : {"plan", "simulate", "sweep", "check"}) {
     CAPTURE(command);

@@ -38,11 +38,11 @@ std::string DeviceNames() {
 
 // CLI11 reports a callback's CLI::ValidationError as a usage error.
 template <typename Parse>
-void AsValidation(const std::string& flag, Parse parse) {
+void AsValidation(Parse parse) {
   try {
     parse();
   } catch (const InputError& e) {
-    throw CLI::ValidationError(flag, e.what());
+    throw CLI::ValidationError(std::string(e.what()));  // the message names `flag`
   }
 }
 
@@ -91,27 +91,36 @@ void AddLoadFlags(CLI::App* command, LoadFlags* flags) {
       "--dim",
       [flags](const std::vector<std::string>& args) {
         for (const std::string& arg : args) {
-          AsValidation("--dim", [&] {
+          AsValidation([&] {
             auto [name, value] = ParseDimFlag(arg);
             flags->dims.insert_or_assign(name, value);
           });
         }
       },
-      "ONNX: bind a symbolic dim, e.g. --dim seq=4096 (repeatable)");
+      "ONNX: bind a symbolic dim, e.g. --dim seq=4096 (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   command->add_option_function<std::vector<std::string>>(
       "--input-shape",
       [flags](const std::vector<std::string>& args) {
         for (const std::string& arg : args) {
-          AsValidation("--input-shape", [&] {
+          AsValidation([&] {
             auto [name, shape] = ParseInputShapeFlag(arg);
             flags->input_shapes.insert_or_assign(name, shape);
           });
         }
       },
-      "ONNX: shape of a graph input, e.g. input_ids:8x4096 (repeatable)");
+      "ONNX: shape of a graph input, e.g. input_ids:8x4096 (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   command->add_option_function<std::vector<std::string>>(
       "--frozen", [flags](const std::vector<std::string>& globs) { flags->frozen = globs; },
-      "ONNX: initializers (glob) that are not trained (repeatable)");
+      "ONNX: initializers (glob) that are not trained (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   command->add_option_function<std::string>(
       "--precision",
       [flags](const std::string& name) {

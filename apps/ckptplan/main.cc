@@ -213,7 +213,9 @@ int main(int argc, char** argv) {
         settings.tolerance = ParseTolerance(check_sizes.tolerance, "--tolerance");
       }
       if (check_no_plan) settings.no_plan = true;
-      check.load = ResolveLoad(check_load, std::nullopt, nullptr);
+      // Load flags given are one level of the config's precedence, like --budget.
+      if (check_load.AnySetting()) settings.load = ResolveLoad(check_load, std::nullopt, nullptr);
+      check.limits = check_load.limits;
       if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) {
         check.step_summary_path = summary;
       }

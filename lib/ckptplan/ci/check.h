@@ -28,7 +28,7 @@ struct CheckOptions {
   std::string step_summary_path;  ///< $GITHUB_STEP_SUMMARY; written when annotating for github
   std::string junit_path;         ///< empty: none
   size_t top = 5;                 ///< tensors listed as grown
-  LoadOptions load;
+  Limits limits;                  ///< for every graph (settings.load carries no limits)
 };
 
 /// One graph to check with its settings resolved.
@@ -39,6 +39,7 @@ struct CheckTarget {
   int64_t reserve_bytes = 0;
   Tolerance tolerance;  ///< default 0 bytes: any growth fails
   bool no_plan = false;
+  LoadOptions load;  ///< default: LoadOptions{} (the limits come from CheckOptions)
 };
 
 /// Graphs and settings from the command line and the config file; the

@@ -30,6 +30,10 @@ struct LoadFlags {
   std::optional<Optimizer> optimizer;                        ///< --optimizer
   const DeviceSpec* device = nullptr;                        ///< --device; nullptr: not given
   Limits limits;  ///< --max-nodes, --max-tensors, --max-depth (never recorded)
+  /// Whether any flag but the limits was given.
+  bool AnySetting() const {
+    return !dims.empty() || !input_shapes.empty() || frozen || precision || optimizer || device;
+  }
 };
 
 /// Adds --dim, --input-shape, --frozen, --precision, --optimizer, --device

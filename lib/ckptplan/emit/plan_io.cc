@@ -52,6 +52,12 @@ ordered_json StepJson(const Graph& graph, const SimResult& sim, uint32_t step) {
   return out;
 }
 
+bool PositiveInteger(const nlohmann::json& value) {
+  return value.is_number_integer() && value.get<int64_t>() > 0;
+}
+
+}  // namespace
+
 // Maps are sorted by name (std::map), so the object's key order is too.
 ordered_json LoadJson(const LoadOptions& load) {
   ordered_json out;
@@ -66,36 +72,32 @@ ordered_json LoadJson(const LoadOptions& load) {
   return out;
 }
 
-bool PositiveInteger(const nlohmann::json& value) {
-  return value.is_number_integer() && value.get<int64_t>() > 0;
-}
-
-// The "load" object; every problem goes to `problems`.
-LoadOptions ParseLoad(const nlohmann::json& load, Problems& problems) {
+LoadOptions ParseLoadJson(const nlohmann::json& load, const std::string& where,
+                          Problems* problems) {
   LoadOptions out;
   if (!load.is_object()) {
-    problems.Add("\"load\" must be an object");
+    problems->Add(where.substr(0, where.size() - 1) + " must be an object");
     return out;
   }
   if (auto it = load.find("dims"); it != load.end()) {
-    if (!it->is_object()) problems.Add("\"load\".\"dims\" must be an object");
+    if (!it->is_object()) problems->Add(where + "\"dims\" must be an object");
     const nlohmann::json dims = it->is_object() ? *it : nlohmann::json::object();
     for (const auto& [name, value] : dims.items()) {
       if (!PositiveInteger(value)) {
-        problems.Add("\"load\".\"dims\".\"" + name + "\" must be a positive integer");
+        problems->Add(where + "\"dims\".\"" + name + "\" must be a positive integer");
         continue;
       }
       out.dims[name] = value.get<int64_t>();
     }
   }
   if (auto it = load.find("input_shapes"); it != load.end()) {
-    if (!it->is_object()) problems.Add("\"load\".\"input_shapes\" must be an object");
+    if (!it->is_object()) problems->Add(where + "\"input_shapes\" must be an object");
     const nlohmann::json shapes = it->is_object() ? *it : nlohmann::json::object();
     for (const auto& [name, shape] : shapes.items()) {
       bool ok = shape.is_array() && !shape.empty();
       for (size_t i = 0; ok && i < shape.size(); ++i) ok = PositiveInteger(shape[i]);
       if (!ok) {
-        problems.Add("\"load\".\"input_shapes\".\"" + name +
+        problems->Add(where + "\"input_shapes\".\"" + name +
                      "\" must be a non-empty array of positive integers");
         continue;
       }
@@ -108,35 +110,33 @@ LoadOptions ParseLoad(const nlohmann::json& load, Problems& problems) {
     if (ok) {
       out.frozen = it->get<std::vector<std::string>>();
     } else {
-      problems.Add("\"load\".\"frozen\" must be an array of strings");
+      problems->Add(where + "\"frozen\" must be an array of strings");
     }
   }
   auto name = [&](const char* key) -> std::string {
     auto it = load.find(key);
     if (it == load.end()) return "";
     if (!it->is_string()) {
-      problems.Add(std::string("\"load\".\"") + key + "\" must be a string");
+      problems->Add(std::string(where + "\"") + key + "\" must be a string");
       return "";
     }
     return it->get<std::string>();
   };
   if (std::string p = name("precision"); !p.empty() && !ParsePrecision(p, &out.precision)) {
-    problems.Add("\"load\".\"precision\": unknown precision '" + p + "'");
+    problems->Add(where + "\"precision\": unknown precision '" + p + "'");
   }
   if (std::string o = name("optimizer"); !o.empty() && !ParseOptimizer(o, &out.optimizer)) {
-    problems.Add("\"load\".\"optimizer\": unknown optimizer '" + o + "'");
+    problems->Add(where + "\"optimizer\": unknown optimizer '" + o + "'");
   }
   if (std::string d = name("device"); !d.empty()) {
     if (const DeviceSpec* device = LookupDevice(d)) {
       out.device = device;
     } else {
-      problems.Add("\"load\".\"device\": unknown device '" + d + "'");
+      problems->Add(where + "\"device\": unknown device '" + d + "'");
     }
   }
   return out;
 }
-
-}  // namespace
 
 PlanHeader ReadPlanHeader(const std::string& path) { return ParsePlanHeader(ReadFile(path), path); }
 
@@ -150,7 +150,9 @@ PlanHeader ParsePlanHeader(std::string_view text, const std::string& source) {
       header.graph_file = file->get<std::string>();
     }
   }
-  if (auto load = root.find("load"); load != root.end()) header.load = ParseLoad(*load, problems);
+  if (auto load = root.find("load"); load != root.end()) {
+    header.load = ParseLoadJson(*load, "\"load\".", &problems);
+  }
   problems.ThrowIfAny();
   return header;
 }

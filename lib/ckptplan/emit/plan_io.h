@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckptplan/base/problems.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/sim/simulator.h"
@@ -45,6 +46,14 @@ nlohmann::ordered_json PlanToJson(const Graph& graph, const PlanRecord& record);
 
 /// Peak breakdown at `step` as a JSON object keyed by category name.
 nlohmann::ordered_json BreakdownJson(const SimResult& sim, uint32_t step);
+
+/// The "load" object of plan files and check configs: dims, input_shapes,
+/// frozen, precision, optimizer, device (not the limits).
+nlohmann::ordered_json LoadJson(const LoadOptions& load);
+/// Reads a "load" object; each problem, prefixed with `where` (e.g.
+/// "\"load\"."), goes to `problems`. Absent fields keep their defaults.
+LoadOptions ParseLoadJson(const nlohmann::json& load, const std::string& where,
+                          Problems* problems);
 
 /// What a plan file says before any graph is loaded: the graph to load and
 /// how (so `export` and `simulate --plan` rebuild the graph it was made on).

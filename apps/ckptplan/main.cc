@@ -180,8 +180,19 @@ int main(int argc, char** argv) {
                       "Check the save-all simulation instead of the plan");
   check_cmd->add_option("--config", check.config_path,
                         "JSON file listing graphs with their own settings");
-  check_cmd->add_option("--annotate", check.annotate,
-                        "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY");
+  check_cmd->add_option_function<std::string>(
+      "--annotate",
+      [&check](const std::string& name) {
+        if (name == "github") {
+          check.annotate = Annotations::kGithub;
+        } else if (name == "none") {
+          check.annotate = Annotations::kNone;
+        } else {
+          throw CLI::ValidationError("--annotate", "unknown format '" + name +
+                                                       "' (expected github or none)");
+        }
+      },
+      "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY; none");
   check_cmd->add_option("--junit", check.junit_path, "Write a JUnit XML report here");
   check_cmd->add_option("--top", check.top, "Grown tensors to list per graph")
       ->capture_default_str();

@@ -16,6 +16,12 @@
 
 namespace ckptplan {
 
+/// Where `check` writes CI annotations besides its report.
+enum class Annotations : uint8_t {
+  kNone,    ///< the report only
+  kGithub,  ///< GitHub workflow commands on stderr, the job summary file
+};
+
 struct CheckOptions {
   std::vector<std::string> graph_paths;  ///< from the command line, checked first
   std::string config_path;               ///< empty: no config file
@@ -24,7 +30,7 @@ struct CheckOptions {
   CheckSettings settings;
   std::string baseline_path;  ///< empty: the config's, else no baseline
   bool update_baseline = false;
-  std::string annotate;           ///< "" or "github"
+  std::optional<Annotations> annotate;  ///< unset: kNone
   std::string step_summary_path;  ///< $GITHUB_STEP_SUMMARY; written when annotating for github
   std::string junit_path;         ///< empty: none
   size_t top = 5;                 ///< tensors listed as grown

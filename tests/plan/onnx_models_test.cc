@@ -1,8 +1,8 @@
 // ONNX loading: the committed samples, byte arithmetic against PyTorch and
-// Korthikanti et al., flags, and bad input through the CLI.
+// Korthikanti et al., flags, and bad input through the CLI. The loaded graphs
+// are measured with the simulator, so these tests sit in the lowest layer
+// above both ingest and sim.
 #include "ckptplan/ingest/onnx_loader.h"
-
-#include "ckptplan/cli/flags.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -20,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/base/errors.h"
+#include "ckptplan/base/file_io.h"
 #include "ckptplan/ingest/json_loader.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/ingest/onnx_shapes.h"
@@ -38,10 +39,14 @@ std::string Sample(const std::string& name) {
   return std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/" + name;
 }
 
-// "NAME=N" bindings, as --dim takes them.
+// "NAME=N" bindings, as --dim takes them (the flag parser itself is the CLI
+// layer's, tested in tests/cli/flags_test.cc).
 std::map<std::string, int64_t> Dims(const std::vector<std::string>& args) {
   std::map<std::string, int64_t> dims;
-  for (const std::string& arg : args) dims.insert(ParseDimFlag(arg));
+  for (const std::string& arg : args) {
+    const size_t eq = arg.find('=');
+    dims[arg.substr(0, eq)] = std::stoll(arg.substr(eq + 1));
+  }
   return dims;
 }
 

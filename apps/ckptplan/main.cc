@@ -11,7 +11,6 @@
 #include "ckptplan/cli/flags.h"
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/errors.h"
-#include <malloc.h>
 #include "ckptplan/base/size.h"
 #include "ckptplan/plan/sweep.h"
 
@@ -69,10 +68,6 @@ void AddSearch(CLI::App* command, SearchFlags* flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Large graphs allocate and free big per-step vectors repeatedly; keeping
-  // them in the heap instead of fresh mmap'd pages avoids refaulting them.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"ckptplan: plans activation checkpointing to fit a peak-memory budget"};
   app.set_version_flag("--version", "ckptplan " CKPTPLAN_VERSION);
   app.require_subcommand(1);

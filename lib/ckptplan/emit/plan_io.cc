@@ -5,6 +5,7 @@
 
 #include "ckptplan/base/errors.h"
 #include "ckptplan/ir/cost.h"
+#include "ckptplan/ir/scope.h"
 #include "ckptplan/base/file_io.h"
 #include "ckptplan/base/json_document.h"
 #include "ckptplan/base/limits.h"
@@ -215,6 +216,10 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
     entry["action"] = decision.recompute ? "recompute" : "save";
     entry["bytes"] = decision.bytes;
     entry["recompute_cost"] = decision.recompute_cost;
+    const NodeId producer = graph.tensors[decision.tensor].producer;
+    if (producer != kNoId && !graph.nodes[producer].scope.empty()) {
+      entry["block"] = ScopeBlock(graph.nodes[producer].scope);
+    }
     if (decision.recompute) {
       ordered_json chain = ordered_json::array();
       for (NodeId n : decision.chain) chain.push_back(graph.nodes[n].name);
@@ -223,6 +228,9 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
     decisions.push_back(std::move(entry));
   }
   plan["decisions"] = std::move(decisions);
+  ordered_json dtypes = ordered_json::object();
+  for (const DtypeSize& dtype : DtypeSizes()) dtypes[std::string(dtype.name)] = dtype.bytes;
+  plan["dtype_bytes"] = std::move(dtypes);
   return plan;
 }
 

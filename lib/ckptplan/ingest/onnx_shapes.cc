@@ -15,6 +15,7 @@
 
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/limits.h"
+#include "ckptplan/ir/graph.h"
 
 namespace ckptplan {
 namespace {
@@ -1241,18 +1242,28 @@ ShapeTable ResolveShapes(onnx::ModelProto& model, const ShapeBindings& bindings,
   return Resolver(model, bindings, source).Run();
 }
 
-uint32_t OnnxElementBytes(int32_t elem_type) {
+std::string_view OnnxDtypeName(int32_t elem_type) {
   switch (elem_type) {
-    case TensorProto::FLOAT: case TensorProto::INT32: case TensorProto::UINT32: return 4;
-    case TensorProto::DOUBLE: case TensorProto::INT64: case TensorProto::UINT64:
-    case TensorProto::COMPLEX64: return 8;
-    case TensorProto::COMPLEX128: return 16;
-    case TensorProto::FLOAT16: case TensorProto::BFLOAT16: case TensorProto::INT16:
-    case TensorProto::UINT16: return 2;
-    case TensorProto::INT8: case TensorProto::UINT8: case TensorProto::BOOL: return 1;
-    default: return 0;
+    case TensorProto::FLOAT: return "float32";
+    case TensorProto::DOUBLE: return "float64";
+    case TensorProto::FLOAT16: return "float16";
+    case TensorProto::BFLOAT16: return "bfloat16";
+    case TensorProto::INT64: return "int64";
+    case TensorProto::UINT64: return "uint64";
+    case TensorProto::INT32: return "int32";
+    case TensorProto::UINT32: return "uint32";
+    case TensorProto::INT16: return "int16";
+    case TensorProto::UINT16: return "uint16";
+    case TensorProto::INT8: return "int8";
+    case TensorProto::UINT8: return "uint8";
+    case TensorProto::BOOL: return "bool";
+    case TensorProto::COMPLEX64: return "complex64";
+    case TensorProto::COMPLEX128: return "complex128";
+    default: return "";
   }
 }
+
+uint32_t OnnxElementBytes(int32_t elem_type) { return DtypeBytes(OnnxDtypeName(elem_type)); }
 
 bool IsFloatingType(int32_t elem_type) {
   return elem_type == TensorProto::FLOAT || elem_type == TensorProto::DOUBLE ||

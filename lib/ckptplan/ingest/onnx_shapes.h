@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -55,7 +56,11 @@ struct ShapeTable {
 ShapeTable ResolveShapes(onnx::ModelProto& model, const ShapeBindings& bindings,
                          const std::string& source);
 
-/// Bytes per element of an ONNX data type; 0 for unknown / string / sub-byte.
+/// The dtype name (ir/graph.h's DtypeBytes) of an ONNX data type, "" for
+/// string, sub-byte and unknown types.
+std::string_view OnnxDtypeName(int32_t elem_type);
+/// Bytes per element of an ONNX data type (DtypeBytes of its name); 0 for
+/// unknown / string / sub-byte.
 uint32_t OnnxElementBytes(int32_t elem_type);
 bool IsFloatingType(int32_t elem_type);
 

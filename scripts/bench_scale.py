@@ -17,7 +17,8 @@ Usage: /usr/bin/python3 scripts/bench_scale.py [--binary build/ckptplan]
 
 With --deep, one-region graphs instead (one microbatch, so the planner
 cannot split the step): `generate transformer --layers L` and random layered
-DAGs (`generate random --layers N --width 10 --max-inputs 3`) of about
+DAGs (`generate random --layers N --width 10 --max-inputs 3 --min-bytes 1000
+--max-bytes 100000`) of about
 --deep-sizes nodes, each with both strategies at each of --fractions of the
 save-all peak. It prints the plan's CPU time (median of --runs), peak RSS,
 drops, recompute overhead (recompute cost / the step's cost) and, per graph
@@ -71,9 +72,11 @@ def deep_graph(binary, workdir, family, size):
         args = ["transformer", "--layers", str(layers)]
     else:
         layers = max(2, round(size / RANDOM_NODES_PER_LAYER))
+        # Activations of 1 kB to 100 kB, so that they, not the parameters
+        # and optimizer state, set the peak.
         args = ["random", "--layers", str(layers), "--width", str(RANDOM_WIDTH),
-                "--max-inputs", "3"]
-    graph = os.path.join(workdir, "deep_%s_%d.json" % (family, layers))
+                "--max-inputs", "3", "--min-bytes", "1000", "--max-bytes", "100000"]
+    graph = os.path.join(workdir, "deep2_%s_%d.json" % (family, layers))
     if not os.path.exists(graph):
         subprocess.run([binary, "generate"] + args + ["-o", graph], check=True,
                        stdout=subprocess.DEVNULL)

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 
@@ -134,7 +135,9 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
     for (TensorId t : SaveCandidates(graph)) drops += found.keep[t] == 0;
     // One line for scripts/bench_scale.py; the peak is in exact bytes.
     std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << outcome.simulate_seconds
-              << " plan_s=" << outcome.plan_seconds << " nodes=" << graph.nodes.size()
+              << " plan_s=" << outcome.plan_seconds << " plan_cpu_s=" << outcome.plan_cpu_seconds
+              << " recompute_cost=" << planned.recompute_cost << " step_cost=" << planned.step_cost
+              << " nodes=" << graph.nodes.size()
               << " drops=" << drops << " save_all_peak=" << save_all.peak_bytes
               << " peak=" << planned.peak_bytes << " fits=" << found.fits
               << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';

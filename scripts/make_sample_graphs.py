@@ -2,7 +2,7 @@
 """Writes the hand-made JSON sample graphs in sample_graphs/.
 
 Each graph is small enough that its memory can be worked out by hand; the
-arithmetic is in tests/samples_test.cc. Run from the repository root:
+arithmetic is in tests/cli/samples_test.cc. Run from the repository root:
     python3 scripts/make_sample_graphs.py
 """
 import json
@@ -70,7 +70,7 @@ def mlp():
     g.node("relu_bwd", "relu_bwd", "backward", ["da1", "a1"], ["dh1"], 1024 * 2048, "act")
     g.node("fc1_bwd", "matmul_bwd", "backward", ["dh1", "x", "w1"], ["dw1"], mm, "fc1")
     g.node("adamw", "adamw", "optimizer", ["w1", "w2", "dw1", "dw2"], [], 10 * 2 * 2 ** 21)
-    g.write("sample_graphs/mlp.json", "2-layer MLP, float32, AdamW; memory worked out in tests/samples_test.cc")
+    g.write("sample_graphs/mlp.json", "2-layer MLP, float32, AdamW; memory worked out in tests/cli/samples_test.cc")
 
 
 def diamond():

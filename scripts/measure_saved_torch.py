@@ -7,7 +7,7 @@ One fp32 training step on CPU per model, under
 torch.autograd.graph.saved_tensors_hooks: every tensor autograd saves is
 recorded by its storage, and unique storages are summed, leaving out
 parameters, buffers and the model inputs (resident; ckptplan counts them as
-such). Dropout runs through torch.native_dropout, the kernel CUDA training uses. tests/onnx_loader_test.cc compares ckptplan's no-checkpointing saved
+such). Dropout runs through torch.native_dropout, the kernel CUDA training uses. tests/ingest/onnx_loader_test.cc compares ckptplan's no-checkpointing saved
 activation bytes for the same dims against these numbers (within 10%).
 """
 import json

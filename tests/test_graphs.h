@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "ckptplan/graph.h"
-#include "ckptplan/json_loader.h"
-#include "ckptplan/simulator.h"
-#include "ckptplan/synth.h"
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/sim/simulator.h"
+#include "ckptplan/ingest/synth.h"
 
 namespace ckptplan::testing {
 

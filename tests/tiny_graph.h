@@ -12,8 +12,8 @@
 #include <sstream>
 #include <string>
 
-#include "ckptplan/graph.h"
-#include "ckptplan/json_loader.h"
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/ingest/json_loader.h"
 #include "test_graphs.h"
 
 namespace ckptplan::testing {

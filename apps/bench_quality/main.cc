@@ -12,12 +12,12 @@
 
 #include <spdlog/spdlog.h>
 
-#include "ckptplan/exhaustive.h"
-#include "ckptplan/loader.h"
-#include "ckptplan/planner.h"
-#include "ckptplan/selector.h"
-#include "ckptplan/strategies.h"
-#include "ckptplan/synth.h"
+#include "bench_quality/exhaustive.h"
+#include "ckptplan/ingest/loader.h"
+#include "ckptplan/plan/planner.h"
+#include "ckptplan/plan/selector.h"
+#include "ckptplan/plan/strategies.h"
+#include "ckptplan/ingest/synth.h"
 
 namespace {
 

@@ -6,13 +6,13 @@
 #include <spdlog/cfg/env.h>
 #include <spdlog/spdlog.h>
 
-#include "ckptplan/check.h"
-#include "ckptplan/commands.h"
-#include "ckptplan/console.h"
-#include "ckptplan/errors.h"
-#include "ckptplan/heap.h"
-#include "ckptplan/size.h"
-#include "ckptplan/sweep.h"
+#include "ckptplan/ci/check.h"
+#include "ckptplan/cli/commands.h"
+#include "ckptplan/base/console.h"
+#include "ckptplan/base/errors.h"
+#include <malloc.h>
+#include "ckptplan/base/size.h"
+#include "ckptplan/plan/sweep.h"
 
 namespace {
 
@@ -78,7 +78,10 @@ void AddSearch(CLI::App* command, SearchFlags* flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  TuneHeap();
+  // Large graphs allocate and free big per-step vectors repeatedly; keeping
+  // them in the heap instead of fresh mmap'd pages avoids refaulting them.
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"ckptplan: plans activation checkpointing to fit a peak-memory budget"};
   app.set_version_flag("--version", "ckptplan " CKPTPLAN_VERSION);
   app.require_subcommand(1);

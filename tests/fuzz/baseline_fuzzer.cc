@@ -5,8 +5,8 @@
 #include <string>
 #include <string_view>
 
-#include "ckptplan/baseline.h"
-#include "ckptplan/errors.h"
+#include "ckptplan/ci/baseline.h"
+#include "ckptplan/base/errors.h"
 
 using namespace ckptplan;
 

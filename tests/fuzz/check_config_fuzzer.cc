@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string_view>
 
-#include "ckptplan/check_config.h"
-#include "ckptplan/errors.h"
+#include "ckptplan/ci/check_config.h"
+#include "ckptplan/base/errors.h"
 
 using namespace ckptplan;
 

@@ -10,14 +10,14 @@
 #include <string_view>
 
 #include "../test_graphs.h"
-#include "ckptplan/cleanup.h"
-#include "ckptplan/errors.h"
-#include "ckptplan/incremental.h"
-#include "ckptplan/json_loader.h"
-#include "ckptplan/plan_io.h"
-#include "ckptplan/report.h"
-#include "ckptplan/selector.h"
-#include "ckptplan/simulator.h"
+#include "ckptplan/plan/cleanup.h"
+#include "ckptplan/base/errors.h"
+#include "ckptplan/plan/incremental.h"
+#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/emit/plan_io.h"
+#include "ckptplan/emit/report.h"
+#include "ckptplan/plan/selector.h"
+#include "ckptplan/sim/simulator.h"
 
 using namespace ckptplan;
 

@@ -4,10 +4,10 @@
 #include <cstdint>
 #include <string_view>
 
-#include "ckptplan/errors.h"
-#include "ckptplan/loader.h"
-#include "ckptplan/onnx_loader.h"
-#include "ckptplan/simulator.h"
+#include "ckptplan/base/errors.h"
+#include "ckptplan/ingest/loader.h"
+#include "ckptplan/ingest/onnx_loader.h"
+#include "ckptplan/sim/simulator.h"
 
 using namespace ckptplan;
 

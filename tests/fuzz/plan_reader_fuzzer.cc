@@ -5,10 +5,10 @@
 #include <string>
 #include <string_view>
 
-#include "ckptplan/errors.h"
-#include "ckptplan/json_loader.h"
-#include "ckptplan/plan_io.h"
-#include "ckptplan/simulator.h"
+#include "ckptplan/base/errors.h"
+#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/emit/plan_io.h"
+#include "ckptplan/sim/simulator.h"
 
 using namespace ckptplan;
 

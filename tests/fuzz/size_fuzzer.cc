@@ -4,8 +4,8 @@
 #include <string>
 #include <string_view>
 
-#include "ckptplan/errors.h"
-#include "ckptplan/size.h"
+#include "ckptplan/base/errors.h"
+#include "ckptplan/base/size.h"
 
 using namespace ckptplan;
 

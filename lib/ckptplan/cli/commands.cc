@@ -1,0 +1,327 @@
+#include "ckptplan/cli/commands.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+
+#include <spdlog/spdlog.h>
+
+#include "ckptplan/base/console.h"
+#include "ckptplan/base/errors.h"
+#include "ckptplan/plan/incremental.h"
+#include "ckptplan/emit/json_writer.h"
+#include "ckptplan/emit/export.h"
+#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/base/output_file.h"
+#include "ckptplan/emit/plan_io.h"
+#include "ckptplan/plan/planner.h"
+#include "ckptplan/emit/report.h"
+#include "ckptplan/emit/report_html.h"
+#include "ckptplan/sim/simulator.h"
+#include "ckptplan/base/size.h"
+#include "ckptplan/plan/sweep.h"
+#include "ckptplan/emit/trace.h"
+
+namespace ckptplan {
+namespace {
+
+// `per_step`: categories at every step (timelines and reports), not only at
+// the peak.
+SimResult SimulateRecorded(const Graph& graph, const SaveSet& keep, int64_t reserve,
+                           bool per_step = true) {
+  SimOptions options;
+  options.reserve_bytes = reserve;
+  options.record_categories = per_step;
+  return Simulate(graph, keep, options);
+}
+
+void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::ostream& out) {
+  if (json) {
+    out << SummaryJson(graph, summary).dump(2) << '\n';
+  } else {
+    out << SummaryText(graph, summary);
+  }
+}
+
+PlannerOptions MakePlannerOptions(const SearchFlags& flags, int64_t reserve_bytes) {
+  PlannerOptions options;
+  options.reserve_bytes = reserve_bytes;
+  if (!ParseStrategy(flags.strategy, &options.strategy)) {
+    std::string names;
+    for (Strategy s : AllStrategies()) names += (names.empty() ? "" : ", ") + std::string(ToString(s));
+    throw InputError("--strategy: unknown strategy '" + flags.strategy + "' (expected one of " +
+                         names + ")",
+                     kExitUsage);
+  }
+  if (flags.start != "mincut" && flags.start != "save-all") {
+    throw InputError("--start: unknown start set '" + flags.start +
+                         "' (expected mincut or save-all)",
+                     kExitUsage);
+  }
+  options.start = flags.start;
+  options.policy = MakeRecomputePolicy(flags.policy_path, flags.recomputable_ops);
+  return options;
+}
+
+// Peak resident set size so far, in KiB.
+long PeakRssKib() {
+  struct rusage usage {};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_maxrss;
+}
+
+
+struct OutputFile {
+  std::string path;
+  std::string text;
+};
+
+// Renders the --report, --trace and --timeline-csv files the options ask for.
+void RenderReports(const Graph& graph, const CommonOptions& options, const Summary& summary,
+                   std::vector<OutputFile>* files) {
+  // Without a plan the simulated run is save-all: one chart, not two.
+  const SimResult* planned = summary.has_plan ? summary.planned : summary.save_all;
+  if (!options.report_path.empty()) {
+    HtmlReportInput input;
+    input.command = summary.command;
+    input.graph_path = summary.graph_path;
+    input.budget_bytes = summary.budget_bytes;
+    input.reserve_bytes = summary.reserve_bytes;
+    input.save_all = summary.save_all;
+    input.planned = planned;
+    input.keep = summary.keep;
+    input.top = summary.top;
+    files->push_back({options.report_path, RenderHtmlReport(graph, input)});
+  }
+  if (!options.trace_path.empty()) {
+    std::string label = !summary.has_plan ? "save-all" : summary.command == "plan" ? "planned"
+                                                                                 : "simulated";
+    files->push_back({options.trace_path, TraceJson(graph, *planned, label)});
+  }
+  if (!options.timeline_csv_path.empty()) {
+    files->push_back({options.timeline_csv_path, TimelineCsv(graph, *planned)});
+  }
+}
+
+// The graph file a plan names, for `export` without --graph.
+std::string PlanGraphFile(const std::string& plan_path) {
+  const nlohmann::json root = ParseJsonDocument(ReadFile(plan_path), plan_path);
+  if (root.is_object() && root.contains("graph") && root["graph"].is_object() &&
+      root["graph"].contains("file") && root["graph"]["file"].is_string()) {
+    return root["graph"]["file"].get<std::string>();
+  }
+  throw InputError(plan_path + ": names no graph file (\"graph\": {\"file\": ...}); pass --graph",
+                   kExitUsage);
+}
+
+}  // namespace
+
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool per_step) {
+  PlanOutcome outcome;
+  outcome.bound = ComputeLowerBound(graph, options.reserve_bytes);
+  auto clock = std::chrono::steady_clock::now();
+  outcome.found = PlanGraph(graph, options);
+  outcome.plan_seconds = SecondsSince(clock);
+  clock = std::chrono::steady_clock::now();
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes, per_step);
+  outcome.simulate_seconds = SecondsSince(clock);
+  outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes, per_step);
+  if (outcome.found.fits) return outcome;
+  const LowerBound& bound = outcome.bound;
+  const int64_t budget_bytes = options.budget_bytes;
+  outcome.infeasible =
+      budget_bytes < bound.bytes
+          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
+                DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
+          : "the lowest peak reached is " + FormatBytes(outcome.planned.peak_bytes) +
+                " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
+                FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
+  return outcome;
+}
+
+int RunPlan(const PlanOptions& options, std::ostream& out) {
+  if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
+  CheckReserve(options.reserve_bytes, "--reserve");
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  planner_options.budget_bytes = options.budget_bytes;
+  if (options.planner != "incremental" && options.planner != "reference") {
+    throw InputError("--planner: unknown planner '" + options.planner +
+                         "' (expected incremental or reference)",
+                     kExitUsage);
+  }
+  planner_options.reference_greedy = options.planner == "reference";
+  auto clock = std::chrono::steady_clock::now();
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  const double parse_s = SecondsSince(clock);
+  const long parse_rss_kib = options.timings ? PeakRssKib() : 0;
+  const Graph& graph = loaded.graph;
+  // Categories at every step only for the outputs that chart them.
+  const bool per_step = !options.timeline_path.empty() || !options.report_path.empty() ||
+                        !options.trace_path.empty() || !options.timeline_csv_path.empty();
+  PlanOutcome outcome = ComputePlan(graph, planner_options, per_step);
+  spdlog::info("plan: {}", outcome.found.method);
+  const SimResult& save_all = outcome.save_all;
+  const SimResult& planned = outcome.planned;
+  const PlannerResult& found = outcome.found;
+  const LowerBound& bound = outcome.bound;
+  if (options.timings) {
+    size_t drops = 0;  // candidates the plan recomputes
+    for (TensorId t : SaveCandidates(graph)) drops += found.keep[t] == 0;
+    // One line for scripts/bench_scale.py; the peak is in exact bytes.
+    std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << outcome.simulate_seconds
+              << " plan_s=" << outcome.plan_seconds << " nodes=" << graph.nodes.size()
+              << " drops=" << drops << " save_all_peak=" << save_all.peak_bytes
+              << " peak=" << planned.peak_bytes << " fits=" << found.fits
+              << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';
+  }
+  if (!found.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
+                  &save_all, &planned, &found.keep, bound, options.top};
+  // Render everything before writing anything, so a failure leaves no files.
+  std::string plan_text, timeline_text;
+  if (!options.output_path.empty()) {
+    PlanRecord record{options.graph_path, loaded.sha256, options.budget_bytes,
+                      options.reserve_bytes, options.start, &save_all, &planned, &found.keep,
+                      bound};
+    plan_text = PlanToJson(graph, record).dump(2) + "\n";
+  }
+  if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2) + "\n";
+  std::vector<OutputFile> reports;
+  RenderReports(graph, options, summary, &reports);
+  if (!plan_text.empty()) WriteFileAtomic(options.output_path, plan_text);
+  if (!timeline_text.empty()) WriteFileAtomic(options.timeline_path, timeline_text);
+  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
+  PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunSimulate(const SimulateOptions& options, std::ostream& out) {
+  CheckReserve(options.reserve_bytes, "--reserve");
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  const Graph& graph = loaded.graph;
+  SaveSet keep = SaveAll(graph);
+  int64_t reserve = options.reserve_bytes;
+  int64_t budget = -1;
+  if (!options.plan_path.empty()) {
+    LoadedPlan plan = ReadPlan(graph, options.plan_path);
+    if (!plan.graph_sha256.empty() && plan.graph_sha256 != loaded.sha256) {
+      spdlog::warn("{}: plan was made for a graph with a different digest than {}",
+                   options.plan_path, options.graph_path);
+    }
+    keep = std::move(plan.keep);
+    budget = plan.budget_bytes;
+    if (reserve == 0) reserve = plan.reserve_bytes;
+  }
+  SimResult save_all = SimulateRecorded(graph, SaveAll(graph), reserve);
+  SimResult simulated = SimulateRecorded(graph, keep, reserve);
+  Summary summary{"simulate", options.graph_path, budget, reserve, &save_all, &simulated,
+                  &keep, ComputeLowerBound(graph, reserve), options.top,
+                  !options.plan_path.empty()};
+  std::vector<OutputFile> reports;
+  if (!options.timeline_path.empty()) {
+    reports.push_back({options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n"});
+  }
+  RenderReports(graph, options, summary, &reports);
+  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
+  PrintSummary(graph, summary, options.json, out);
+  return kExitOk;
+}
+
+int RunGenerate(const GenerateOptions& options, std::ostream& out) {
+  if (options.output_path.empty()) throw InputError("generate: -o is required", kExitUsage);
+  Graph graph;
+  if (options.kind == "transformer") {
+    const TransformerOptions& t = options.transformer;
+    if (t.layers < 1 || t.microbatches < 1 || t.batch < 1 || t.seq < 1 || t.hidden < 1 ||
+        t.heads < 1 || t.vocab < 1) {
+      throw InputError("generate transformer: every size must be at least 1", kExitUsage);
+    }
+    if (t.hidden % t.heads != 0) {
+      throw InputError("generate transformer: --hidden " + std::to_string(t.hidden) +
+                           " is not a multiple of --heads " + std::to_string(t.heads),
+                       kExitUsage);
+    }
+    graph = TransformerGraph(t);
+  } else if (options.kind == "random") {
+    const RandomGraphOptions& r = options.random;
+    if (r.layers < 1 || r.width < 1 || r.max_inputs < 1 || r.min_bytes < 0 ||
+        r.max_bytes < r.min_bytes) {
+      throw InputError("generate random: --layers, --width and --max-inputs must be at least 1 "
+                       "and 0 <= --min-bytes <= --max-bytes",
+                       kExitUsage);
+    }
+    graph = RandomTrainingGraph(r);
+  } else {
+    throw InputError("generate: unknown kind '" + options.kind +
+                         "' (expected transformer or random)",
+                     kExitUsage);
+  }
+  WriteFileAtomic(options.output_path, GraphToJson(graph));
+  out << "generated " << graph.source << ": " << graph.nodes.size() << " nodes, "
+      << graph.tensors.size() << " tensors -> " << options.output_path << '\n';
+  return kExitOk;
+}
+
+int RunSweep(const SweepOptions& options, std::ostream& out) {
+  CheckReserve(options.reserve_bytes, "--reserve");
+  if (options.budgets.empty()) {
+    throw InputError("sweep: give --from, --to and --steps, or --budgets", kExitUsage);
+  }
+  if (!options.timeline_path.empty() || !options.trace_path.empty() ||
+      !options.timeline_csv_path.empty()) {
+    throw InputError("sweep: --timeline, --trace and --timeline-csv describe one plan; use them "
+                     "with `plan` (sweep takes --report)",
+                     kExitUsage);
+  }
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  SweepResult sweep = RunSweep(loaded.graph, options.budgets, planner_options);
+  if (!options.report_path.empty()) {
+    HtmlReportInput input;
+    input.command = "sweep";
+    input.graph_path = options.graph_path;
+    input.reserve_bytes = options.reserve_bytes;
+    for (const SweepRow& row : sweep.rows) {
+      input.sweep.push_back({row.budget_bytes, row.peak_bytes, row.recompute_cost, row.feasible});
+    }
+    WriteFileAtomic(options.report_path, RenderHtmlReport(loaded.graph, input));
+  }
+  if (options.json) {
+    out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2) << '\n';
+  } else {
+    out << SweepText(loaded.graph, options.graph_path, sweep);
+  }
+  return kExitOk;
+}
+
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {
+  ExportTarget target;
+  if (!ParseExportTarget(options.target, &target)) {
+    throw InputError("--to: unknown target '" + options.target +
+                         "' (expected pytorch-sac, jax, megatron, torchtitan or deepspeed)",
+                     kExitUsage);
+  }
+  std::string graph_path =
+      options.graph_path.empty() ? PlanGraphFile(options.plan_path) : options.graph_path;
+  LoadedGraph loaded = LoadGraph(graph_path, options.load);
+  LoadedPlan plan = ReadPlan(loaded.graph, options.plan_path);
+  if (!plan.graph_sha256.empty() && plan.graph_sha256 != loaded.sha256) {
+    spdlog::warn("{}: plan was made for a graph with a different digest than {}",
+                 options.plan_path, graph_path);
+  }
+  ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
+                    plan.reserve_bytes};
+  ExportResult result = ExportPlan(loaded.graph, input, target);
+  if (options.output_path.empty()) {
+    out << result.text;
+    err << result.report;
+  } else {
+    WriteFileAtomic(options.output_path, result.text);
+    out << result.report;
+  }
+  return kExitOk;
+}
+
+}  // namespace ckptplan

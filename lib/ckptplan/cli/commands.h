@@ -1,0 +1,99 @@
+// What each CLI subcommand does, behind the flags. apps/ only parses flags
+// into these structs and maps the returned code to the process exit code.
+#ifndef CKPTPLAN_COMMANDS_H_
+#define CKPTPLAN_COMMANDS_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "ckptplan/ingest/loader.h"
+#include "ckptplan/plan/planner.h"
+#include "ckptplan/sim/simulator.h"
+#include "ckptplan/ingest/synth.h"
+
+namespace ckptplan {
+
+struct CommonOptions {
+  std::string graph_path;
+  LoadOptions load;
+  int64_t reserve_bytes = 0;
+  bool json = false;          ///< summary as JSON on stdout
+  std::string timeline_path;  ///< empty: none
+  std::string report_path;        ///< HTML report; empty: none
+  std::string trace_path;         ///< Chrome Trace Event / Perfetto JSON; empty: none
+  std::string timeline_csv_path;  ///< CSV timeline; empty: none
+  size_t top = 10;            ///< tensors listed at the peak
+};
+
+/// How plans are searched for (see planner.h and recompute_policy.h).
+struct SearchFlags {
+  std::string strategy = "ckptplan";  ///< a strategy name (strategies.h)
+  std::string start = "mincut";       ///< greedy start: mincut or save-all
+  std::string policy_path;            ///< recompute policy file; empty: the default list
+  std::string recomputable_ops;       ///< comma-separated ops added to the policy
+};
+
+struct PlanOptions : CommonOptions, SearchFlags {
+  int64_t budget_bytes = -1;
+  std::string output_path;  ///< plan file; empty: none
+  /// Greedy implementation: "incremental" (default) or "reference"
+  /// (GreedyPlan); same plans, the reference is slower. For debugging.
+  std::string planner = "incremental";
+  /// Print "timings: ..." (seconds, the peak reached in bytes, peak RSS) to stderr.
+  bool timings = false;
+};
+
+struct SweepOptions : CommonOptions, SearchFlags {
+  std::vector<int64_t> budgets;  ///< every budget to plan, bytes
+};
+
+struct SimulateOptions : CommonOptions {
+  std::string plan_path;  ///< apply this plan; empty: save everything
+};
+
+/// `generate`: writes a synthetic graph (synth.h) as graph JSON.
+struct GenerateOptions {
+  std::string kind;         ///< "transformer" or "random"
+  TransformerOptions transformer;
+  RandomGraphOptions random;
+  std::string output_path;  ///< required
+};
+
+struct ExportOptions {
+  std::string plan_path;
+  std::string graph_path;   ///< empty: the graph file the plan names
+  std::string target;       ///< pytorch-sac, jax, megatron, torchtitan, deepspeed
+  std::string output_path;  ///< empty: stdout
+  LoadOptions load;
+};
+/// The planning path `plan` and `check` share: PlanGraph (planner.h) with
+/// `options`, then save-all and the plan simulated with categories recorded
+/// at every step (`per_step`) or at the peak only.
+/// Never throws for an unreachable budget: `infeasible` says why instead.
+struct PlanOutcome {
+  LowerBound bound;
+  PlannerResult found;     ///< the plan; the lowest peak found if it does not fit
+  SimResult save_all;
+  SimResult planned;       ///< simulation of found.keep
+  std::string infeasible;  ///< why no plan fits the budget; empty when found.fits
+  double plan_seconds = 0;      ///< PlanGraph alone
+  double simulate_seconds = 0;  ///< the save-all simulation alone
+};
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool per_step = true);
+
+/// Each returns an ExitCode and writes the summary to `out`. Bad input throws
+/// InputError / IoError; an infeasible budget throws InfeasibleError. Output
+/// files are written only on success, atomically.
+int RunPlan(const PlanOptions& options, std::ostream& out);
+int RunSimulate(const SimulateOptions& options, std::ostream& out);
+int RunSweep(const SweepOptions& options, std::ostream& out);
+int RunGenerate(const GenerateOptions& options, std::ostream& out);
+/// Writes the framework's file to output_path (report on `out`) or, without
+/// one, the file on `out` and the report on `err`.
+int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_COMMANDS_H_

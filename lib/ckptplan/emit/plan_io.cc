@@ -1,0 +1,176 @@
+#include "ckptplan/emit/plan_io.h"
+
+#include <cmath>
+#include <unordered_map>
+
+#include "ckptplan/base/errors.h"
+#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/base/limits.h"
+#include "ckptplan/base/problems.h"
+
+namespace ckptplan {
+
+using nlohmann::ordered_json;
+
+std::vector<Decision> MakeDecisions(const Graph& graph, const SaveSet& keep,
+                                    const SimResult& planned) {
+  std::unordered_map<TensorId, const Recompute*> by_tensor;
+  for (const Recompute& record : planned.recomputes) by_tensor.emplace(record.tensor, &record);
+  std::vector<Decision> decisions;
+  for (TensorId t : SaveCandidates(graph)) {
+    Decision decision{t, keep[t] == 0, graph.tensors[graph.StorageRoot(t)].bytes, 0, {}};
+    auto it = by_tensor.find(t);
+    if (decision.recompute && it != by_tensor.end()) {
+      decision.recompute_cost = it->second->cost;
+      decision.chain = it->second->chain;
+    }
+    decisions.push_back(std::move(decision));
+  }
+  return decisions;
+}
+
+ordered_json BreakdownJson(const SimResult& sim, uint32_t step) {
+  ordered_json breakdown = ordered_json::object();
+  for (size_t c = 0; c < kNumCategories; ++c) {
+    breakdown[std::string(ToString(static_cast<Category>(c)))] =
+        CategoriesAt(sim, step)[c];
+  }
+  return breakdown;
+}
+
+namespace {
+
+ordered_json StepJson(const Graph& graph, const SimResult& sim, uint32_t step) {
+  ordered_json out;
+  out["step"] = step;
+  if (sim.steps.empty()) return out;
+  const Node& node = graph.nodes[sim.steps[step].node];
+  out["node"] = node.name;
+  out["op"] = node.op;
+  out["phase"] = ToString(node.phase);
+  out["recompute"] = sim.steps[step].recompute;
+  return out;
+}
+
+}  // namespace
+
+ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
+  const SimResult& planned = *record.planned;
+  ordered_json plan;
+  plan["format"] = "ckptplan.plan";
+  plan["version"] = 1;
+  plan["tool"] = "ckptplan " CKPTPLAN_VERSION;
+  plan["graph"] = {{"file", record.graph_path},
+                   {"sha256", record.graph_sha256},
+                   {"nodes", graph.nodes.size()},
+                   {"tensors", graph.tensors.size()}};
+  plan["budget_bytes"] = record.budget_bytes;
+  plan["reserve_bytes"] = record.reserve_bytes;
+  plan["start"] = record.start;
+  plan["save_all_peak_bytes"] = record.save_all->peak_bytes;
+  plan["predicted_peak_bytes"] = planned.peak_bytes;
+  plan["lower_bound_bytes"] = record.lower_bound.bytes;
+  plan["peak_step"] = StepJson(graph, planned, planned.peak_step);
+  plan["peak_breakdown"] = BreakdownJson(planned, planned.peak_step);
+  plan["cost_unit"] = ToString(graph.cost_unit);
+  plan["step_cost"] = planned.step_cost;
+  plan["recompute_cost"] = planned.recompute_cost;
+  plan["recompute_overhead_percent"] =
+      planned.step_cost > 0 ? 100.0 * planned.recompute_cost / planned.step_cost : 0.0;
+  ordered_json decisions = ordered_json::array();
+  for (const Decision& decision : MakeDecisions(graph, *record.keep, planned)) {
+    ordered_json entry;
+    entry["tensor"] = graph.tensors[decision.tensor].name;
+    entry["action"] = decision.recompute ? "recompute" : "save";
+    entry["bytes"] = decision.bytes;
+    entry["recompute_cost"] = decision.recompute_cost;
+    if (decision.recompute) {
+      ordered_json chain = ordered_json::array();
+      for (NodeId n : decision.chain) chain.push_back(graph.nodes[n].name);
+      entry["chain"] = std::move(chain);
+    }
+    decisions.push_back(std::move(entry));
+  }
+  plan["decisions"] = std::move(decisions);
+  return plan;
+}
+
+namespace {
+
+int64_t ReadBytesField(const nlohmann::json& root, const char* key, Problems& problems) {
+  auto it = root.find(key);
+  if (it == root.end() || !it->is_number_integer() || it->get<int64_t>() < 0) {
+    problems.Add(std::string("\"") + key + "\" must be a non-negative integer");
+    return 0;
+  }
+  return it->get<int64_t>();
+}
+
+}  // namespace
+
+LoadedPlan ReadPlan(const Graph& graph, const std::string& path) {
+  return ParsePlan(graph, ReadFile(path), path);
+}
+
+LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::string& path) {
+  const nlohmann::json root = ParseJsonDocument(text, path);
+  Problems problems(path);
+  if (!root.is_object() || root.value("format", nlohmann::json()) != "ckptplan.plan") {
+    problems.Add("not a ckptplan plan (\"format\" must be \"ckptplan.plan\")");
+    problems.ThrowIfAny();
+  }
+  if (root.value("version", nlohmann::json()) != 1) {
+    problems.Add("\"version\" must be 1, got " + root.value("version", nlohmann::json()).dump());
+  }
+  LoadedPlan plan;
+  plan.keep = SaveAll(graph);
+  plan.budget_bytes = ReadBytesField(root, "budget_bytes", problems);
+  plan.reserve_bytes = ReadBytesField(root, "reserve_bytes", problems);
+  if (plan.reserve_bytes > kMaxReserveBytes) {
+    problems.Add("\"reserve_bytes\" " + std::to_string(plan.reserve_bytes) +
+                 " is over the limit of " + std::to_string(kMaxReserveBytes));
+    plan.reserve_bytes = 0;
+  }
+  plan.predicted_peak_bytes = ReadBytesField(root, "predicted_peak_bytes", problems);
+  if (root.contains("graph") && root["graph"].is_object() &&
+      root["graph"].contains("sha256") && root["graph"]["sha256"].is_string()) {
+    plan.graph_sha256 = root["graph"]["sha256"].get<std::string>();
+  }
+  std::unordered_map<std::string, TensorId> ids;
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) ids.emplace(graph.tensors[t].name, t);
+  std::vector<uint8_t> is_candidate(graph.tensors.size(), 0);
+  for (TensorId t : SaveCandidates(graph)) is_candidate[t] = 1;
+  auto decisions = root.find("decisions");
+  if (decisions == root.end() || !decisions->is_array()) {
+    problems.Add("\"decisions\" must be an array");
+    problems.ThrowIfAny();
+  }
+  for (size_t i = 0; i < decisions->size(); ++i) {
+    const nlohmann::json& entry = (*decisions)[i];
+    std::string where = "decisions[" + std::to_string(i) + "]";
+    if (!entry.is_object() || !entry.contains("tensor") || !entry["tensor"].is_string()) {
+      problems.Add(where + ": needs a \"tensor\" string");
+      continue;
+    }
+    std::string name = entry["tensor"].get<std::string>();
+    std::string action = entry.contains("action") && entry["action"].is_string()
+                             ? entry["action"].get<std::string>()
+                             : "";
+    auto it = ids.find(name);
+    if (it == ids.end()) {
+      problems.Add(where + ": unknown tensor '" + name + "' (not in " + graph.source + ")");
+    } else if (!is_candidate[it->second]) {
+      problems.Add(where + ": tensor '" + name +
+                   "' is not a forward tensor the backward reads, so it cannot be saved "
+                   "or recomputed");
+    } else if (action != "save" && action != "recompute") {
+      problems.Add(where + ": \"action\" must be save or recompute, got '" + action + "'");
+    } else {
+      plan.keep[it->second] = action == "save";
+    }
+  }
+  problems.ThrowIfAny();
+  return plan;
+}
+
+}  // namespace ckptplan

@@ -1,0 +1,31 @@
+// The memory timeline in formats other tools open: a Chrome Trace Event /
+// Perfetto JSON trace and a CSV table. Both take every number from a
+// SimResult simulated with record_categories.
+#ifndef CKPTPLAN_TRACE_H_
+#define CKPTPLAN_TRACE_H_
+
+#include <string>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/simulator.h"
+
+namespace ckptplan {
+
+/// Trace Event JSON ({"traceEvents": [...], "displayTimeUnit": "ms"}), one
+/// event per line. Time is the step index: step s runs from ts = s to s + 1
+/// microseconds (real costs are in each slice's args). Per step, one "memory"
+/// counter event ("ph": "C") with a key per category plus "total" (bytes), and
+/// one slice ("ph": "X") on the lane of its kind: forward, backward,
+/// recompute or optimizer, each lane a thread named by a metadata event.
+/// `label` names the process ("planned", "save-all"). Throws
+/// std::logic_error when `sim` lacks per-category records.
+std::string TraceJson(const Graph& graph, const SimResult& sim, const std::string& label);
+
+/// CSV with a header row and one row per step: step, node, op, phase,
+/// recompute, one column of bytes per category, total. Fields are quoted
+/// (RFC 4180) when they hold a comma, quote or line break.
+std::string TimelineCsv(const Graph& graph, const SimResult& sim);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_TRACE_H_

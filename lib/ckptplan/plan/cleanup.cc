@@ -1,0 +1,399 @@
+#include "ckptplan/plan/cleanup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+#include <spdlog/spdlog.h>
+
+#include "ckptplan/base/console.h"
+#include "ckptplan/sim/regions.h"
+
+namespace ckptplan {
+namespace {
+
+constexpr uint32_t kNoStep = UINT32_MAX;
+constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
+constexpr int64_t kHighest = std::numeric_limits<int64_t>::max();
+
+struct Gain {
+  TensorId tensor;
+  double saved_cost;  // recompute cost removed by re-saving it
+};
+
+}  // namespace
+
+ResaveBounds::ResaveBounds(const SimContext& context)
+    : context_(context),
+      copy_step_(context.graph.tensors.size(), kNoStep),
+      original_last_(context.graph.tensors.size(), kNoStep),
+      copy_last_(context.graph.tensors.size(), kNoStep),
+      late_read_(context.graph.tensors.size(), kNoStep),
+      recompute_read_(context.graph.tensors.size(), 0) {}
+
+bool ResaveBounds::Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget) {
+  const size_t r = memory.RegionOf(t);
+  if (memory.part(r).shape.copies > 1) return false;
+  if (prepared_ != r) Prepare(memory, r);
+  return Floor(t) > budget;
+}
+
+ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const SaveSet& keep,
+                                          TensorId t, int64_t budget, double* added_cost) {
+  if (Exceeds(memory, t, budget)) return Verdict::kExceeds;
+  if (!context_.exact_costs || memory.part(memory.RegionOf(t)).shape.copies > 1) {
+    return Verdict::kUnknown;
+  }
+  int64_t chain_floor = kLowest;
+  int64_t ceiling = Ceiling(keep, t, memory.peak(), added_cost, &chain_floor);
+  if (chain_floor > budget) return Verdict::kExceeds;
+  if (ceiling == kHighest) ceiling = ByproductCeiling(t, memory.peak(), added_cost);
+  return ceiling <= budget ? Verdict::kFits : Verdict::kUnknown;
+}
+
+void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
+  prepared_ = r;
+  const RegionalMemory::Part& part = memory.part(r);
+  // A simulation shared with a copy of the region is read as it is, in the
+  // copy's ids (a region's own copy of it would cost as much as the floors save).
+  const SimResult& sim = part.sim.figures();
+  tensor_shift_ = part.sim.tensor_shift();
+  first_ = static_cast<NodeId>(part.range.first - part.sim.node_shift());
+  num_nodes_ = sim.node_peak.size();
+  int64_t* node_peak = node_peak_.Reset(num_nodes_);
+  for (size_t n = 0; n < num_nodes_; ++n) node_peak[n] = sim.node_peak[n] + part.offset[n];
+  node_peak_.Finish();
+  // Recompute steps belong to the group of the node that follows them.
+  const size_t num_steps = sim.steps.size();
+  ReserveSteps(group_, num_steps);
+  group_.resize(num_steps);
+  group_start_.assign(num_nodes_, kNoStep);
+  recompute_step_.assign(num_nodes_, kNoStep);
+  uint32_t start = 0;
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    if (sim.steps[s].recompute) {
+      recompute_step_[sim.steps[s].node - first_] = s;
+      continue;
+    }
+    const NodeId node = sim.steps[s].node;
+    group_start_[node - first_] = start;
+    for (uint32_t i = start; i <= s; ++i) group_[i] = node;
+    start = s + 1;
+  }
+  for (TensorId t : touched_) copy_step_[t] = original_last_[t] = copy_last_[t] = kNoStep;
+  touched_.clear();
+  // Differences first: +bytes after the first step, -bytes after the last.
+  ReserveSteps(leaving_, num_steps + 1);
+  leaving_.assign(num_steps + 1, 0);
+  for (const Buffer& buffer : sim.buffers) {
+    touched_.push_back(buffer.root);
+    if (buffer.category == Category::kRecomputed) {
+      copy_step_[buffer.root] = std::min(copy_step_[buffer.root], buffer.first_step);
+      copy_last_[buffer.root] = copy_last_[buffer.root] == kNoStep
+                                    ? buffer.last_step
+                                    : std::max(copy_last_[buffer.root], buffer.last_step);
+    } else {
+      original_last_[buffer.root] = buffer.last_step;
+    }
+    if (sim.steps[buffer.last_step].recompute) {
+      leaving_[buffer.first_step + 1] += context_.bytes[buffer.root];
+      leaving_[buffer.last_step + 1] -= context_.bytes[buffer.root];
+    }
+  }
+  for (size_t s = 1; s <= num_steps; ++s) leaving_[s] += leaving_[s - 1];
+
+  // Ceilings read more of it, on first use.
+  sim_ = &sim;
+  offset_ = &part.offset;
+  ceilings_ready_ = false;
+}
+
+void ResaveBounds::PrepareCeilings() {
+  ceilings_ready_ = true;
+  const SimResult& sim = *sim_;
+  const size_t num_steps = sim.steps.size();
+  ReserveSteps(step_total_, num_steps);
+  step_total_.resize(num_steps);
+  for (TensorId t : read_touched_) {
+    late_read_[t] = kNoStep;
+    recompute_read_[t] = 0;
+  }
+  read_touched_.clear();
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    const Step& step = sim.steps[s];
+    step_total_[s] = sim.total[s] + (*offset_)[group_[s] - first_];
+    if (!step.recompute && context_.node_forward[step.node]) continue;
+    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
+      const TensorId in = context_.ids[i];
+      if (late_read_[in] == kNoStep) read_touched_.push_back(in);
+      late_read_[in] = s;
+      recompute_read_[in] |= step.recompute;
+    }
+  }
+}
+
+int64_t ResaveBounds::HighestBetween(uint32_t after, uint32_t before, int64_t* gap) const {
+  // Whole groups through the node peaks, the two partial ones step by step.
+  int64_t highest = kLowest;
+  const NodeId after_group = group_[after], before_group = group_[before];
+  uint32_t s = after + 1;
+  for (; s < before && group_[s] == after_group; ++s) {
+    highest = std::max(highest, step_total_[s]);
+  }
+  if (after_group + 1 < before_group) {
+    *gap = node_peak_.Query(after_group + 1 - first_, before_group - first_);
+    highest = std::max(highest, *gap);
+  }
+  for (s = std::max(s, group_start_[before_group - first_]); s < before; ++s) {
+    highest = std::max(highest, step_total_[s]);
+  }
+  return highest;
+}
+
+uint32_t ResaveBounds::Rerun(NodeId node) const {
+  return node >= first_ && node - first_ < num_nodes_ ? recompute_step_[node - first_] : kNoStep;
+}
+
+int64_t ResaveBounds::Floor(TensorId t) const {
+  // Only a tensor whose storage is an activation, whose copy and original
+  // both show in the simulation. A view's copy is made where the plan
+  // re-runs its producer (read in the region's own simulation only, whose
+  // node ids are the region's); re-saving it keeps its root's original.
+  const TensorId root = context_.root[t];
+  if (context_.made[root] != SimContext::Made::kActivation) return kLowest;
+  const TensorId id = static_cast<TensorId>(root - tensor_shift_);  // in the simulation's ids
+  uint32_t copy = kNoStep;
+  if (root == t) {
+    copy = copy_step_[id];
+  } else if (tensor_shift_ == 0) {
+    copy = Rerun(context_.producer[t]);
+  }
+  const uint32_t last = original_last_[id];
+  if (copy == kNoStep || last == kNoStep) return kLowest;
+  const NodeId copy_group = group_[copy];
+  const NodeId last_group = group_[last];
+  if (last_group + 1 >= copy_group) return kLowest;
+  const int64_t highest = node_peak_.Query(last_group + 1 - first_, copy_group - first_);
+  // Less the storages live before the copy's group that may now end before it.
+  return highest + context_.bytes[root] - leaving_[group_start_[copy_group - first_]];
+}
+
+int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak,
+                              double* added_cost, int64_t* chain_floor) {
+  if (chain_floor != nullptr) *chain_floor = kLowest;
+  const TensorId root = context_.root[t];
+  if (tensor_shift_ != 0 || context_.made[root] != SimContext::Made::kActivation) {
+    return kHighest;
+  }
+  if (!ceilings_ready_) PrepareCeilings();
+  const SimResult& sim = *sim_;
+  // The chain: the steps from a chain start through the re-run of t's
+  // producer, which must end it.
+  const uint32_t end = Rerun(context_.producer[t]);
+  if (end == kNoStep || recompute_read_[t]) return kHighest;
+  const size_t num_steps = sim.steps.size();
+  if (end + 1 < num_steps && sim.steps[end + 1].recompute && !sim.steps[end + 1].starts_chain) {
+    return kHighest;
+  }
+  uint32_t start = end;
+  while (!sim.steps[start].starts_chain) {
+    if (start == 0 || !sim.steps[start - 1].recompute) return kHighest;
+    --start;
+  }
+  // Nothing else it made is read after it, but from a saved storage; the
+  // storage `t` shares is the chain's own, or else saved.
+  const uint32_t root_step = Rerun(context_.producer[root]);
+  const bool root_saved = context_.is_candidate[root] && keep[root];
+  if (!root_saved && (root_step == kNoStep || root_step < start || root_step > end)) {
+    return kHighest;
+  }
+  double cost = 0;
+  for (uint32_t s = start; s <= end; ++s) {
+    const NodeId node = sim.steps[s].node;
+    cost += context_.node_cost[node];
+    for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
+      const TensorId made = context_.ids[i];
+      if (made == t || (context_.is_candidate[made] && keep[made])) continue;
+      if (late_read_[made] != kNoStep && late_read_[made] > end) return kHighest;
+    }
+  }
+  // The steps after the original's last read and before the chain hold the
+  // storage on top.
+  int64_t highest = step_peak;
+  int64_t gap = kLowest;  // the whole groups' highest node
+  const int64_t bytes = context_.bytes[root];
+  const uint32_t last = original_last_[root];
+  if (last != kNoStep && last < start) {
+    highest = std::max(highest, HighestBetween(last, start, &gap) + bytes);
+  }
+  *added_cost = -cost;
+  if (chain_floor != nullptr && gap != kLowest) {
+    // Only storages whose last read is a step of the chain can end before
+    // it once the chain is gone; its inputs name them.
+    int64_t leaving = 0;
+    roots_.clear();
+    for (uint32_t s = start; s <= end; ++s) {
+      const NodeId node = sim.steps[s].node;
+      for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
+        const TensorId in = context_.ids[i];
+        if (context_.resident_root[in]) continue;
+        if (context_.made[in] == SimContext::Made::kAlias) return highest;
+        const bool original = !context_.forward_produced[in] ||
+                              (context_.is_candidate[in] && keep[in]);
+        const uint32_t read_last = original ? original_last_[in] : copy_last_[in];
+        // A copy the chain itself made ends with it anyway.
+        if (!original && copy_step_[in] >= start) continue;
+        if (read_last == kNoStep || read_last < start || read_last > end) continue;
+        if (std::find(roots_.begin(), roots_.end(), in) != roots_.end()) continue;
+        roots_.push_back(in);
+        leaving += context_.bytes[in];
+      }
+    }
+    *chain_floor = gap + bytes - leaving;
+  }
+  return highest;
+}
+
+int64_t ResaveBounds::ByproductCeiling(TensorId t, int64_t step_peak, double* added_cost) {
+  if (tensor_shift_ != 0 || context_.root[t] != t ||
+      context_.made[t] != SimContext::Made::kActivation) {
+    return kHighest;
+  }
+  if (!ceilings_ready_) PrepareCeilings();
+  const SimResult& sim = *sim_;
+  // The copy: made where t's producer is re-run, in a chain for another
+  // tensor; no step of that group reads it.
+  const uint32_t made = Rerun(context_.producer[t]);
+  if (made == kNoStep || copy_step_[t] != made) return kHighest;
+  uint32_t own = made + 1;  // the group's own step
+  for (; own < sim.steps.size(); ++own) {
+    const Step& step = sim.steps[own];
+    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
+      if (context_.ids[i] == t) return kHighest;
+    }
+    if (!step.recompute) break;
+  }
+  if (own == sim.steps.size()) return kHighest;
+  // Until the copy is made the steps run as before, plus the original from
+  // its last read on; from there the original stands for the copy.
+  int64_t highest = step_peak;
+  const uint32_t last = original_last_[t];
+  if (last == kNoStep) return kHighest;
+  if (last < made) {
+    // `made` is a recompute step: the step after it is in its group.
+    int64_t gap = kLowest;
+    highest = std::max(highest, HighestBetween(last, made + 1, &gap) + context_.bytes[t]);
+  }
+  *added_cost = 0;
+  return highest;
+}
+
+CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,
+                            int64_t reserve_bytes) {
+  return ResaveDropped(SimContext(graph), keep, budget_bytes, reserve_bytes);
+}
+
+CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int64_t budget_bytes,
+                            int64_t reserve_bytes) {
+  const Graph& graph = context.graph;
+  const auto started = std::chrono::steady_clock::now();
+  SimOptions options;
+  options.reserve_bytes = reserve_bytes;
+  CleanupResult result;
+  result.keep = keep;
+  // Each try re-simulates only the region of the tensor re-saved.
+  RegionalMemory memory(context, result.keep, options);
+  result.peak_before = memory.start_peak();
+  result.cost_before = memory.start_cost();
+  RegionalMemory::Trial trial;
+  bool changed = memory.peak() <= budget_bytes;
+  // While the plan fits, a re-save fits when its own region stays within the
+  // budget: a region no re-save changed in a round has none in the next.
+  std::vector<uint8_t> region_changed(memory.size(), 1);
+  size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0, known = 0;
+  // Re-saves whose floor is over the budget are not simulated, nor, while
+  // ranking, those whose ceiling is within it.
+  ResaveBounds bounds(context);
+  // While the plan fits, whether a re-save fits depends on its region's plan
+  // alone: one that did not fit is not tried again until that plan changes.
+  constexpr uint32_t kNever = UINT32_MAX;
+  std::vector<uint32_t> version(memory.size(), 0);  // per region: re-saves applied
+  std::vector<uint32_t> failed_at(graph.tensors.size(), kNever);
+  // Tries re-saving `t` (result.keep[t] set); false when it does not fit.
+  // Otherwise *added_cost is the recompute cost it adds and, with
+  // `need_sim`, `trial` holds its simulation.
+  auto try_resave = [&](TensorId t, bool need_sim, double* added_cost) {
+    const size_t r = memory.RegionOf(t);
+    if (failed_at[t] == version[r]) {
+      ++known;
+      return false;
+    }
+    switch (bounds.Judge(memory, result.keep, t, budget_bytes, added_cost)) {
+      case ResaveBounds::Verdict::kExceeds:
+        ++floored;
+        failed_at[t] = version[r];
+        return false;
+      case ResaveBounds::Verdict::kFits:
+        if (need_sim) break;
+        ++ceilinged;
+        return true;
+      case ResaveBounds::Verdict::kUnknown:
+        break;
+    }
+    ++tried;
+    memory.Try(r, result.keep, &trial, need_sim);
+    *added_cost = trial.added_cost;
+    if (trial.peak <= budget_bytes) return true;
+    failed_at[t] = version[r];
+    return false;
+  };
+  while (changed) {
+    changed = false;
+    ++rounds;
+    // Rank the dropped candidates by the recompute a re-save removes.
+    std::vector<Gain> gains;
+    for (TensorId t : context.candidates) {
+      if (result.keep[t] || !region_changed[memory.RegionOf(t)]) continue;
+      result.keep[t] = 1;
+      double added_cost = 0;
+      const bool fits = try_resave(t, /*need_sim=*/false, &added_cost);
+      result.keep[t] = 0;
+      if (fits) gains.push_back({t, -added_cost});
+    }
+    std::sort(gains.begin(), gains.end(), [](const Gain& a, const Gain& b) {
+      if (a.saved_cost != b.saved_cost) return a.saved_cost > b.saved_cost;
+      return a.tensor < b.tensor;
+    });
+    std::fill(region_changed.begin(), region_changed.end(), 0);
+    for (const Gain& gain : gains) {
+      result.keep[gain.tensor] = 1;
+      // Keep a re-save only if it still fits and does not add recompute
+      // (re-saving can only remove recompute steps, so this guards ties).
+      double added_cost = 0;
+      if (!try_resave(gain.tensor, /*need_sim=*/true, &added_cost) || added_cost > 0) {
+        result.keep[gain.tensor] = 0;
+        continue;
+      }
+      spdlog::debug("cleanup: re-save '{}' (cost {:+})", graph.tensors[gain.tensor].name,
+                    trial.added_cost);
+      result.resaved.push_back(gain.tensor);
+      region_changed[trial.region] = 1;
+      ++version[trial.region];
+      memory.Apply(&trial);
+      bounds.Forget(trial.region);
+      changed = true;
+    }
+  }
+  // The regions' figures are the step's (exactly: see RegionalMemory).
+  result.peak_after = memory.peak();
+  result.cost_after = memory.cost();
+  spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
+               "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor, "
+               "{} ranked by a ceiling, {} known not to fit ({:.3f} s)",
+               result.resaved.size(), rounds, result.cost_before, result.cost_after,
+               result.peak_before, result.peak_after, tried, memory.shared_trials(), floored,
+               ceilinged, known, SecondsSince(started));
+  return result;
+}
+
+}  // namespace ckptplan

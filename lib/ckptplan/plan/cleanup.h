@@ -1,0 +1,150 @@
+// Cleanup after a drop-only search: re-save tensors whose drop is no longer
+// needed.
+//
+// A greedy that drops tensors one at a time can end with drops that later
+// drops made unnecessary. This pass re-saves dropped candidates, the one
+// whose re-save removes the most recompute cost first, as long as the
+// simulated peak stays within the budget.
+#ifndef CKPTPLAN_CLEANUP_H_
+#define CKPTPLAN_CLEANUP_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/base/range_max.h"
+#include "ckptplan/sim/regions.h"
+#include "ckptplan/sim/simulator.h"
+
+namespace ckptplan {
+
+struct CleanupResult {
+  SaveSet keep;                             ///< the plan after re-saving
+  std::vector<TensorId> resaved;            ///< candidates re-saved, in order
+  int64_t peak_before = 0, peak_after = 0;  ///< bytes
+  double cost_before = 0, cost_after = 0;   ///< recompute cost
+};
+
+/// Re-saves dropped candidates of `keep`, most expensive recompute first
+/// (the recompute cost a re-save removes; ties: lower id), each only when
+/// the peak stays <= `budget_bytes`; repeats until no re-save applies. When
+/// `keep` is already over budget, nothing is re-saved.
+CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,
+                            int64_t reserve_bytes);
+/// The same, reusing `context` (see SimContext).
+CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int64_t budget_bytes,
+                            int64_t reserve_bytes);
+
+/// Floors and ceilings of the step's peak after re-saving one dropped
+/// candidate, read off a region's current simulation, so that most re-saves
+/// are answered without simulating them.
+///
+/// Floor: re-saving `t` keeps its original storage (its root's, for a view)
+/// until the group (a node and the recompute steps before it) where the
+/// plan first made `t`'s recomputed copy, or re-ran the view's producer.
+/// Every step before that group runs as before, so the
+/// groups between the original's last read and that group hold the storage
+/// on top of what they held. Only a storage whose last read is a recompute
+/// step in or after that group can leave them earlier: the re-save may
+/// remove that step.
+///
+/// Ceiling: when the chain that made the copy served `t` alone (the copy is
+/// read by no recompute step, and nothing else the chain made is read after
+/// it unless saved), the re-save removes exactly that chain and keeps the
+/// original until the copy's last read. Steps from the original's last read
+/// to the chain then hold at most the storage more, no other step holds
+/// more, and the recompute cost falls by the chain's.
+class ResaveBounds {
+ public:
+  explicit ResaveBounds(const SimContext& context);
+  /// Whether re-saving dropped candidate `t` surely lifts the step's peak
+  /// over `budget`, read off `memory`'s simulation of t's region (prepared
+  /// on first use; Forget it when that region's plan changes). A region with
+  /// copies is never ruled out: its trials serve the copies
+  /// (RegionalMemory::Try), which costs less than a floor.
+  bool Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget);
+  /// Whether re-saving `t` under plan `keep` surely keeps the step's peak
+  /// within `budget` (then *added_cost is the recompute cost it adds,
+  /// exactly as a trial would give it), surely does not, or either. Uses
+  /// both floors, and needs node costs to be exact (SimContext::exact_costs)
+  /// and the region to have no copies (as Exceeds).
+  enum class Verdict { kFits, kExceeds, kUnknown };
+  Verdict Judge(const RegionalMemory& memory, const SaveSet& keep, TensorId t, int64_t budget,
+                double* added_cost);
+  /// The prepared region's simulation changed (or all regions' did).
+  void Forget(size_t r) {
+    if (r == prepared_) Forget();
+  }
+  void Forget() { prepared_ = SIZE_MAX; }
+
+  /// Reads region `r`'s current simulation; call again when it changes.
+  void Prepare(const RegionalMemory& memory, size_t r);
+  /// A floor under the step's peak with dropped candidate `t` of the
+  /// prepared region saved, or the lowest int64_t when there is none.
+  int64_t Floor(TensorId t) const;
+  /// A ceiling over the step's peak, `step_peak` now under plan `keep`,
+  /// with dropped candidate `t` of the prepared region saved, and in
+  /// *added_cost the recompute cost that adds; the highest int64_t when there
+  /// is none. Then also, in *chain_floor (when not null), a floor under that
+  /// peak that only the chain's own inputs lower: the storages whose last
+  /// read the chain is (the lowest int64_t when some input is a view). The
+  /// prepared simulation must be the region's own (no copy's).
+  int64_t Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak, double* added_cost,
+                  int64_t* chain_floor = nullptr);
+  /// A ceiling for a by-product: `t`'s copy was made by re-running its
+  /// producer in a chain for another tensor, and no step of that group
+  /// reads it. Saved, `t` keeps its original until the copy's last read
+  /// instead; the chain runs the same (the re-run is needed for the other
+  /// tensor, and no step of the chain reads `t`), so *added_cost is 0. The
+  /// steps after the original's last read, through the copy's making, hold
+  /// the storage on top; after that the original stands for the copy. The
+  /// highest int64_t when `t` is no such by-product.
+  int64_t ByproductCeiling(TensorId t, int64_t step_peak, double* added_cost);
+
+ private:
+  const SimContext& context_;
+  size_t prepared_ = SIZE_MAX;  // region Prepare read last, unless forgotten
+  // The simulation read may be a copy's (RegionSim::figures): its node ids
+  // start at first_, and its tensor ids are the region's less tensor_shift_.
+  NodeId first_ = 0;
+  int64_t tensor_shift_ = 0;
+  RangeMax node_peak_;                    // over nodes of the region, the step's bytes
+  size_t num_nodes_ = 0;                  // in the region
+  std::vector<NodeId> group_;             // per step: node of its group
+  std::vector<uint32_t> group_start_;     // per node of the region: its group's first step
+  std::vector<uint32_t> recompute_step_;  // per node of the region: step re-running it
+  std::vector<uint32_t> copy_step_;       // per tensor: step making its recomputed copy
+  std::vector<uint32_t> original_last_;   // per root: last step reading its original
+  std::vector<uint32_t> copy_last_;       // per root: last step reading its recomputed copy
+  std::vector<TensorId> touched_;         // entries of the two set by Prepare
+  // Per step s: bytes of the storages made before s whose last read, at or
+  // after s, is a recompute step.
+  std::vector<int64_t> leaving_;
+  // Reads what only ceilings need from the prepared simulation.
+  void PrepareCeilings();
+  // The step re-running `node`, kNoStep when none does (or it is outside).
+  uint32_t Rerun(NodeId node) const;
+  // The most bytes at a step after step `after` and before step `before`
+  // (needs PrepareCeilings), and in *gap the highest node of the whole
+  // groups between theirs, when there are any; the lowest int64_t when no
+  // step is between.
+  int64_t HighestBetween(uint32_t after, uint32_t before, int64_t* gap) const;
+
+  // For ceilings: the simulation read and its region's offsets (valid until
+  // Forget or the next Prepare), and, once read, per step the step's bytes.
+  const SimResult* sim_ = nullptr;
+  const std::vector<int64_t>* offset_ = nullptr;
+  bool ceilings_ready_ = false;
+  std::vector<int64_t> step_total_;
+  // Per tensor: the last step reading it that is a recompute step or a
+  // non-forward node's, and whether a recompute step reads it.
+  std::vector<uint32_t> late_read_;
+  std::vector<uint8_t> recompute_read_;
+  std::vector<TensorId> read_touched_;    // entries of the two set by Prepare
+  std::vector<TensorId> roots_;           // of Ceiling: storages counted once
+};
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_CLEANUP_H_

@@ -1,0 +1,755 @@
+#include "ckptplan/plan/incremental.h"
+
+#include "ckptplan/base/console.h"
+#include "ckptplan/base/limits.h"
+#include "ckptplan/base/range_max.h"
+#include "ckptplan/sim/regions.h"
+#include "ckptplan/plan/selector.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+namespace ckptplan {
+namespace {
+
+constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
+// Recomputed nodes a bound walks through before giving up on pulled inputs:
+// every candidate gets a short walk; a long one only when its bound, loose
+// because the short walk gave up, comes up best (long walks for every
+// candidate cost more than the simulations they save).
+constexpr size_t kShortPulledWalk = 1;
+constexpr size_t kLongPulledWalk = 256;
+
+// Drops are ranked exactly as the reference ranks them (DropChoice in
+// selector.h); tests/plan/incremental_test.cc checks the two stay identical.
+using Choice = DropChoice;
+
+// Facts no plan changes, beside the SimContext's.
+struct StaticInfo {
+  std::vector<uint8_t> recomputable;     // forward-produced, storage not resident
+  std::vector<NodeId> region_start;      // per root: last node that surely reads it
+};
+
+StaticInfo ComputeStaticInfo(const SimContext& context) {
+  const Graph& graph = context.graph;
+  StaticInfo info;
+  const size_t num_tensors = graph.tensors.size();
+  info.recomputable.assign(num_tensors, 0);
+  info.region_start.assign(num_tensors, 0);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    NodeId p = graph.tensors[t].producer;
+    info.recomputable[t] = context.forward_produced[t] && !context.resident_root[t];
+    // Only forward steps read the original whatever the plan.
+    if (context.forward_produced[t]) {
+      NodeId& start = info.region_start[context.root[t]];
+      start = std::max(start, p);
+    }
+  }
+  // Forward steps always read the original storage, whatever the plan.
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (graph.nodes[n].phase != Phase::kForward) continue;
+    for (TensorId in : graph.nodes[n].inputs) {
+      NodeId& start = info.region_start[context.root[in]];
+      start = std::max(start, n);
+    }
+  }
+  return info;
+}
+
+constexpr int64_t kLowest = std::numeric_limits<int64_t>::min();
+
+// Inclusive range of nodes; empty when lo > hi.
+struct NodeRange {
+  int64_t lo = 1, hi = 0;
+  bool empty() const { return lo > hi; }
+};
+
+// What the current simulation of a region says about where a drop can lower
+// memory. Node-indexed vectors are indexed by node - first; tensor-indexed
+// ones cover the whole graph but only the region's entries are meaningful.
+struct View {
+  NodeId first = 0;                    // the region's first node
+  int64_t peak = 0;                    // the step's peak
+  std::vector<NodeId> slot;            // per node: group it is re-run in; kNoId if not
+  std::vector<NodeId> last_node;       // per root: node whose group last reads its original
+  std::vector<NodeId> first_use;       // per tensor: first group a non-forward step reads it
+  std::vector<int64_t> first_use_floor;  // per tensor: bytes at that step if it is the group's
+                                         // own node (a recomputed copy is live there), else min
+  std::vector<NodeId> last_use;        // per tensor: last group a non-forward step reads it
+  std::vector<NodeId> last_node_use;   // the same, by the group's own node only
+  // Per storage root, over its saved candidates: the latest last_use, which
+  // candidate has it, and the latest among the others.
+  std::vector<NodeId> family_last, family_second;
+  std::vector<TensorId> family_last_tensor;
+  RangeMax node_peak;                  // over nodes, the step's bytes
+  // The same over [first, first + n) and [first + n, end): most bounds ask
+  // for the highest node before and after a range.
+  std::vector<int64_t> prefix_max, suffix_max;
+  // Working memory reused between builds.
+  std::vector<NodeId> group;           // per step: node whose group it is in
+  // Tier-1 data, filled by PrepareTier1 when first needed after a build.
+  bool tier1_ready = false;
+  std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
+  // Over the peak nodes in [first, first + n): how far below the peak their
+  // own steps are (saturating sum).
+  std::vector<int64_t> gap_prefix;
+  int64_t max_own_total = kLowest;     // most bytes at a node's own step
+};
+
+void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMemory::Part& region,
+               int64_t peak, View* view) {
+  const Graph& graph = context.graph;
+  const SimResult& sim = region.sim.full();
+  const NodeId first = region.range.first;
+  const size_t num_nodes = region.range.end - first;
+  const size_t num_tensors = graph.tensors.size();
+  view->first = first;
+  view->peak = peak;
+  view->slot.assign(num_nodes, kNoId);
+  // Small regions reset only their own tensors' entries.
+  if (view->first_use.size() != num_tensors || 4 * num_nodes >= graph.nodes.size()) {
+    view->first_use.assign(num_tensors, kNoId);
+    view->last_use.assign(num_tensors, kNoId);
+    view->last_node_use.assign(num_tensors, kNoId);
+    view->first_use_floor.assign(num_tensors, kLowest);
+    view->last_node.assign(num_tensors, 0);
+    view->family_last.assign(num_tensors, kNoId);
+    view->family_second.assign(num_tensors, kNoId);
+    view->family_last_tensor.assign(num_tensors, kNoId);
+  } else {
+    // Only the region's tensors are read below: reset those.
+    // The nodes' inputs and outputs are contiguous in the flat arrays.
+    for (uint32_t i = context.inputs_begin[first]; i < context.inputs_begin[region.range.end]; ++i) {
+      const TensorId t = context.ids[i];
+      for (TensorId u : {t, context.root[t]}) {
+        view->first_use[u] = view->last_use[u] = view->last_node_use[u] = kNoId;
+        view->first_use_floor[u] = kLowest;
+        view->last_node[u] = 0;
+        view->family_last[u] = view->family_second[u] = kNoId;
+        view->family_last_tensor[u] = kNoId;
+      }
+    }
+  }
+  std::vector<NodeId>& group = view->group;
+  ReserveSteps(group, sim.steps.size());
+  group.resize(sim.steps.size());
+  NodeId next = region.range.end == 0 ? 0 : region.range.end - 1;
+  for (size_t s = sim.steps.size(); s-- > 0;) {
+    const Step& step = sim.steps[s];
+    if (!step.recompute) next = step.node;
+    group[s] = next;
+    if (step.recompute) {
+      view->slot[step.node - first] = next;
+    }
+  }
+  const TensorId* ids = context.ids.data();
+  for (size_t s = 0; s < sim.steps.size(); ++s) {
+    const Step& step = sim.steps[s];
+    if (!step.recompute && context.node_forward[step.node]) continue;
+    for (uint32_t i = context.inputs_begin[step.node]; i < context.outputs_begin[step.node]; ++i) {
+      const TensorId in = ids[i];
+      view->last_use[in] = group[s];
+      if (!step.recompute) view->last_node_use[in] = group[s];
+      if (view->first_use[in] != kNoId) continue;
+      view->first_use[in] = group[s];
+      if (!step.recompute) {
+        view->first_use_floor[in] = sim.total[s] + region.offset[step.node - first];
+      }
+    }
+  }
+  for (const Buffer& buffer : sim.buffers) {
+    if (sim.steps[buffer.first_step].recompute) continue;
+    view->last_node[buffer.root] = group[buffer.last_step];
+  }
+  for (TensorId t : region.candidates) {
+    if (!keep[t] || view->last_use[t] == kNoId) continue;
+    const TensorId root = context.root[t];
+    const NodeId last = view->last_use[t];
+    NodeId& top = view->family_last[root];
+    if (top == kNoId || last > top) {
+      view->family_second[root] = top;
+      top = last;
+      view->family_last_tensor[root] = t;
+    } else if (view->family_second[root] == kNoId || last > view->family_second[root]) {
+      view->family_second[root] = last;
+    }
+  }
+  // The nodes' own steps come in node order, one each.
+  view->max_own_total = kLowest;
+  view->tier1_ready = false;
+  int64_t* node_peak = view->node_peak.Reset(num_nodes);
+  view->prefix_max.resize(num_nodes + 1);
+  view->suffix_max.resize(num_nodes + 1);
+  view->prefix_max[0] = view->suffix_max[num_nodes] = kLowest;
+  for (size_t s = 0; s < sim.steps.size(); ++s) {
+    if (sim.steps[s].recompute) continue;
+    const size_t n = sim.steps[s].node - first;
+    view->max_own_total = std::max(view->max_own_total, sim.total[s] + region.offset[n]);
+    node_peak[n] = sim.node_peak[n] + region.offset[n];
+    view->prefix_max[n + 1] = std::max(view->prefix_max[n], node_peak[n]);
+  }
+  for (size_t n = num_nodes; n-- > 0;) {
+    view->suffix_max[n] = std::max(view->suffix_max[n + 1], node_peak[n]);
+  }
+  view->node_peak.Finish();
+}
+
+// What only tier-1 bounds read (the nodes at the peak and how far below it
+// their own steps are), once they are needed: the peak can seldom not be
+// lowered, so most searches never ask.
+void PrepareTier1(const RegionalMemory::Part& region, View* view) {
+  if (view->tier1_ready) return;
+  view->tier1_ready = true;
+  const SimResult& sim = region.sim.full();
+  const size_t num_nodes = region.range.end - view->first;
+  view->peak_prefix.resize(num_nodes + 1);
+  view->gap_prefix.resize(num_nodes + 1);
+  view->peak_prefix[0] = 0;
+  view->gap_prefix[0] = 0;
+  uint32_t peak_nodes = 0;
+  for (size_t s = 0; s < sim.steps.size(); ++s) {
+    if (sim.steps[s].recompute) continue;
+    const size_t n = sim.steps[s].node - view->first;
+    const int64_t own_total = sim.total[s] + region.offset[n];
+    const bool at_peak = sim.node_peak[n] + region.offset[n] == view->peak;
+    peak_nodes += at_peak;
+    view->peak_prefix[n + 1] = peak_nodes;
+    const int64_t gap = at_peak ? view->peak - own_total : 0;
+    view->gap_prefix[n + 1] = SaturatingAdd(view->gap_prefix[n], gap);
+  }
+}
+
+// Best case of dropping one candidate, from the current simulation.
+struct Bound {
+  TensorId tensor = kNoId;
+  double score = 0;           // no more than the real score
+  int64_t freed = kUnbounded;  // no less than the real bytes freed
+  // From a short walk that gave up on pulled inputs: a long walk may tighten it.
+  bool loose = false;
+};
+
+bool BoundBefore(const Bound& a, const Bound& b) {
+  if (a.score != b.score) return a.score < b.score;
+  if (a.freed != b.freed) return a.freed > b.freed;
+  return a.tensor < b.tensor;
+}
+
+// A candidate whose bound does not beat `best` cannot beat it either: its
+// score is at least the bound's and its bytes freed at most the bound's.
+bool MayBeat(const Bound& bound, int tier, const Choice& best) {
+  Choice optimistic{bound.tensor, tier, bound.score, bound.freed};
+  return optimistic.BetterThan(best);
+}
+
+// Walks the nodes a drop of `t` would re-run: its producer and, through
+// tensors neither saved nor resident, their producers. Nodes the current
+// plan already re-runs are not added but make the drop "pulling".
+class ChainWalker {
+ public:
+  ChainWalker(const SimContext& context, const StaticInfo& info)
+      : graph_(context.graph), context_(context), info_(info), mark_(graph_.nodes.size(), 0),
+        passable_(info.recomputable) {}
+
+  // Walks from now on see the plan `keep` of `candidates`: a walk goes on
+  // through a recomputable tensor unless it is saved.
+  void SetPlan(const SaveSet& keep, const std::vector<TensorId>& candidates) {
+    for (TensorId t : candidates) passable_[t] = info_.recomputable[t] && !keep[t];
+  }
+
+  struct Chain {
+    double cost = 0;             // of the nodes added to the recompute set
+    bool pulls = false;          // reaches a node already in the recompute set
+    NodeId last_slot = 0;        // latest group such a node is re-run in now
+    // Bytes of those nodes' inputs that may free earlier: all but those a
+    // node at or after the pulled range reads (they stay live through it).
+    int64_t pulled_inputs = 0;
+    size_t pulled_nodes = 0;
+  };
+
+  // View::slot gives the slots; the recompute set is closed under this walk,
+  // so nodes reached through a recomputed node are recomputed too. The walk
+  // stays in the view's region.
+  Chain Walk(TensorId t, const View& view, size_t max_pulled) {
+    ++epoch_;
+    max_pulled_ = max_pulled;
+    Chain chain;
+    stack_.clear();
+    pulled_.clear();
+    Visit(context_.producer[t], view, &chain);
+    while (!stack_.empty()) {
+      NodeId n = stack_.back();
+      stack_.pop_back();
+      const bool recomputed = view.slot[n - view.first] != kNoId;
+      // The flat arrays: walks run for every candidate on every drop.
+      const TensorId* ids = context_.ids.data();
+      for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+        const TensorId in = ids[i];
+        if (recomputed && !context_.resident_root[in]) pulled_.push_back(in);
+        if (!passable_[in]) continue;
+        Visit(context_.producer[in], view, &chain);
+      }
+    }
+    if (chain.pulled_inputs == kUnbounded) return chain;
+    // The pulled nodes move to the first use of `t`; an input that a node
+    // reads at or after the last group they leave is live throughout.
+    const NodeId pulled_end = std::max(view.first_use[t], chain.last_slot);
+    for (TensorId in : pulled_) {
+      const NodeId last = view.last_node_use[in];
+      if (last == kNoId || last < pulled_end) {
+        chain.pulled_inputs += context_.bytes[context_.root[in]];
+      }
+    }
+    return chain;
+  }
+
+ private:
+  void Visit(NodeId n, const View& view, Chain* chain) {
+    if (mark_[n] == epoch_) return;
+    mark_[n] = epoch_;
+    const NodeId slot = view.slot[n - view.first];
+    if (slot != kNoId) {
+      chain->pulls = true;
+      // Slots only decrease towards the inputs, so the first recomputed
+      // nodes reached give the latest slot; walking further only sums the
+      // pulled inputs, which is capped (the bound then gives up on them).
+      chain->last_slot = std::max(chain->last_slot, slot);
+      if (++chain->pulled_nodes > max_pulled_) {
+        chain->pulled_inputs = kUnbounded;
+        return;
+      }
+    } else {
+      chain->cost += context_.node_cost[n];
+    }
+    stack_.push_back(n);
+  }
+
+  const Graph& graph_;
+  const SimContext& context_;
+  const StaticInfo& info_;
+  std::vector<uint32_t> mark_;
+  uint32_t epoch_ = 0;
+  size_t max_pulled_ = 0;
+  std::vector<NodeId> stack_;
+  std::vector<TensorId> pulled_;  // inputs of pulled nodes, not resident
+  std::vector<uint8_t> passable_;  // per tensor: recomputable and not saved (SetPlan)
+};
+
+// Finds the best drop in one region, from bounds and region simulations.
+class RegionSearch {
+ public:
+  RegionSearch(const SimContext& context, const StaticInfo& info, IncrementalStats* stats)
+      : context_(context), info_(info), walker_(context, info), stats_(*stats),
+        tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
+
+  // The best drop of a candidate of region `r`; its trial in *best_trial,
+  // which is left as it is when there is none.
+  DropChoice Best(const RegionalMemory& memory, size_t r, SaveSet& keep,
+                  RegionalMemory::Trial* best_trial) {
+    const RegionalMemory::Part& region = memory.part(r);
+    const int64_t peak = memory.peak();
+    const uint32_t search = searches_++;
+    ++stats_.searches;
+    BuildView(context_, keep, region, peak, &view_);
+    Bounds(region, keep, memory.Outside(r));
+    DropChoice best;
+    // Bounds are taken best first; a loose one goes back in tightened, so
+    // candidates are simulated in the order of tight bounds. Until a drop is
+    // simulated the best is found by a scan; then only the bounds that may
+    // beat it stay, as a heap: most searches simulate one drop, and a heap of
+    // every bound cost more than the rest of the choice.
+    auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
+    auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
+      bool heap = false;
+      for (size_t size = bounds.size(); size > 0;) {
+        if (!heap && best.tensor != kNoId) {
+          auto beaten = std::partition(bounds.begin(), bounds.begin() + size,
+                                       [&](const Bound& b) { return MayBeat(b, tier, best); });
+          size = static_cast<size_t>(beaten - bounds.begin());
+          std::make_heap(bounds.begin(), bounds.begin() + size, after);
+          heap = true;
+          continue;
+        }
+        if (heap) {
+          std::pop_heap(bounds.begin(), bounds.begin() + size, after);
+        } else {
+          auto first = std::min_element(bounds.begin(), bounds.begin() + size, BoundBefore);
+          std::iter_swap(first, bounds.begin() + size - 1);
+        }
+        const Bound bound = bounds[--size];
+        if (best.tensor != kNoId && !MayBeat(bound, tier, best)) break;
+        const TensorId t = bound.tensor;
+        if (tried_at_[t] == search) continue;
+        if (bound.loose) {
+          Bound tight = Tighten(region, memory.Outside(r), t, tier);
+          if (tight.freed <= 0) continue;
+          bounds[size++] = tight;
+          if (heap) std::push_heap(bounds.begin(), bounds.begin() + size, after);
+          continue;
+        }
+        keep[t] = 0;
+        memory.Try(r, keep, &trial_);
+        keep[t] = 1;
+        ++stats_.simulations;
+        tried_at_[t] = search;
+        RegionDrop drop;
+        drop.peak = peak;
+        drop.trial_peak = trial_.peak;
+        drop.added_cost = trial_.added_cost;
+        drop.node_peak = &region.sim.figures().node_peak;
+        drop.trial_node_peak = &trial_.sim.figures().node_peak;
+        drop.offset = &region.offset;
+        DropChoice choice = ScoreDrop(t, drop);
+        spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
+                      context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
+                      choice.score, choice.freed);
+        if (choice.tensor != kNoId && choice.BetterThan(best)) {
+          best = choice;
+          std::swap(*best_trial, trial_);
+        }
+      }
+    };
+    try_bounds(tier0_, 0);
+    // When nothing lowers the peak, every tier-0 bound was simulated and
+    // `best` already holds the best tier-1 drop among them.
+    if (best.tensor == kNoId || best.tier != 0) {
+      Tier1Bounds(region, memory.Outside(r));
+      try_bounds(tier1_, 1);
+    }
+    spdlog::trace("incremental: region [{}, {}): {} tier-0 bounds, {} tier-1 bounds, best tier {}",
+                  region.range.first, region.range.end, tier0_.size(), tier1_.size(), best.tier);
+    return best;
+  }
+
+ private:
+  // Bounds every saved candidate of the region into tier0_ and tier1_, from
+  // short walks: a bound whose walk gave up is tightened only when reached.
+  // Tier-1 bounds come later (Tier1Bounds), from the same walks.
+  void Bounds(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region) {
+    tier0_.clear();
+    tier1_.clear();
+    walks_.clear();
+    walker_.SetPlan(keep, region.candidates);
+    for (TensorId t : region.candidates) {
+      if (!keep[t]) continue;
+      ++stats_.bounded;
+      const ChainWalker::Chain chain = walker_.Walk(t, view_, kShortPulledWalk);
+      walks_.push_back({t, chain});
+      Bound bound0;
+      BoundsOf(region, t, chain, outside_region, &bound0, nullptr);
+      bound0.loose = chain.pulled_inputs == kUnbounded;
+      if (bound0.freed > 0) tier0_.push_back(bound0);
+    }
+  }
+
+  // Tier-1 bounds of the candidates Bounds walked, into tier1_.
+  void Tier1Bounds(const RegionalMemory::Part& region, int64_t outside_region) {
+    PrepareTier1(region, &view_);
+    tier1_.clear();
+    for (const auto& [t, chain] : walks_) {
+      Bound bound0, bound1;
+      BoundsOf(region, t, chain, outside_region, &bound0, &bound1);
+      bound1.loose = chain.pulled_inputs == kUnbounded;
+      if (bound1.freed > 0) tier1_.push_back(bound1);
+    }
+  }
+
+  // A loose bound of `tier`, tightened by a long walk.
+  Bound Tighten(const RegionalMemory::Part& region, int64_t outside_region, TensorId t,
+                int tier) {
+    const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
+    Bound bound0, bound1;
+    BoundsOf(region, t, chain, outside_region, &bound0, tier == 0 ? nullptr : &bound1);
+    return tier == 0 ? bound0 : bound1;
+  }
+
+  // The tier-0 and, unless `bound1` is null, tier-1 bounds of dropping `t`,
+  // whose recompute walks `chain`; a bound that frees no byte has freed <= 0.
+  // Tier 1 needs PrepareTier1.
+  void BoundsOf(const RegionalMemory::Part& region, TensorId t, const ChainWalker::Chain& chain,
+                int64_t outside_region, Bound* bound0, Bound* bound1) {
+    const View& view = view_;
+    const int64_t first = region.range.first;
+    const int64_t end = region.range.end;
+    // Max of the step's node peaks over global node ids [lo, hi).
+    auto peak_max = [&](int64_t lo, int64_t hi) {
+      if (lo >= hi) return kLowest;
+      if (lo == first) return view.prefix_max[hi - first];
+      if (hi == end) return view.suffix_max[lo - first];
+      return view.node_peak.Query(lo - first, hi - first);
+    };
+    auto peaks_in = [&](int64_t lo, int64_t hi) {  // inclusive
+      return static_cast<int64_t>(view.peak_prefix[hi + 1 - first] - view.peak_prefix[lo - first]);
+    };
+    auto gaps_in = [&](int64_t lo, int64_t hi) {  // inclusive
+      const int64_t total = view.gap_prefix[hi + 1 - first];
+      return total == kUnbounded ? kUnbounded : total - view.gap_prefix[lo - first];
+    };
+    const TensorId root = context_.root[t];
+    const int64_t bytes = context_.bytes[root];
+    // Where the original storage can end earlier: after its forward reads
+    // and the reads of the other saved tensors sharing it, and (the copy
+    // taking over) before the first non-forward use of `t`.
+    NodeRange own{info_.region_start[root],
+                  std::min(view.last_node[root], view.first_use[t])};
+    const NodeId other = view.family_last_tensor[root] == t ? view.family_second[root]
+                                                            : view.family_last[root];
+    if (other != kNoId) own.lo = std::max<int64_t>(own.lo, other);
+    // A pulled node moves from its slot to the first use of `t`, and its
+    // inputs may then end earlier.
+    NodeRange pulled;
+    if (chain.pulls) pulled = {view.first_use[t], std::max(view.first_use[t], chain.last_slot)};
+    if (!own.empty() && !pulled.empty() && own.lo > pulled.lo) std::swap(own, pulled);
+    // Max of node peaks that cannot get lower.
+    const NodeRange& a = own.empty() ? pulled : own;
+    const NodeRange& b = own.empty() ? NodeRange{} : pulled;
+    int64_t outside;
+    int64_t peaks_inside = 0;
+    int64_t gaps_inside = 0;  // how far below the peak those nodes' own steps are
+    const bool tier1 = bound1 != nullptr;
+    if (a.empty()) {
+      outside = view.peak;
+    } else if (b.empty() || b.lo > a.hi + 1) {
+      outside = std::max(peak_max(first, a.lo), peak_max(a.hi + 1, b.empty() ? end : b.lo));
+      if (!b.empty()) outside = std::max(outside, peak_max(b.hi + 1, end));
+      if (tier1) {
+        peaks_inside = peaks_in(a.lo, a.hi);
+        gaps_inside = gaps_in(a.lo, a.hi);
+        if (!b.empty()) {
+          peaks_inside += peaks_in(b.lo, b.hi);
+          gaps_inside = SaturatingAdd(gaps_inside, gaps_in(b.lo, b.hi));
+        }
+      }
+    } else {
+      const int64_t hi = std::max(a.hi, b.hi);
+      outside = std::max(peak_max(first, a.lo), peak_max(hi + 1, end));
+      if (tier1) {
+        peaks_inside = peaks_in(a.lo, hi);
+        gaps_inside = gaps_in(a.lo, hi);
+      }
+    }
+    outside = std::max(outside, outside_region);
+    // The first non-forward reader's own step keeps its bytes: the copy
+    // replaces the original there, and only pulled inputs may leave.
+    if (view.first_use_floor[t] != kLowest && chain.pulled_inputs != kUnbounded) {
+      outside = std::max(outside, view.first_use_floor[t] -
+                                      (chain.pulls ? chain.pulled_inputs : 0));
+    }
+    const int64_t own_bytes = own.empty() && !chain.pulls ? 0 : bytes;
+    // Floating-point slack: the real added cost is a difference of two sums.
+    const double slack =
+        context_.exact_costs ? 0.0 : 1e-9 * (region.sim.figures().recompute_cost + chain.cost);
+    const double cost = std::max(0.0, chain.cost - slack);
+    int64_t freed0 = view.peak - outside;
+    // A node's own step stays; only storages that end earlier leave it.
+    // Without a pull no recompute step leaves a group either. With one, a
+    // node's peak may fall to its own step's bytes less what leaves it.
+    const int64_t leaving = chain.pulls ? SaturatingAdd(own_bytes, chain.pulled_inputs)
+                                        : own_bytes;
+    if (!chain.pulls) {
+      freed0 = std::min(freed0, own_bytes);
+    } else if (view.max_own_total != kLowest) {
+      freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
+    }
+    *bound0 = {t, freed0 > 0 ? cost / static_cast<double>(freed0) : 0.0, freed0};
+    if (!tier1) return;
+    // Per peak node, as for freed0.
+    const int64_t freed1 = chain.pulls
+                               ? SaturatingAdd(gaps_inside, SaturatingMul(leaving, peaks_inside))
+                               : SaturatingMul(own_bytes, peaks_inside);
+    *bound1 = {t, 0.0, 0};
+    if (peaks_inside > 0 && freed1 > 0) *bound1 = {t, cost / static_cast<double>(freed1), freed1};
+  }
+
+  const SimContext& context_;
+  const StaticInfo& info_;
+  ChainWalker walker_;
+  IncrementalStats& stats_;
+  View view_;
+  std::vector<Bound> tier0_, tier1_;
+  std::vector<std::pair<TensorId, ChainWalker::Chain>> walks_;  // Bounds' short walks
+  RegionalMemory::Trial trial_;  // reused: fresh memory for every simulation is slow
+  std::vector<uint32_t> tried_at_;  // per tensor: search that simulated its drop
+  uint32_t searches_ = 0;
+};
+
+// The best drop of one region as last computed, valid while the region's
+// plan, the step's peak and the other regions' highest node are unchanged.
+struct CachedChoice {
+  bool valid = false;
+  uint32_t version = 0;  // of the region's plan
+  int64_t peak = 0, outside = 0;
+  DropChoice choice;
+};
+
+// Region searches kept for the region's copies: a copy with the same plan,
+// node peaks shifted by as much as the step's peak and the highest node
+// outside it, has the same best drop, its tensor ids shifted.
+class SharedSearches {
+ public:
+  explicit SharedSearches(const RegionalMemory& memory) : memory_(memory) {}
+
+  // The search of region `r` done for a copy, translated; false when none.
+  bool Find(size_t r, const SaveSet& keep, int64_t peak, int64_t outside, DropChoice* choice) {
+    if (!Eligible(r)) return false;
+    const uint64_t key = Key(r, keep, peak, outside);
+    auto found = entries_.find(key);
+    if (found == entries_.end()) return false;
+    const Entry& entry = found->second;
+    const RegionalMemory::Part& part = memory_.part(r);
+    const RegionalMemory::Part& source = memory_.part(entry.source);
+    if (source.shape.first_of_shape != part.shape.first_of_shape || entry.plan != plan_ ||
+        entry.peak != peak - part.offset_shift || entry.outside != outside - part.offset_shift) {
+      return false;
+    }
+    *choice = entry.choice;
+    if (choice->tensor != kNoId) {
+      choice->tensor = static_cast<TensorId>(choice->tensor + part.shape.tensor_shift -
+                                             source.shape.tensor_shift);
+    }
+    return true;
+  }
+
+  void Store(size_t r, const SaveSet& keep, int64_t peak, int64_t outside,
+             const DropChoice& choice) {
+    if (!Eligible(r)) return;
+    const uint64_t key = Key(r, keep, peak, outside);
+    // Bounded like RegionalMemory's trials: dropped all at once past a size.
+    const size_t most = std::max(kMinBytes, kBytesPerNode * memory_.context().graph.nodes.size());
+    if (bytes_ > most) {
+      entries_.clear();
+      bytes_ = 0;
+    }
+    const RegionalMemory::Part& part = memory_.part(r);
+    Entry& entry = entries_[key];
+    bytes_ += plan_.size() + sizeof(Entry) - entry.plan.size();
+    entry = {r, plan_, peak - part.offset_shift, outside - part.offset_shift, choice};
+  }
+
+ private:
+  static constexpr size_t kBytesPerNode = 16;
+  static constexpr size_t kMinBytes = size_t{1} << 20;
+  struct Entry {
+    size_t source;
+    std::vector<uint8_t> plan;
+    int64_t peak, outside;  // less the source's offset shift
+    DropChoice choice;
+  };
+
+  bool Eligible(size_t r) const {
+    const RegionalMemory::Part& part = memory_.part(r);
+    return part.shape.copies > 1 && part.offsets_match;
+  }
+
+  uint64_t Key(size_t r, const SaveSet& keep, int64_t peak, int64_t outside) {
+    const int64_t shift = memory_.part(r).offset_shift;
+    uint64_t key = memory_.PlanKey(r, keep, &plan_);
+    for (int64_t value : {peak - shift, outside - shift}) {
+      key = (key ^ static_cast<uint64_t>(value)) * 0x9e3779b97f4a7c15ull;
+    }
+    return key;
+  }
+
+  const RegionalMemory& memory_;
+  std::unordered_map<uint64_t, Entry> entries_;
+  size_t bytes_ = 0;  // about, over entries_
+  std::vector<uint8_t> plan_;
+};
+
+}  // namespace
+
+GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
+                             const GreedyOptions& options, IncrementalStats* stats) {
+  return IncrementalPlan(SimContext(graph), start, options, stats);
+}
+
+GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
+                             const GreedyOptions& options, IncrementalStats* stats) {
+  const Graph& graph = context.graph;
+  const auto started = std::chrono::steady_clock::now();
+  IncrementalStats local_stats;
+  IncrementalStats& counters = stats ? *stats : local_stats;
+  SimOptions sim_options;
+  sim_options.reserve_bytes = options.reserve_bytes;
+  GreedyResult result;
+  result.keep = start;
+  RegionalMemory memory(context, result.keep, sim_options);
+  counters.simulations += memory.start_simulations();
+  counters.regions = memory.size();
+  result.start_peak = memory.start_peak();
+  const StaticInfo info = ComputeStaticInfo(context);
+  RegionSearch search(context, info, &counters);
+
+  std::vector<CachedChoice> cache(memory.size());
+  SharedSearches shared(memory);
+  std::vector<uint32_t> version(memory.size(), 0);
+  // The trial of the last region search that found a drop, kept so that
+  // applying its choice right away needs no new simulation. A search that
+  // finds none leaves it as it is.
+  RegionalMemory::Trial chosen;
+  size_t chosen_region = SIZE_MAX;
+  TensorId chosen_tensor = kNoId;
+  while (memory.peak() > options.budget_bytes) {
+    ++counters.iterations;
+    const int64_t peak = memory.peak();
+    DropChoice best;
+    size_t best_region = SIZE_MAX;
+    for (size_t r = 0; r < memory.size(); ++r) {
+      // A region below the peak has no drop: the peak stays, and none of
+      // its nodes is at it.
+      if (memory.maxes()[r] != peak) continue;
+      CachedChoice& cached = cache[r];
+      const int64_t outside = memory.Outside(r);
+      if (!cached.valid || cached.version != version[r] || cached.peak != peak ||
+          cached.outside != outside) {
+        cached = {true, version[r], peak, outside, {}};
+        if (shared.Find(r, result.keep, peak, outside, &cached.choice)) {
+          ++counters.shared_searches;
+        } else {
+          cached.choice = search.Best(memory, r, result.keep, &chosen);
+          shared.Store(r, result.keep, peak, outside, cached.choice);
+          if (cached.choice.tensor != kNoId) {
+            chosen_region = r;
+            chosen_tensor = cached.choice.tensor;
+          }
+        }
+      }
+      if (cached.choice.tensor != kNoId && cached.choice.BetterThan(best)) {
+        best = cached.choice;
+        best_region = r;
+      }
+    }
+    if (best.tensor == kNoId) break;
+    result.keep[best.tensor] = 0;
+    result.drops.push_back(best.tensor);
+    if (chosen_region != best_region || chosen_tensor != best.tensor) {
+      // Chosen from the cache: simulate it again.
+      memory.Try(best_region, result.keep, &chosen);
+      ++counters.simulations;
+    }
+    memory.Apply(&chosen);
+    chosen_region = SIZE_MAX;
+    ++version[best_region];
+    spdlog::debug("incremental: drop '{}' (peak {} -> {})", graph.tensors[best.tensor].name,
+                  peak, memory.peak());
+  }
+  // The regions' figures are the step's (exactly: see RegionalMemory).
+  result.peak = memory.peak();
+  result.recompute_cost = memory.cost();
+  result.fits = result.peak <= options.budget_bytes;
+  counters.shared_trials = memory.shared_trials();
+  spdlog::info(
+      "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
+      "searches ({} more copied from a copy of the region), {} simulations ({} copied) ({:.3f} s)",
+      result.drops.size(), memory.size(), result.start_peak, result.peak, options.budget_bytes,
+      result.fits ? "fits" : "does not fit", counters.searches, counters.shared_searches,
+      counters.simulations, counters.shared_trials, SecondsSince(started));
+  return result;
+}
+
+}  // namespace ckptplan

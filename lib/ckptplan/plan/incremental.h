@@ -1,0 +1,54 @@
+// The greedy planner of selector.h, made fast by bounding before simulating.
+//
+// GreedyPlan re-simulates the step for every saved candidate at every
+// iteration. IncrementalPlan returns exactly the same plan (same drops in the
+// same order, same peak and recompute cost) but simulates only the candidates
+// whose bounds say they could be the best one. The bounds come from the
+// current simulation alone:
+//  - Dropping a candidate can only lower the per-node peaks (node_peak) of the
+//    nodes in its "region": from the last forward read of its storage to the
+//    node of the storage's last read, or to the end of the step when its
+//    recompute would pull an already recomputed node earlier. Every other
+//    node keeps or raises its value.
+//  - Without such a pull, no node drops by more than the storage's bytes.
+//    With one, the pulled nodes' inputs may leave too, but not those a node
+//    reads at or after the last group the pulled nodes leave.
+//  - The recompute cost a drop adds is the cost of the nodes its chain adds.
+// Candidates are tried in order of their best possible score; the search
+// stops as soon as no untried candidate can beat the best simulated one. A
+// bound whose walk through pulled nodes was cut short is walked in full
+// only when it comes up first, then put back in order.
+// Every choice is still scored from a full Simulate, so the memory rule stays
+// in simulator.cc.
+#ifndef CKPTPLAN_INCREMENTAL_H_
+#define CKPTPLAN_INCREMENTAL_H_
+
+#include <cstddef>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/plan/selector.h"
+
+namespace ckptplan {
+
+/// Work counters, for benchmarks and tests.
+struct IncrementalStats {
+  size_t iterations = 0;
+  size_t simulations = 0;  ///< full Simulate calls, the start and trials
+  size_t bounded = 0;      ///< candidate bounds computed
+  size_t regions = 0;      ///< regions searched apart (FindRegions)
+  size_t searches = 0;     ///< region searches (bounds, then trials)
+  /// Searches and trials answered from a copy of the region (ShapeRegions).
+  size_t shared_searches = 0;
+  size_t shared_trials = 0;
+};
+
+/// Same contract and result as GreedyPlan.
+GreedyResult IncrementalPlan(const Graph& graph, const SaveSet& start,
+                             const GreedyOptions& options, IncrementalStats* stats = nullptr);
+/// The same, reusing `context` (see SimContext).
+GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
+                             const GreedyOptions& options, IncrementalStats* stats = nullptr);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_INCREMENTAL_H_

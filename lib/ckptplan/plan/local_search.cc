@@ -1,0 +1,169 @@
+#include "ckptplan/plan/local_search.h"
+
+#include <algorithm>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "ckptplan/plan/cleanup.h"
+#include "ckptplan/sim/regions.h"
+
+namespace ckptplan {
+namespace {
+
+struct Key {
+  int64_t over = 0;  // bytes over budget
+  double cost = 0;
+  int64_t peak = 0;
+
+  bool operator<(const Key& other) const {
+    return std::tie(over, cost, peak) < std::tie(other.over, other.cost, other.peak);
+  }
+};
+
+class Search {
+ public:
+  Search(const SimContext& context, const LocalSearchOptions& options, SaveSet keep)
+      : context_(context),
+        options_(options),
+        keep_(std::move(keep)),
+        candidates_(context_.candidates),
+        floor_(context) {
+    sim_options_.reserve_bytes = options.reserve_bytes;
+    Reset();
+  }
+
+  // One round; false when no move improves or the simulation budget is spent.
+  bool Step() {
+    Key best = current_;
+    std::vector<TensorId> best_move;
+    // Single flips change one region: simulate that region only. While the
+    // plan fits, a re-save that cannot fit cannot improve it either.
+    const bool fits = current_.over == 0;
+    floor_.Forget();  // the last round's move changed the plan
+    for (TensorId t : candidates_) {
+      if (Exhausted()) return false;
+      if (fits && !keep_[t] && floor_.Exceeds(*memory_, t, options_.budget_bytes)) {
+        ++floored_;
+        continue;
+      }
+      keep_[t] ^= 1;
+      memory_->Try(memory_->RegionOf(t), keep_, &trial_);
+      keep_[t] ^= 1;
+      ++simulations_;
+      Key key = KeyOf(trial_.peak, trial_.cost);
+      if (key < best) {
+        best = key;
+        best_move = {t};
+        std::swap(best_trial_, trial_);
+      }
+    }
+    if (best_move.empty() && candidates_.size() <= options_.pair_limit) {
+      for (size_t i = 0; i < candidates_.size(); ++i) {
+        for (size_t j = i + 1; j < candidates_.size(); ++j) {
+          if (Exhausted()) return false;
+          Try({candidates_[i], candidates_[j]}, &best, &best_move);
+        }
+      }
+    }
+    const size_t k = candidates_.size();
+    if (best_move.empty() && k <= options_.triple_limit) {
+      for (size_t i = 0; i < k; ++i) {
+        for (size_t j = i + 1; j < k; ++j) {
+          for (size_t l = j + 1; l < k; ++l) {
+            if (Exhausted()) return false;
+            Try({candidates_[i], candidates_[j], candidates_[l]}, &best, &best_move);
+          }
+        }
+      }
+    }
+    if (best_move.empty()) return false;
+    for (TensorId t : best_move) keep_[t] ^= 1;
+    if (best_move.size() == 1) {
+      memory_->Apply(&best_trial_);
+      current_ = KeyOf(memory_->peak(), memory_->cost());
+    } else {
+      Reset();  // the move's simulation was counted when it was tried
+      --simulations_;
+    }
+    ++moves_;
+    return true;
+  }
+
+  LocalSearchResult Result() {
+    LocalSearchResult result;
+    result.keep = keep_;
+    result.peak = current_.peak;
+    result.recompute_cost = current_.cost;
+    result.fits = current_.over == 0;
+    result.moves = moves_;
+    result.simulations = simulations_;
+    result.floored = floored_;
+    return result;
+  }
+
+ private:
+  bool Exhausted() const { return simulations_ >= options_.max_simulations; }
+
+  Key KeyOf(int64_t peak, double cost) const {
+    return {std::max<int64_t>(0, peak - options_.budget_bytes), cost, peak};
+  }
+
+  // Simulates the current plan from scratch, region by region.
+  void Reset() {
+    memory_ = std::make_unique<RegionalMemory>(context_, keep_, sim_options_);
+    ++simulations_;
+    current_ = KeyOf(memory_->peak(), memory_->cost());
+  }
+
+  // Moves of several flips (small graphs only): simulated whole.
+  void Try(const std::vector<TensorId>& flips, Key* best, std::vector<TensorId>* best_move) {
+    for (TensorId t : flips) keep_[t] ^= 1;
+    ++simulations_;
+    Simulate(context_, keep_, sim_options_, &whole_);
+    for (TensorId t : flips) keep_[t] ^= 1;
+    Key key = KeyOf(whole_.peak_bytes, whole_.recompute_cost);
+    if (key < *best) {
+      *best = key;
+      *best_move = flips;
+    }
+  }
+
+  const SimContext& context_;
+  const LocalSearchOptions& options_;
+  SaveSet keep_;
+  const std::vector<TensorId>& candidates_;
+  SimOptions sim_options_;
+  std::unique_ptr<RegionalMemory> memory_;
+  RegionalMemory::Trial trial_, best_trial_;
+  ResaveBounds floor_;
+  SimResult whole_;
+  Key current_;
+  size_t moves_ = 0;
+  size_t simulations_ = 0;
+  size_t floored_ = 0;  // re-saves ruled out by a floor, not simulated
+};
+
+}  // namespace
+
+LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,
+                              const LocalSearchOptions& options) {
+  return ImprovePlan(SimContext(graph), keep, options);
+}
+
+LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
+                              const LocalSearchOptions& options) {
+  Search search(context, options, keep);
+  while (search.Step()) {
+  }
+  LocalSearchResult result = search.Result();
+  spdlog::info("local search: {} moves in {} simulations ({} re-saves ruled out by a floor), "
+               "peak {} bytes, cost {}, {}",
+               result.moves, result.simulations, result.floored, result.peak,
+               result.recompute_cost, result.fits ? "fits" : "does not fit");
+  return result;
+}
+
+}  // namespace ckptplan

@@ -1,0 +1,46 @@
+// Local search around a plan, for when no single greedy drop helps.
+//
+// Moves flip one candidate (drop a saved one or re-save a dropped one) or,
+// when no single flip improves, two candidates at once (a swap, a double
+// drop, a double re-save), then three on small graphs. A move is taken when it improves the key
+// (bytes over budget, recompute cost, peak) lexicographically: first the
+// plan is pushed under the budget, then made cheaper while it stays under.
+// Each round takes the best move of the smallest neighbourhood that has one.
+#ifndef CKPTPLAN_LOCAL_SEARCH_H_
+#define CKPTPLAN_LOCAL_SEARCH_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/simulator.h"
+
+namespace ckptplan {
+
+struct LocalSearchOptions {
+  int64_t budget_bytes = 0;
+  int64_t reserve_bytes = 0;
+  size_t pair_limit = 64;          ///< no two-flip moves above this many candidates
+  size_t triple_limit = 20;        ///< no three-flip moves above this many candidates
+  size_t max_simulations = 20000;  ///< stop after this many simulations
+};
+
+struct LocalSearchResult {
+  SaveSet keep;
+  int64_t peak = 0;  ///< bytes
+  double recompute_cost = 0;
+  bool fits = false;
+  size_t moves = 0;
+  size_t simulations = 0;
+  size_t floored = 0;  ///< re-saves not simulated: their floor is over the budget
+};
+
+LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,
+                              const LocalSearchOptions& options);
+/// The same, reusing `context` (see SimContext).
+LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
+                              const LocalSearchOptions& options);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_LOCAL_SEARCH_H_

@@ -1,0 +1,58 @@
+// The `plan` command's search: one strategy, or (the default) the cheapest
+// fitting plan among several searches and the baselines.
+//
+// The default strategy runs the greedy (selector.h) from the --start set and,
+// on graphs of at most 10,000 candidates, from the other start (min-cut,
+// mincut.h, and save-all), takes the best every-k-th segment plan (k = 1..64,
+// fewer on graphs of over 15,625 nodes, down to 2 over 500,000; when none
+// fits, also the greedy from the lowest-peak one) and the baselines
+// (strategies.h), and cleans each
+// fitting plan up (cleanup.h). Local search (local_search.h) then runs from
+// the best four distinct plans (the best one on graphs of more than 64
+// candidates), with three-flip moves from the best plan on graphs of at most
+// 20 candidates. It returns the cheapest plan that fits; when none fits, the
+// one with the lowest peak. Ties keep the plan found first.
+#ifndef CKPTPLAN_PLANNER_H_
+#define CKPTPLAN_PLANNER_H_
+
+#include <cstdint>
+#include <string>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/plan/recompute_policy.h"
+#include "ckptplan/sim/simulator.h"
+#include "ckptplan/plan/strategies.h"
+
+namespace ckptplan {
+
+struct PlannerOptions {
+  int64_t budget_bytes = 0;
+  int64_t reserve_bytes = 0;
+  Strategy strategy = Strategy::kCkptplan;
+  std::string start = "mincut";  ///< greedy start: "mincut" or "save-all"
+  RecomputePolicy policy = DefaultRecomputePolicy();
+  /// Greedy runs use GreedyPlan instead of IncrementalPlan (same plans, slower).
+  bool reference_greedy = false;
+};
+
+struct PlannerResult {
+  SaveSet keep;
+  int64_t peak = 0;  ///< bytes
+  double recompute_cost = 0;
+  bool fits = false;
+  std::string method;  ///< how `keep` was found, e.g. "greedy from mincut + cleanup"
+};
+
+/// The start set named by `start` ("mincut", "save-all"); throws InputError
+/// (exit code kExitUsage) for any other name.
+SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePolicy& policy);
+/// The same, reusing `context` (see SimContext).
+SaveSet StartSet(const SimContext& context, const std::string& start,
+                 const RecomputePolicy& policy);
+
+/// Plans `graph` for options.budget_bytes with options.strategy.
+PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_PLANNER_H_

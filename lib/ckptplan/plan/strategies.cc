@@ -1,0 +1,153 @@
+#include "ckptplan/plan/strategies.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <map>
+
+namespace ckptplan {
+namespace {
+
+constexpr std::string_view kNames[] = {"ckptplan",         "greedy",        "save-all",
+                                       "scope-checkpoint", "sqrt-segments", "knapsack"};
+
+bool IsDigits(std::string_view text) {
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+std::string_view ToString(Strategy strategy) { return kNames[static_cast<size_t>(strategy)]; }
+
+bool ParseStrategy(std::string_view name, Strategy* strategy) {
+  for (Strategy s : AllStrategies()) {
+    if (ToString(s) == name) {
+      *strategy = s;
+      return true;
+    }
+  }
+  return false;
+}
+
+const std::vector<Strategy>& AllStrategies() {
+  static const std::vector<Strategy> kAll = {Strategy::kCkptplan,     Strategy::kGreedy,
+                                             Strategy::kSaveAll,      Strategy::kScopeCheckpoint,
+                                             Strategy::kSqrtSegments, Strategy::kKnapsack};
+  return kAll;
+}
+
+SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group) {
+  SaveSet keep = SaveAll(graph);
+  // A tensor is a checkpoint input when a forward node of another group (or
+  // of no group) reads it.
+  std::vector<uint8_t> read_outside(graph.tensors.size(), 0);
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (graph.nodes[n].phase != Phase::kForward) continue;
+    for (TensorId t : graph.nodes[n].inputs) {
+      NodeId p = graph.tensors[t].producer;
+      if (p == kNoId || group[p] == kNoId) continue;
+      if (group[n] != group[p]) read_outside[t] = 1;
+    }
+  }
+  for (TensorId t : SaveCandidates(graph)) {
+    NodeId p = graph.tensors[t].producer;
+    if (group[p] != kNoId && !read_outside[t]) keep[t] = 0;
+  }
+  return keep;
+}
+
+std::string ScopeBlock(std::string_view scope) {
+  size_t first = scope.find_first_of("./");
+  if (first == std::string_view::npos) return std::string(scope);
+  size_t second = scope.find_first_of("./", first + 1);
+  std::string_view next = scope.substr(
+      first + 1, second == std::string_view::npos ? std::string_view::npos : second - first - 1);
+  if (IsDigits(next)) return std::string(scope.substr(0, second));
+  return std::string(scope.substr(0, first));
+}
+
+SaveSet ScopeCheckpointPlan(const Graph& graph) {
+  std::vector<uint32_t> group(graph.nodes.size(), kNoId);
+  std::map<std::string, uint32_t> ids;  // block name -> group id
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    if (node.phase != Phase::kForward || node.scope.empty()) continue;
+    auto [it, inserted] = ids.emplace(ScopeBlock(node.scope), static_cast<uint32_t>(ids.size()));
+    group[n] = it->second;
+  }
+  return CheckpointGroups(graph, group);
+}
+
+SaveSet SegmentPlan(const Graph& graph, int segments) {
+  std::vector<NodeId> forward;
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (graph.nodes[n].phase == Phase::kForward) forward.push_back(n);
+  }
+  std::vector<uint32_t> group(graph.nodes.size(), kNoId);
+  if (forward.empty()) return SaveAll(graph);
+  const size_t count =
+      std::clamp<size_t>(static_cast<size_t>(std::max(segments, 1)), 1, forward.size());
+  for (size_t i = 0; i < forward.size(); ++i) {
+    group[forward[i]] = static_cast<uint32_t>(i * count / forward.size());
+  }
+  return CheckpointGroups(graph, group);
+}
+
+SaveSet SqrtSegmentsPlan(const Graph& graph) {
+  size_t forward = 0;
+  for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
+  return SegmentPlan(graph, static_cast<int>(std::lround(std::sqrt(static_cast<double>(forward)))));
+}
+
+SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_bytes) {
+  const std::vector<TensorId> candidates = SaveCandidates(graph);
+  SaveSet keep = SaveAll(graph);
+  std::vector<int64_t> weight;
+  std::vector<double> value;
+  int64_t total = 0;
+  for (TensorId t : candidates) {
+    weight.push_back(graph.tensors[graph.StorageRoot(t)].bytes);
+    value.push_back(graph.NodeCost(graph.tensors[t].producer));
+    total += weight.back();
+  }
+  SimOptions options;
+  options.reserve_bytes = reserve_bytes;
+  const int64_t fixed = Simulate(graph, keep, options).peak_bytes - total;
+  const int64_t capacity = budget_bytes - fixed;
+  if (capacity >= total) return keep;
+  for (TensorId t : candidates) keep[t] = 0;
+  if (capacity <= 0) return keep;
+  // Weights rounded up, capacity down: the chosen set never exceeds it. The
+  // table of choices has one bit per candidate and capacity bucket: 4096
+  // buckets, fewer above 16,384 candidates so that it stays within 64 Mibit.
+  constexpr int64_t kMaxBuckets = 4096, kMinBuckets = 64, kTableBits = int64_t{1} << 26;
+  const size_t k = candidates.size();
+  const int64_t buckets =
+      std::clamp<int64_t>(kTableBits / static_cast<int64_t>(k), kMinBuckets, kMaxBuckets);
+  const int64_t unit = std::max<int64_t>(1, (capacity + buckets - 1) / buckets);
+  const size_t cap = static_cast<size_t>(capacity / unit);
+  std::vector<double> best(cap + 1, 0);
+  std::vector<uint64_t> take((k * (cap + 1) + 63) / 64, 0);
+  auto bit = [&](size_t i, size_t c) { return i * (cap + 1) + c; };
+  for (size_t i = 0; i < k; ++i) {
+    const int64_t w = (weight[i] + unit - 1) / unit;
+    for (size_t c = cap + 1; c-- > 0;) {
+      if (static_cast<int64_t>(c) < w) break;
+      double with = best[c - w] + value[i];
+      if (with > best[c]) {
+        best[c] = with;
+        take[bit(i, c) / 64] |= uint64_t{1} << (bit(i, c) % 64);
+      }
+    }
+  }
+  size_t c = cap;
+  for (size_t i = k; i-- > 0;) {
+    if (!((take[bit(i, c) / 64] >> (bit(i, c) % 64)) & 1)) continue;
+    keep[candidates[i]] = 1;
+    c -= static_cast<size_t>((weight[i] + unit - 1) / unit);
+  }
+  return keep;
+}
+
+}  // namespace ckptplan

@@ -1,0 +1,62 @@
+// Baseline plans: what users can do today without ckptplan, each a SaveSet
+// that the one simulator (simulator.h) then measures.
+#ifndef CKPTPLAN_STRATEGIES_H_
+#define CKPTPLAN_STRATEGIES_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/simulator.h"
+
+namespace ckptplan {
+
+enum class Strategy : uint8_t {
+  kCkptplan,         ///< the default: best of several searches and the baselines
+  kGreedy,           ///< one greedy run from the --start set, then cleanup
+  kSaveAll,          ///< no checkpointing
+  kScopeCheckpoint,  ///< torch.utils.checkpoint around every module scope block
+  kSqrtSegments,     ///< Chen et al.: sqrt(n) segments of forward nodes
+  kKnapsack,         ///< PyTorch activation_memory_budget: knapsack on saved bytes
+};
+std::string_view ToString(Strategy strategy);
+/// Returns false when `name` is not a strategy name.
+bool ParseStrategy(std::string_view name, Strategy* strategy);
+/// Every strategy, the default first.
+const std::vector<Strategy>& AllStrategies();
+
+/// Checkpoints groups of forward nodes: group[n] is the group of forward node
+/// n (kNoId: not checkpointed). A candidate made inside a group is dropped
+/// unless a forward node outside that group reads it (it is then a
+/// checkpoint input, which torch.utils.checkpoint keeps).
+SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group);
+
+/// The block a scope belongs to: its first component, plus the next one when
+/// that is a layer index ("h.0.attn" -> "h.0", "layers/3/mlp" -> "layers/3",
+/// "ln_f" -> "ln_f"). Components are separated by '.' or '/'.
+std::string ScopeBlock(std::string_view scope);
+
+/// Full checkpointing of every scope block (nodes without scope are not
+/// checkpointed). Equal to SaveAll when no node has a scope.
+SaveSet ScopeCheckpointPlan(const Graph& graph);
+
+/// The forward nodes cut into `segments` runs of (nearly) equal node count,
+/// each checkpointed. `segments` is clamped to [1, forward nodes].
+SaveSet SegmentPlan(const Graph& graph, int segments);
+
+/// Chen et al. 2016: round(sqrt(forward nodes)) segments.
+SaveSet SqrtSegmentsPlan(const Graph& graph);
+
+/// PyTorch's activation_memory_budget model: saved tensors cost their bytes
+/// for the whole step and nothing else moves, calibrated so that saving every
+/// candidate costs the save-all peak. Keeps the candidates of greatest total
+/// recompute cost (their producer's cost) whose bytes fit in
+/// budget - (save-all peak - bytes of all candidates), by a 0/1 knapsack with
+/// byte weights quantised to 4096 buckets (fewer above 16,384 candidates).
+SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_bytes);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_STRATEGIES_H_

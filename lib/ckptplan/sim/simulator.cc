@@ -1,0 +1,774 @@
+#include "ckptplan/sim/simulator.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_map>
+
+namespace ckptplan {
+namespace {
+
+constexpr uint32_t kNone = UINT32_MAX;
+// Forward prefixes kept (SimContext::Scratch): this many bytes per node of
+// the graph at most, and at least kMinPrefixBytes.
+constexpr size_t kPrefixBytesPerNode = 32;
+constexpr size_t kMinPrefixBytes = size_t{1} << 20;
+
+constexpr std::string_view kCategoryNames[] = {
+    "parameters", "gradients", "optimizer_state", "buffers",  "inputs",
+    "saved_activations", "temporaries", "recomputed", "reserve"};
+
+bool IsForwardProduced(const Graph& graph, TensorId t) {
+  NodeId p = graph.tensors[t].producer;
+  return p != kNoId && graph.nodes[p].phase == Phase::kForward;
+}
+
+// Resident storage: never allocated or freed by the simulator.
+bool HasResidentRoot(const Graph& graph, TensorId t) {
+  return IsResidentKind(graph.tensors[graph.StorageRoot(t)].kind);
+}
+
+CategoryBytes ResidentBytes(const Graph& graph, int64_t reserve_bytes) {
+  CategoryBytes bytes{};
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
+    const Tensor& tensor = graph.tensors[t];
+    if (tensor.alias_of != kNoId) continue;
+    switch (tensor.kind) {
+      case TensorKind::kParameter: bytes[size_t(Category::kParameters)] += tensor.bytes; break;
+      case TensorKind::kBuffer: bytes[size_t(Category::kBuffers)] += tensor.bytes; break;
+      case TensorKind::kInput: bytes[size_t(Category::kInputs)] += tensor.bytes; break;
+      case TensorKind::kOptimizerState:
+        bytes[size_t(Category::kOptimizerState)] += tensor.bytes;
+        break;
+      default: break;
+    }
+  }
+  const TrainingState& training = graph.training;
+  bytes[size_t(Category::kParameters)] += training.extra_parameter_bytes;
+  bytes[size_t(Category::kBuffers)] += training.extra_buffer_bytes;
+  bytes[size_t(Category::kOptimizerState)] += training.extra_optimizer_bytes;
+  bytes[size_t(Category::kReserve)] = reserve_bytes;
+  return bytes;
+}
+
+uint32_t FirstNonForwardNode(const Graph& graph) {
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (graph.nodes[n].phase != Phase::kForward) return n;
+  }
+  return kNone;
+}
+
+// Builds the step program and the buffers' lifetimes for one save set.
+class Builder {
+ public:
+  Builder(const SimContext& context, const SaveSet& keep, NodeId first, NodeId end,
+          bool record_details, SimResult* result)
+      : context_(context), graph_(context.graph), keep_(keep), result_(*result),
+        first_(first), end_(end), record_details_(record_details),
+        stack_(context.scratch.stack),
+        original_(context.scratch.original),
+        recomputed_(context.scratch.recomputed),
+        touched_(context.scratch.touched) {
+    if (original_.size() != graph_.tensors.size()) {
+      original_.assign(graph_.tensors.size(), kNone);
+      recomputed_.assign(graph_.tensors.size(), kNone);
+    }
+    touched_.clear();
+  }
+  ~Builder() {
+    for (TensorId t : touched_) original_[t] = recomputed_[t] = kNone;
+  }
+
+  void Run() {
+    const TensorId* ids = context_.ids.data();
+    NodeId n = ResumeAfterForwardPrefix();
+    for (; n < end_; ++n) {
+      if (!context_.node_forward[n]) {
+        for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+          if (NeedsRecompute(ids[i])) MaterializeForTensor(ids[i]);
+        }
+      }
+      EmitStep(n, /*recompute=*/false);
+    }
+  }
+
+ private:
+  bool Saved(TensorId t) const { return context_.is_candidate[t] && keep_[t]; }
+
+  // The range's leading forward nodes run alike under every plan: their
+  // steps are copied from the last run of this range, or run and kept.
+  // Returns the first node still to run.
+  NodeId ResumeAfterForwardPrefix() {
+    using Prefix = SimContext::Scratch::ForwardPrefix;
+    SimContext::Scratch& scratch = context_.scratch;
+    const uint64_t key = (uint64_t{first_} << 32) | end_;
+    auto found = scratch.prefixes.find(key);
+    if (found != scratch.prefixes.end()) {
+      const Prefix& prefix = found->second;
+      result_.steps.assign(prefix.steps.begin(), prefix.steps.end());
+      result_.buffers.assign(prefix.buffers.begin(), prefix.buffers.end());
+      touched_.assign(prefix.outputs.begin(), prefix.outputs.end());
+      for (size_t i = 0; i < prefix.outputs.size(); ++i) {
+        original_[prefix.outputs[i]] = prefix.output_buffers[i];
+      }
+      return prefix.end;
+    }
+    NodeId n = first_;
+    for (; n < end_ && context_.node_forward[n]; ++n) EmitStep(n, /*recompute=*/false);
+    if (n == first_) return n;
+    // Bounded like the planners' caches: dropped all at once past a size.
+    const size_t most = std::max(kMinPrefixBytes, kPrefixBytesPerNode * graph_.nodes.size());
+    if (scratch.prefix_bytes > most) {
+      scratch.prefixes.clear();
+      scratch.prefix_bytes = 0;
+    }
+    Prefix& prefix = scratch.prefixes[key];
+    prefix.end = n;
+    prefix.steps = result_.steps;
+    prefix.buffers = result_.buffers;
+    prefix.outputs = touched_;
+    prefix.output_buffers.resize(touched_.size());
+    for (size_t i = 0; i < touched_.size(); ++i) prefix.output_buffers[i] = original_[touched_[i]];
+    scratch.prefix_bytes += prefix.steps.size() * sizeof(Step) +
+                            prefix.buffers.size() * sizeof(Buffer) +
+                            prefix.outputs.size() * (sizeof(TensorId) + sizeof(uint32_t));
+    return n;
+  }
+
+  // A non-forward read of `t` that must come from a recomputed copy.
+  bool NeedsRecompute(TensorId t) const {
+    return context_.forward_produced[t] && !context_.resident_root[t] && !Saved(t) &&
+           recomputed_[t] == kNone;
+  }
+
+  // Buffer that a step of `phase` (recompute steps count as non-forward)
+  // reads for tensor `t`; kNone for resident storage.
+  uint32_t BufferFor(TensorId t, bool forward_read) const {
+    if (context_.resident_root[t]) return kNone;
+    if (forward_read || !context_.forward_produced[t] || Saved(t)) return original_[t];
+    return recomputed_[t];
+  }
+
+  void MaterializeForTensor(TensorId target) {
+    Recompute record{target, {}, 0};
+    std::vector<TensorId>& stack = stack_;
+    stack.assign(1, target);
+    bool first = true;
+    while (!stack.empty()) {
+      TensorId t = stack.back();
+      if (recomputed_[t] != kNone) {
+        stack.pop_back();
+        continue;
+      }
+      const NodeId p = context_.producer[t];
+      TensorId missing = kNoId;
+      for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
+        if (NeedsRecompute(context_.ids[i])) {
+          missing = context_.ids[i];
+          break;
+        }
+      }
+      if (missing != kNoId) {
+        stack.push_back(missing);
+        continue;
+      }
+      EmitStep(p, /*recompute=*/true);
+      result_.steps.back().starts_chain = first;
+      first = false;
+      if (record_details_) record.chain.push_back(p);
+      record.cost += context_.node_cost[p];
+      stack.pop_back();
+    }
+    result_.recompute_cost += record.cost;
+    if (record_details_) result_.recomputes.push_back(std::move(record));
+  }
+
+  // Steps are emitted in order, so a read is the buffer's latest so far
+  // (a plain store: no load to wait for).
+  void Read(uint32_t buffer, uint32_t step) {
+    if (buffer != kNone) result_.buffers[buffer].last_step = step;
+  }
+
+  void EmitStep(NodeId n, bool recompute) {
+    const uint32_t step = static_cast<uint32_t>(result_.steps.size());
+    const bool forward_read = context_.node_forward[n] && !recompute;
+    // Filled in place: a braced temporary makes the compiler store the
+    // fields one by one and load them back whole, which stalls.
+    Step& emitted = result_.steps.emplace_back();
+    emitted.node = n;
+    emitted.recompute = recompute;
+    emitted.starts_chain = false;
+    const TensorId* ids = context_.ids.data();
+    const uint32_t outputs = context_.outputs_begin[n];
+    for (uint32_t i = context_.inputs_begin[n]; i < outputs; ++i) {
+      Read(BufferFor(ids[i], forward_read), step);
+    }
+    for (uint32_t i = outputs; i < context_.inputs_begin[n + 1]; ++i) {
+      const TensorId out = ids[i];
+      uint32_t buffer = kNone;
+      const SimContext::Made made = context_.made[out];
+      if (made == SimContext::Made::kAlias) {
+        buffer = BufferFor(context_.alias_of[out], forward_read);
+      } else if (made != SimContext::Made::kNothing) {
+        buffer = static_cast<uint32_t>(result_.buffers.size());
+        Category category = recompute ? Category::kRecomputed
+                            : made == SimContext::Made::kGradient ? Category::kGradients
+                                                                  : Category::kTemporaries;
+        Buffer& buffer_made = result_.buffers.emplace_back();
+        buffer_made.root = out;
+        buffer_made.category = category;
+        buffer_made.first_step = buffer_made.last_step = step;
+      }
+      touched_.push_back(out);
+      if (!recompute) {
+        original_[out] = buffer;
+      } else if (recomputed_[out] == kNone && !Saved(out)) {
+        recomputed_[out] = buffer;
+      }
+    }
+  }
+
+  const SimContext& context_;
+  const Graph& graph_;
+  const SaveSet& keep_;
+  SimResult& result_;
+  const NodeId first_, end_;           // nodes simulated
+  const bool record_details_;
+  std::vector<TensorId>& stack_;       // of MaterializeForTensor
+  std::vector<uint32_t>& original_;    // buffer of each tensor's first instance
+  std::vector<uint32_t>& recomputed_;  // buffer of its recomputed copy
+  std::vector<TensorId>& touched_;     // entries of the two set by this run
+};
+
+// Settles a storage once the steps are built (FinishTotals calls it).
+struct Settle {
+  const SimContext& context;
+  const SimResult& result;
+  NodeId end;          // the simulated range's end
+  uint32_t last_step;  // the range's last step
+  bool whole;          // the range is the step
+
+  // Fixes what depends on the finished lifetimes: gradients and storages
+  // read after `end` live to the last step; a forward temporary read later
+  // than the forward was saved.
+  void operator()(Buffer& buffer) const {
+    if (buffer.category == Category::kGradients ||
+        (!whole && context.last_reader[buffer.root] != kNoId &&
+         context.last_reader[buffer.root] >= end)) {
+      buffer.last_step = last_step;
+    } else if (buffer.category == Category::kTemporaries &&
+               context.forward_produced[buffer.root]) {
+      const Step& reader = result.steps[buffer.last_step];
+      if (reader.recompute || !context.node_forward[reader.node]) {
+        buffer.category = Category::kSavedActivations;
+      }
+    }
+  }
+};
+
+// Totals, the peak and node peaks in two passes: storages through a
+// difference array, each step's workspace and the implicit gradients added
+// as the steps are summed.
+// The storages are settled (Settle) on the way.
+void FinishTotals(const SimContext& context, NodeId first, NodeId end,
+                  uint32_t first_backward,
+                  int64_t resident_total, SimResult& result) {
+  const size_t num_steps = result.steps.size();
+  std::vector<int64_t>& delta = context.scratch.delta;
+  ReserveSteps(delta, num_steps + 1);
+  delta.assign(num_steps + 1, 0);
+  const Settle settle{context, result, end, num_steps == 0 ? 0 : uint32_t(num_steps - 1),
+                      end == context.graph.nodes.size()};
+  for (Buffer& buffer : result.buffers) {
+    settle(buffer);
+    const int64_t bytes = context.bytes[buffer.root];
+    delta[buffer.first_step] += bytes;
+    delta[buffer.last_step + 1] -= bytes;
+  }
+  if (first_backward != kNone) {
+    delta[first_backward] += context.graph.training.implicit_gradient_bytes;
+  }
+  ReserveSteps(result.total, num_steps);
+  result.total.resize(num_steps);
+  result.node_peak.assign(end - first, 0);
+  const Step* steps = result.steps.data();
+  const int64_t* workspace = context.node_workspace.data();
+  int64_t running = resident_total;
+  int64_t peak = resident_total;
+  uint32_t peak_step = 0;
+  int64_t pending = std::numeric_limits<int64_t>::min();
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    running += delta[s];
+    const int64_t total = running + std::max<int64_t>(workspace[steps[s].node], 0);
+    result.total[s] = total;
+    if (s == 0 || total > peak) {
+      peak = total;
+      peak_step = s;
+    }
+    pending = std::max(pending, total);
+    if (!steps[s].recompute) {
+      result.node_peak[steps[s].node - first] = pending;
+      pending = std::numeric_limits<int64_t>::min();
+    }
+  }
+  result.peak_bytes = peak;
+  result.peak_step = peak_step;
+}
+
+}  // namespace
+
+std::string_view ToString(Category category) {
+  return kCategoryNames[static_cast<size_t>(category)];
+}
+
+std::vector<TensorId> SaveCandidates(const Graph& graph) {
+  std::vector<uint8_t> flagged(graph.tensors.size(), 0);
+  for (const Node& node : graph.nodes) {
+    if (node.phase == Phase::kForward) continue;
+    for (TensorId t : node.inputs) {
+      if (IsForwardProduced(graph, t) && !HasResidentRoot(graph, t)) flagged[t] = 1;
+    }
+  }
+  std::vector<TensorId> candidates;
+  for (TensorId t = 0; t < flagged.size(); ++t) {
+    if (flagged[t]) candidates.push_back(t);
+  }
+  return candidates;
+}
+
+SaveSet SaveAll(const Graph& graph) { return SaveSet(graph.tensors.size(), 1); }
+
+const CategoryBytes& CategoriesAt(const SimResult& sim, uint32_t step) {
+  if (step < sim.by_category.size()) return sim.by_category[step];
+  assert(step == sim.peak_step);
+  return sim.peak_breakdown;
+}
+
+SimContext::SimContext(const Graph& g) : graph(g) {
+  const size_t num_tensors = graph.tensors.size();
+  root.resize(num_tensors);
+  forward_produced.assign(num_tensors, 0);
+  resident_root.assign(num_tensors, 0);
+  is_candidate.assign(num_tensors, 0);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    // Aliases usually point at earlier tensors; otherwise walk the chain.
+    TensorId alias = graph.tensors[t].alias_of;
+    root[t] = alias == kNoId ? t : alias < t ? root[alias] : graph.StorageRoot(t);
+    forward_produced[t] = IsForwardProduced(graph, t);
+  }
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    resident_root[t] = IsResidentKind(graph.tensors[root[t]].kind);
+  }
+  for (const Node& node : graph.nodes) {
+    if (node.phase == Phase::kForward) continue;
+    for (TensorId t : node.inputs) {
+      if (forward_produced[t] && !resident_root[t]) is_candidate[t] = 1;
+    }
+  }
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    if (is_candidate[t]) candidates.push_back(t);
+  }
+  node_cost.resize(graph.nodes.size());
+  last_reader.assign(num_tensors, kNoId);
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    node_cost[n] = graph.NodeCost(n);
+    step_cost += node_cost[n];
+    for (TensorId t : graph.nodes[n].inputs) last_reader[root[t]] = n;
+  }
+  exact_costs = step_cost <= 9007199254740992.0;
+  for (double cost : node_cost) exact_costs = exact_costs && cost == std::floor(cost);
+  first_non_forward = FirstNonForwardNode(graph);
+  if (first_non_forward == kNone) first_non_forward = kNoId;
+  resident = ResidentBytes(graph, 0);
+
+  const size_t num_nodes = graph.nodes.size();
+  inputs_begin.resize(num_nodes + 1);
+  outputs_begin.resize(num_nodes);
+  node_forward.resize(num_nodes);
+  node_workspace.resize(num_nodes);
+  size_t num_ids = 0;
+  for (const Node& node : graph.nodes) num_ids += node.inputs.size() + node.outputs.size();
+  ids.reserve(num_ids);
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    const Node& node = graph.nodes[n];
+    inputs_begin[n] = static_cast<uint32_t>(ids.size());
+    ids.insert(ids.end(), node.inputs.begin(), node.inputs.end());
+    outputs_begin[n] = static_cast<uint32_t>(ids.size());
+    ids.insert(ids.end(), node.outputs.begin(), node.outputs.end());
+    node_forward[n] = node.phase == Phase::kForward;
+    node_workspace[n] = node.workspace_bytes;
+  }
+  inputs_begin[num_nodes] = static_cast<uint32_t>(ids.size());
+  made.resize(num_tensors);
+  producer.resize(num_tensors);
+  alias_of.resize(num_tensors);
+  bytes.resize(num_tensors);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    const Tensor& tensor = graph.tensors[t];
+    made[t] = tensor.alias_of != kNoId        ? Made::kAlias
+              : IsResidentKind(tensor.kind)   ? Made::kNothing
+              : tensor.kind == TensorKind::kGradient ? Made::kGradient
+                                                     : Made::kActivation;
+    producer[t] = tensor.producer;
+    alias_of[t] = tensor.alias_of;
+    bytes[t] = tensor.bytes;
+  }
+}
+
+SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options) {
+  return Simulate(SimContext(graph), keep, options);
+}
+
+SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options) {
+  SimResult result;
+  Simulate(context, keep, options, &result);
+  return result;
+}
+
+void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options,
+              SimResult* out) {
+  const Graph& graph = context.graph;
+  assert(keep.size() == graph.tensors.size());
+  const NodeId end = std::min<size_t>(options.end_node, graph.nodes.size());
+  const NodeId first = std::min(options.first_node, end);
+  const bool whole = first == 0 && end == graph.nodes.size();
+  SimResult& result = *out;
+  // Keep the vectors' memory, reset everything else.
+  result.peak_bytes = 0;
+  result.peak_step = 0;
+  result.steps.clear();
+  result.total.clear();
+  result.node_peak.clear();
+  result.by_category.clear();
+  result.buffers.clear();
+  result.recomputes.clear();
+  result.recompute_cost = 0;
+  result.step_cost = 0;
+  result.resident = {};
+  result.peak_breakdown = {};
+  ReserveSteps(result.steps, end - first);
+  if (whole) result.buffers.reserve(graph.tensors.size());
+  Builder builder(context, keep, first, end, options.record_details, &result);
+  builder.Run();
+  result.step_cost = context.step_cost;
+
+  const size_t num_steps = result.steps.size();
+  if (whole) {
+    result.resident = context.resident;
+    result.resident[static_cast<size_t>(Category::kReserve)] = options.reserve_bytes;
+  }
+  int64_t resident_total = 0;
+  for (int64_t bytes : result.resident) resident_total += bytes;
+
+  uint32_t first_backward = kNone;
+  const bool implicit_here = context.first_non_forward != kNoId &&
+                             context.first_non_forward >= first && context.first_non_forward < end;
+  for (uint32_t s = 0; s < num_steps && graph.training.implicit_gradient_bytes > 0 && implicit_here;
+       ++s) {
+    if (!result.steps[s].recompute && result.steps[s].node == context.first_non_forward) {
+      first_backward = s;
+      break;
+    }
+  }
+  // Everything that is not resident, as (first step, last step, category,
+  // bytes): storages, each step's workspace, the implicit gradients.
+  auto for_each_part = [&](auto&& visit) {
+    for (const Buffer& buffer : result.buffers) {
+      visit(buffer.first_step, buffer.last_step, buffer.category, context.bytes[buffer.root]);
+    }
+    for (uint32_t s = 0; s < num_steps; ++s) {
+      const int64_t workspace = context.node_workspace[result.steps[s].node];
+      if (workspace > 0) visit(s, s, Category::kTemporaries, workspace);
+    }
+    if (first_backward != kNone) {
+      visit(first_backward, static_cast<uint32_t>(num_steps - 1), Category::kGradients,
+            graph.training.implicit_gradient_bytes);
+    }
+  };
+
+  FinishTotals(context, first, end, first_backward, resident_total, result);
+  if (options.record_categories) {
+    // The same parts by category: a difference array per category.
+    std::vector<int64_t>& delta = context.scratch.delta;
+    delta.assign((num_steps + 1) * kNumCategories, 0);
+    for_each_part([&](uint32_t first_step, uint32_t last_step, Category category, int64_t bytes) {
+      const size_t column = static_cast<size_t>(category);
+      delta[first_step * kNumCategories + column] += bytes;
+      delta[(last_step + 1) * kNumCategories + column] -= bytes;
+    });
+    result.by_category.resize(num_steps);
+    CategoryBytes running{};
+    for (uint32_t s = 0; s < num_steps; ++s) {
+      CategoryBytes& row = result.by_category[s];
+      for (size_t c = 0; c < kNumCategories; ++c) {
+        running[c] += delta[s * kNumCategories + c];
+        row[c] = result.resident[c] + running[c];
+      }
+    }
+  }
+  if (options.record_categories && num_steps > 0) {
+    result.peak_breakdown = result.by_category[result.peak_step];
+  } else if (options.record_details) {
+    result.peak_breakdown = result.resident;
+    for_each_part([&](uint32_t first_step, uint32_t last_step, Category category, int64_t bytes) {
+      if (first_step <= result.peak_step && result.peak_step <= last_step) {
+        result.peak_breakdown[static_cast<size_t>(category)] += bytes;
+      }
+    });
+  }
+}
+
+LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes) {
+  LowerBound bound;
+  bound.resident = ResidentBytes(graph, reserve_bytes);
+  int64_t resident_total = 0;
+  for (int64_t bytes : bound.resident) resident_total += bytes;
+  bound.bytes = resident_total;
+
+  const uint32_t first_backward = FirstNonForwardNode(graph);
+  int64_t gradients = 0;  // gradient storages made at or before the node
+  std::vector<uint32_t> seen(graph.tensors.size(), kNone);
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    const Node& node = graph.nodes[n];
+    int64_t step_bytes = node.workspace_bytes;
+    auto count = [&](TensorId t) {
+      TensorId root = graph.StorageRoot(t);
+      const Tensor& tensor = graph.tensors[root];
+      if (seen[root] == n || IsResidentKind(tensor.kind)) return;
+      seen[root] = n;
+      if (tensor.kind == TensorKind::kGradient) {
+        if (graph.tensors[t].producer == n && t == root) gradients += tensor.bytes;
+        return;
+      }
+      step_bytes += tensor.bytes;
+    };
+    for (TensorId t : node.outputs) count(t);
+    for (TensorId t : node.inputs) count(t);
+    int64_t live_gradients = gradients;
+    if (first_backward != kNone && n >= first_backward) {
+      live_gradients += graph.training.implicit_gradient_bytes;
+    }
+    int64_t need = resident_total + live_gradients + step_bytes;
+    if (bound.node == kNoId || need > bound.bytes) {
+      bound.bytes = need;
+      bound.node = n;
+      bound.gradients = live_gradients;
+      bound.step_bytes = step_bytes;
+    }
+  }
+  return bound;
+}
+
+}  // namespace ckptplan
+
+namespace ckptplan {
+
+std::vector<Region> FindRegions(const SimContext& context) {
+  const Graph& graph = context.graph;
+  const size_t num_nodes = graph.nodes.size();
+  if (num_nodes == 0) return {};
+  // Spans of the storages a plan can touch: made or read by a forward node.
+  // A cut between nodes c - 1 and c is possible when no such span crosses it.
+  const size_t num_tensors = graph.tensors.size();
+  std::vector<NodeId> span_first(num_tensors, kNoId), span_last(num_tensors, 0);
+  std::vector<uint8_t> pinned(num_tensors, 0);
+  std::vector<uint8_t> makes_candidate(num_nodes, 0);
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    const Node& node = graph.nodes[n];
+    auto touch = [&](TensorId t) {
+      if (context.resident_root[t]) return;
+      const TensorId root = context.root[t];
+      span_first[root] = std::min(span_first[root], n);
+      span_last[root] = std::max(span_last[root], n);
+      if (node.phase == Phase::kForward || context.forward_produced[t]) pinned[root] = 1;
+    };
+    for (TensorId t : node.inputs) touch(t);
+    for (TensorId t : node.outputs) {
+      touch(t);
+      makes_candidate[n] |= context.is_candidate[t];
+    }
+  }
+  std::vector<int32_t> crossing(num_nodes + 1, 0);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    if (!pinned[t] || span_first[t] >= span_last[t]) continue;
+    ++crossing[span_first[t] + 1];
+    --crossing[span_last[t] + 1];
+  }
+  std::vector<Region> regions;
+  Region current{0, 0};
+  bool has_candidate = false;
+  int32_t open = 0;
+  for (NodeId c = 1; c <= num_nodes; ++c) {
+    has_candidate |= makes_candidate[c - 1] != 0;
+    if (c == num_nodes) break;
+    open += crossing[c];
+    if (open == 0 && has_candidate) {
+      current.end = c;
+      regions.push_back(current);
+      current = {c, c};
+      has_candidate = false;
+    }
+  }
+  current.end = static_cast<NodeId>(num_nodes);
+  if (has_candidate || regions.empty()) {
+    regions.push_back(current);
+  } else {
+    regions.back().end = current.end;
+  }
+  return regions;
+}
+
+namespace {
+
+// Compares regions node by node, tensors up to a shift of the ids of those
+// the region makes.
+class ShapeComparer {
+ public:
+  explicit ShapeComparer(const SimContext& context) : context_(context), graph_(context.graph) {}
+
+  // First tensor the region makes: tensor ids of copies differ by as much.
+  TensorId Base(const Region& region) const {
+    for (NodeId n = region.first; n < region.end; ++n) {
+      if (!graph_.nodes[n].outputs.empty()) return graph_.nodes[n].outputs[0];
+    }
+    return 0;
+  }
+
+  // Hash of what Same compares, so that only regions of equal hash are compared.
+  uint64_t Hash(const Region& region) const {
+    const TensorId base = Base(region);
+    uint64_t hash = 1469598103934665603ull;
+    auto mix = [&](uint64_t value) { hash = (hash ^ value) * 1099511628211ull; };
+    mix(region.end - region.first);
+    for (NodeId n = region.first; n < region.end; ++n) {
+      const Node& node = graph_.nodes[n];
+      mix(static_cast<uint64_t>(node.phase));
+      mix(std::hash<std::string>()(node.op));
+      mix(static_cast<uint64_t>(node.workspace_bytes));
+      uint64_t cost_bits;
+      std::memcpy(&cost_bits, &context_.node_cost[n], sizeof cost_bits);
+      mix(cost_bits);
+      for (const std::vector<TensorId>* list : {&node.inputs, &node.outputs}) {
+        mix(list->size());
+        for (TensorId t : *list) {
+          mix(Local(t, region) ? uint64_t{t} - base : ~uint64_t{0});
+          mix(graph_.tensors[context_.root[t]].bytes);
+        }
+      }
+    }
+    return hash;
+  }
+
+  // Whether `b` is a copy of `a`, its tensors shifted by `shift`.
+  bool Same(const Region& a, const Region& b, int64_t shift) const {
+    if (a.end - a.first != b.end - b.first) return false;
+    for (NodeId i = 0; i < a.end - a.first; ++i) {
+      const NodeId na = a.first + i, nb = b.first + i;
+      const Node& x = graph_.nodes[na];
+      const Node& y = graph_.nodes[nb];
+      if (x.phase != y.phase || x.op != y.op || x.workspace_bytes != y.workspace_bytes ||
+          context_.node_cost[na] != context_.node_cost[nb] ||
+          x.inputs.size() != y.inputs.size() || x.outputs.size() != y.outputs.size()) {
+        return false;
+      }
+      for (size_t k = 0; k < x.inputs.size(); ++k) {
+        if (!SameTensor(x.inputs[k], y.inputs[k], a, b, shift)) return false;
+      }
+      for (size_t k = 0; k < x.outputs.size(); ++k) {
+        if (!SameTensor(x.outputs[k], y.outputs[k], a, b, shift)) return false;
+      }
+    }
+    return true;
+  }
+
+ private:
+  bool Local(TensorId t, const Region& region) const {
+    const NodeId p = graph_.tensors[t].producer;
+    return p != kNoId && p >= region.first && p < region.end;
+  }
+
+  // Alike in what the simulator reads of a tensor another region made: only
+  // whether it is resident, forward-made or a candidate.
+  bool SameFlags(TensorId s, TensorId t) const {
+    return context_.resident_root[s] == context_.resident_root[t] &&
+           context_.forward_produced[s] == context_.forward_produced[t] &&
+           context_.is_candidate[s] == context_.is_candidate[t];
+  }
+
+  // `s` in `a` and `t` in `b` play the same part.
+  bool SameRef(TensorId s, TensorId t, const Region& a, const Region& b, int64_t shift) const {
+    const bool local = Local(s, a);
+    if (local != Local(t, b)) return false;
+    if (!local) return SameFlags(s, t);
+    return int64_t{t} - int64_t{s} == shift;
+  }
+
+  bool SameTensor(TensorId s, TensorId t, const Region& a, const Region& b, int64_t shift) const {
+    if (!SameRef(s, t, a, b, shift) || !SameFlags(s, t)) return false;
+    if (!Local(s, a)) return true;
+    const Tensor& x = graph_.tensors[s];
+    const Tensor& y = graph_.tensors[t];
+    if (x.bytes != y.bytes || x.kind != y.kind) return false;
+    if ((x.alias_of == kNoId) != (y.alias_of == kNoId)) return false;
+    if (x.alias_of != kNoId && !SameRef(x.alias_of, y.alias_of, a, b, shift)) return false;
+    const TensorId rs = context_.root[s], rt = context_.root[t];
+    if (!SameRef(rs, rt, a, b, shift) || !SameFlags(rs, rt)) return false;
+    if (graph_.tensors[rs].bytes != graph_.tensors[rt].bytes) return false;
+    // Storages read after the region live to its end.
+    const NodeId ls = context_.last_reader[rs], lt = context_.last_reader[rt];
+    return (ls != kNoId && ls >= a.end) == (lt != kNoId && lt >= b.end);
+  }
+
+  const SimContext& context_;
+  const Graph& graph_;
+};
+
+}  // namespace
+
+std::vector<RegionShape> ShapeRegions(const SimContext& context,
+                                      const std::vector<Region>& regions) {
+  std::vector<RegionShape> shapes(regions.size());
+  const ShapeComparer comparer(context);
+  // Shapes' first regions by hash.
+  std::unordered_map<uint64_t, std::vector<size_t>> firsts;
+  const NodeId implicit = context.graph.training.implicit_gradient_bytes > 0
+                              ? context.first_non_forward
+                              : kNoId;
+  for (size_t r = 0; r < regions.size(); ++r) {
+    RegionShape& shape = shapes[r];
+    shape.first_of_shape = r;
+    const Region& region = regions[r];
+    if (implicit != kNoId && implicit >= region.first && implicit < region.end) continue;
+    const TensorId base = comparer.Base(region);
+    std::vector<size_t>& same_hash = firsts[comparer.Hash(region)];
+    for (size_t f : same_hash) {
+      const int64_t shift = int64_t{base} - int64_t{comparer.Base(regions[f])};
+      if (!comparer.Same(regions[f], region, shift)) continue;
+      shape.first_of_shape = f;
+      shape.node_shift = int64_t{region.first} - int64_t{regions[f].first};
+      shape.tensor_shift = shift;
+      break;
+    }
+    if (shape.first_of_shape == r) same_hash.push_back(r);
+  }
+  std::vector<size_t> copies(regions.size(), 0);
+  for (const RegionShape& shape : shapes) ++copies[shape.first_of_shape];
+  for (RegionShape& shape : shapes) shape.copies = copies[shape.first_of_shape];
+  return shapes;
+}
+
+const std::vector<Region>& SimContext::regions() const {
+  if (!regions_) regions_ = std::make_shared<const std::vector<Region>>(FindRegions(*this));
+  return *regions_;
+}
+
+const std::vector<RegionShape>& SimContext::shapes() const {
+  if (!shapes_) {
+    shapes_ = std::make_shared<const std::vector<RegionShape>>(ShapeRegions(*this, regions()));
+  }
+  return *shapes_;
+}
+
+}  // namespace ckptplan

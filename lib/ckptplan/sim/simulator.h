@@ -1,0 +1,254 @@
+// The memory accounting rule, written once.
+//
+// Memory at a step is the sum of the bytes of every storage live at that step,
+// plus the running node's workspace, plus resident state and the reserve.
+// Steps are the graph's nodes in listed order, with recompute steps inserted
+// before the first non-forward node that reads a dropped tensor. A storage is
+// allocated at the step of the node that makes it (while that node's inputs
+// are live) and freed after the last step that reads it; aliases share their
+// root's storage. Parameters, buffers, optimizer state and inputs are live
+// all step; gradients from their producer to the end of the step; the reserve
+// is constant. A forward tensor the backward reads is either saved (its
+// original storage lives until its last read) or dropped (forward reads use
+// the original; non-forward reads use a copy recomputed, with any missing
+// ancestors, right before the first non-forward node that needs it, and freed
+// after its last read).
+#ifndef CKPTPLAN_SIMULATOR_H_
+#define CKPTPLAN_SIMULATOR_H_
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "ckptplan/ir/graph.h"
+
+namespace ckptplan {
+
+enum class Category : uint8_t {
+  kParameters,
+  kGradients,
+  kOptimizerState,
+  kBuffers,
+  kInputs,
+  kSavedActivations,
+  kTemporaries,
+  kRecomputed,
+  kReserve,
+};
+inline constexpr size_t kNumCategories = 9;
+std::string_view ToString(Category category);
+using CategoryBytes = std::array<int64_t, kNumCategories>;
+
+/// Forward tensors a non-forward node reads and whose storage is not
+/// resident: the tensors a plan saves or recomputes. Sorted by id.
+std::vector<TensorId> SaveCandidates(const Graph& graph);
+
+/// keep[t] != 0: candidate t is saved. Indexed by TensorId; entries of
+/// non-candidates are ignored.
+using SaveSet = std::vector<uint8_t>;
+/// Every candidate saved: what eager PyTorch does without checkpointing.
+SaveSet SaveAll(const Graph& graph);
+
+struct SimOptions {
+  int64_t reserve_bytes = 0;
+  bool record_categories = false;  ///< fill SimResult::by_category
+  /// Fill SimResult::recomputes and SimResult::peak_breakdown; searches that
+  /// read only the peaks and the recompute cost turn it off.
+  bool record_details = true;
+  /// Simulate only the nodes [first_node, end_node) (clamped to the graph):
+  /// a region of the step (see FindRegions). Storages made before the range
+  /// and resident state are not counted; storages made in it that are read
+  /// after it live to its last step, as gradients do; the implicit gradients
+  /// count only when the step's first non-forward node is in the range.
+  /// SimResult::node_peak is then indexed by node - first_node. On a region,
+  /// each node's peak differs from the whole step's by an amount no plan
+  /// changes.
+  NodeId first_node = 0;
+  NodeId end_node = kNoId;
+};
+
+struct Step {
+  NodeId node;
+  bool recompute;
+  /// The first of the recompute steps that one dropped tensor's first
+  /// non-forward use re-runs (its chain, which ends with the step making
+  /// its copy).
+  bool starts_chain;
+};
+
+/// One storage over its lifetime, [first_step, last_step] inclusive. Its
+/// bytes are its root's (SimContext::bytes): 16 bytes a storage, as searches
+/// keep a few simulations at once.
+struct Buffer {
+  TensorId root;
+  uint32_t first_step;
+  uint32_t last_step;
+  Category category;
+};
+
+/// A dropped tensor and the recompute steps its first non-forward use caused.
+struct Recompute {
+  TensorId tensor;
+  std::vector<NodeId> chain;  ///< nodes re-run, in order
+  double cost = 0;            ///< sum of the chain's node costs
+};
+
+struct SimResult {
+  int64_t peak_bytes = 0;
+  uint32_t peak_step = 0;  ///< first step that reaches the peak
+  std::vector<Step> steps;
+  std::vector<int64_t> total;  ///< bytes live at each step
+  /// Per original node: the most bytes over its step and the recompute steps
+  /// inserted before it. Comparable across plans. Indexed by node id minus
+  /// SimOptions::first_node.
+  std::vector<int64_t> node_peak;
+  std::vector<CategoryBytes> by_category;  ///< per step, if recorded
+  std::vector<Buffer> buffers;
+  std::vector<Recompute> recomputes;  ///< in the order they first happen
+  double recompute_cost = 0;
+  double step_cost = 0;  ///< cost of every original node, run once
+  CategoryBytes resident{};  ///< constant part: parameters ... reserve
+  CategoryBytes peak_breakdown{};  ///< bytes by category at peak_step
+};
+
+/// Bytes by category at `step`: by_category's row, or at the peak step
+/// peak_breakdown when categories were not recorded per step.
+const CategoryBytes& CategoriesAt(const SimResult& sim, uint32_t step);
+
+struct Region;       // below
+struct RegionShape;
+
+/// Per-graph facts Simulate needs, computed once, so that planners that
+/// simulate many plans of one graph do not recompute them. Holds a reference
+/// to `graph`, which must outlive it.
+struct SimContext {
+  explicit SimContext(const Graph& graph);
+
+  const Graph& graph;
+  std::vector<TensorId> root;               ///< StorageRoot of each tensor
+  std::vector<uint8_t> forward_produced;    ///< made by a forward node
+  std::vector<uint8_t> resident_root;       ///< storage is resident
+  std::vector<uint8_t> is_candidate;        ///< in SaveCandidates
+  std::vector<TensorId> candidates;         ///< SaveCandidates(graph)
+  std::vector<double> node_cost;            ///< Graph::NodeCost of each node
+  double step_cost = 0;                     ///< every node's cost, run once
+  /// Per storage root: the last node reading any tensor sharing it; kNoId
+  /// when none does.
+  std::vector<NodeId> last_reader;
+  NodeId first_non_forward = kNoId;         ///< first node not in the forward
+  CategoryBytes resident{};  ///< resident state by category, without a reserve
+  /// Every node cost is an integer and all of them sum below 2^53, so any
+  /// sum of costs is exact in a double whatever the order.
+  bool exact_costs = false;
+
+  /// The graph in flat arrays, for the simulator's inner loop: node n reads
+  /// ids[inputs_begin[n] .. outputs_begin[n]) and makes
+  /// ids[outputs_begin[n] .. inputs_begin[n + 1]).
+  std::vector<uint32_t> inputs_begin, outputs_begin;
+  std::vector<TensorId> ids;
+  std::vector<uint8_t> node_forward;      ///< phase is forward
+  std::vector<int64_t> node_workspace;
+  /// Per tensor: what making it allocates.
+  enum class Made : uint8_t { kActivation, kGradient, kAlias, kNothing };
+  std::vector<Made> made;
+  std::vector<NodeId> producer;
+  std::vector<TensorId> alias_of;
+  std::vector<int64_t> bytes;
+
+  /// FindRegions(*this) and ShapeRegions(*this, regions()), computed on
+  /// first use.
+  const std::vector<Region>& regions() const;
+  const std::vector<RegionShape>& shapes() const;
+
+  /// Working memory Simulate reuses between calls (fresh pages are costly on
+  /// large graphs); a context serves one thread at a time.
+  struct Scratch {
+    // All kNone between calls; a call resets only the entries it set.
+    std::vector<uint32_t> original, recomputed;
+    std::vector<TensorId> touched, stack;
+    std::vector<int64_t> delta;
+    /// The steps of a range's leading forward nodes, which no plan changes:
+    /// their steps, storages (lifetimes as far as those steps read them)
+    /// and the storage each output got. Kept per range, up to a size.
+    struct ForwardPrefix {
+      NodeId end = 0;  ///< first node after the prefix
+      std::vector<Step> steps;
+      std::vector<Buffer> buffers;
+      std::vector<TensorId> outputs;
+      std::vector<uint32_t> output_buffers;
+    };
+    std::unordered_map<uint64_t, ForwardPrefix> prefixes;  // by (first, end) node
+    size_t prefix_bytes = 0;
+  };
+  mutable Scratch scratch;
+
+ private:
+  mutable std::shared_ptr<const std::vector<Region>> regions_;
+  mutable std::shared_ptr<const std::vector<RegionShape>> shapes_;
+};
+
+/// Simulates one training step with `keep` deciding saved vs dropped.
+SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options);
+/// The same, reusing `context` (the result is identical).
+SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options);
+/// The same into `result`, reusing the memory it already holds.
+void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options,
+              SimResult* result);
+
+/// Makes room in `values`, per-step working memory, for `size` elements and
+/// half as many again when it is short. resize() and assign() on a short
+/// vector allocate the exact size, and step counts grow by a few with each
+/// plan simulated: every time on fresh pages, whose first touch is what costs.
+template <typename T>
+void ReserveSteps(std::vector<T>& values, size_t size) {
+  if (values.capacity() < size) values.reserve(size + size / 2);
+}
+
+/// Bytes any plan needs: resident state + reserve + the largest single step
+/// (one node's inputs, outputs, workspace and the gradients made so far).
+struct LowerBound {
+  int64_t bytes = 0;
+  CategoryBytes resident{};
+  int64_t gradients = 0;   ///< gradients live at the worst node
+  int64_t step_bytes = 0;  ///< that node's inputs + outputs + workspace
+  NodeId node = kNoId;
+};
+LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes);
+
+/// A range of nodes [first, end) that no plan connects to the rest of the
+/// step: every storage a forward node makes or reads is made and last read
+/// within one region, so a plan's choices in one region change memory in
+/// that region only (e.g. the microbatches of gradient accumulation).
+struct Region {
+  NodeId first = 0;
+  NodeId end = 0;
+};
+/// Splits the step into the most regions such that each has a candidate
+/// (the last one may have none when it is the only one). One region when the
+/// step does not split, none when the graph has no nodes.
+std::vector<Region> FindRegions(const SimContext& context);
+
+/// Where a region's copy of its shape's first region sits. Regions of one
+/// shape are copies of one another up to a shift of node and tensor ids (e.g.
+/// the microbatches of gradient accumulation): node by node the same phase,
+/// op, cost and workspace, reading and making tensors of the same bytes, kind,
+/// aliasing and candidacy, read after the region or not alike. Any plan then
+/// simulates the same in each, ids shifted, and a min cut cuts each alike.
+struct RegionShape {
+  size_t first_of_shape = 0;  ///< index of the shape's first region
+  int64_t node_shift = 0;     ///< this region's node ids minus that region's
+  int64_t tensor_shift = 0;   ///< the same for the tensors the region makes
+  size_t copies = 1;          ///< regions of this shape
+};
+/// One RegionShape per region of `regions` (FindRegions). The region holding
+/// the step's first non-forward node (where implicit gradients appear) has a
+/// shape of its own.
+std::vector<RegionShape> ShapeRegions(const SimContext& context,
+                                      const std::vector<Region>& regions);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_SIMULATOR_H_

@@ -1,0 +1,150 @@
+#include "ckptplan/ingest/json_loader.h"
+
+#include <doctest/doctest.h>
+
+#include "ckptplan/base/errors.h"
+#include "ckptplan/emit/json_writer.h"
+#include "ckptplan/ingest/synth.h"
+#include "test_graphs.h"
+
+namespace ckptplan {
+namespace {
+
+// The message a graph text is rejected with; fails the test if accepted.
+std::string Rejection(const std::string& text) {
+  try {
+    ParseJsonGraph(text, "bad.json");
+  } catch (const InputError& e) {
+    CHECK(e.exit_code() == kExitBadInput);
+    return e.what();
+  }
+  FAIL("graph was accepted");
+  return "";
+}
+
+std::string Wrap(const std::string& tensors, const std::string& nodes) {
+  return R"({"format":"ckptplan.graph","version":1,"tensors":[)" + tensors +
+         R"(],"nodes":[)" + nodes + "]}";
+}
+
+bool Contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST_CASE("loads tensors, nodes, shapes, aliases and the training block") {
+  Graph graph = testing::FromJson(testing::kChainGraph);
+  CHECK(graph.tensors.size() == 8);
+  CHECK(graph.nodes.size() == 7);
+  CHECK(graph.tensors[testing::Id(graph, "a")].producer == 0);
+  CHECK(graph.training.parameter_count == 2);        // w: 8 B of float32
+  CHECK(graph.training.extra_optimizer_bytes == 16);  // Adam: 8 B per parameter
+  CHECK(graph.cost_unit == CostUnit::kFlops);
+  Graph shaped = testing::FromJson(Wrap(
+      R"({"id":"x","shape":[2,3],"dtype":"bfloat16","kind":"input"},{"id":"v","alias_of":"x","kind":"input"})",
+      ""));
+  CHECK(shaped.tensors[0].bytes == 12);  // 2 x 3 x 2 B
+  CHECK(shaped.tensors[1].alias_of == 0);
+}
+
+TEST_CASE("malformed JSON names the file and the byte") {
+  std::string message = Rejection(R"({"format":"ckptplan.graph", "version":)");
+  CHECK(Contains(message, "bad.json: malformed JSON at byte"));
+}
+
+TEST_CASE("schema violations are all reported at once") {
+  std::string message = Rejection(Wrap(
+      R"({"id":"x","bytes":-5,"kind":"input"},{"id":"y","bytes":"12"},{"id":"z","kind":"weights","bytes":1})",
+      R"({"id":"n","op":"relu","phase":"sideways","inputs":["x"],"outputs":["y"]})"));
+  CHECK(Contains(message, "bad.json: tensor 'x': bytes must be an integer"));
+  CHECK(Contains(message, "tensor 'y': bytes must be an integer"));
+  CHECK(Contains(message, "tensor 'z': unknown kind 'weights'"));
+  CHECK(Contains(message, "node 'n': \"phase\" must be forward, backward or optimizer"));
+}
+
+TEST_CASE("wrong format or version") {
+  CHECK(Contains(Rejection(R"({"format":"other","version":1,"tensors":[],"nodes":[]})"),
+                 "\"format\" must be \"ckptplan.graph\""));
+  CHECK(Contains(Rejection(R"({"format":"ckptplan.graph","version":2,"tensors":[],"nodes":[]})"),
+                 "\"version\" must be 1, got 2"));
+  CHECK(Contains(Rejection("[1,2]"), "top level must be a JSON object"));
+}
+
+TEST_CASE("unknown tensor ids are named") {
+  std::string message = Rejection(Wrap(R"({"id":"x","bytes":1,"kind":"input"})",
+      R"({"id":"n","op":"relu","phase":"forward","inputs":["x","ghost"],"outputs":["y"]})"));
+  CHECK(Contains(message, "node 'n': inputs names unknown tensor 'ghost'"));
+  CHECK(Contains(message, "node 'n': outputs names unknown tensor 'y'"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"v","alias_of":"nope","bytes":0})", "")),
+                 "tensor 'v': alias_of names unknown tensor 'nope'"));
+}
+
+TEST_CASE("duplicate ids") {
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","bytes":1,"kind":"input"},{"id":"x","bytes":2,"kind":"input"})", "")),
+                 "tensor 'x': duplicate tensor id"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","bytes":1,"kind":"input"},{"id":"a","bytes":1},{"id":"b","bytes":1})",
+      R"({"id":"n","op":"relu","phase":"forward","inputs":["x"],"outputs":["a"]},
+         {"id":"n","op":"relu","phase":"forward","inputs":["a"],"outputs":["b"]})")),
+                 "node 'n': duplicate node id"));
+}
+
+TEST_CASE("cycles and reads before production are named") {
+  // a = f(b), b = g(a): a cycle; whichever order, one node reads first.
+  std::string message = Rejection(Wrap(R"({"id":"a","bytes":1},{"id":"b","bytes":1})",
+      R"({"id":"f","op":"relu","phase":"forward","inputs":["b"],"outputs":["a"]},
+         {"id":"g","op":"relu","phase":"forward","inputs":["a"],"outputs":["b"]})"));
+  CHECK(Contains(message, "node 'f' (forward) reads tensor 'b' before node 'g' produces it"));
+  // A backward node listed before the forward node that makes its input.
+  message = Rejection(Wrap(R"({"id":"x","bytes":1,"kind":"input"},{"id":"a","bytes":1},{"id":"da","bytes":1})",
+      R"({"id":"f_bwd","op":"relu_bwd","phase":"backward","inputs":["a"],"outputs":["da"]},
+         {"id":"f","op":"relu","phase":"forward","inputs":["x"],"outputs":["a"]})"));
+  CHECK(Contains(message, "node 'f_bwd' (backward) reads tensor 'a' before node 'f' produces it"));
+}
+
+TEST_CASE("activations nobody produces, double producers, produced parameters") {
+  CHECK(Contains(Rejection(Wrap(R"({"id":"a","bytes":1},{"id":"b","bytes":1})",
+      R"({"id":"f","op":"relu","phase":"forward","inputs":["a"],"outputs":["b"]})")),
+                 "reads tensor 'a' of kind activation that no node produces"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","bytes":1,"kind":"input"},{"id":"a","bytes":1})",
+      R"({"id":"f","op":"relu","phase":"forward","inputs":["x"],"outputs":["a"]},
+         {"id":"g","op":"relu","phase":"forward","inputs":["x"],"outputs":["a"]})")),
+                 "tensor 'a' is produced by both node 'f' and node 'g'"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","bytes":1,"kind":"input"},{"id":"w","bytes":1,"kind":"parameter"})",
+      R"({"id":"f","op":"init","phase":"forward","inputs":["x"],"outputs":["w"]})")),
+                 "tensor 'w' of kind parameter is produced by node 'f'"));
+}
+
+TEST_CASE("negative and overflowing sizes and costs") {
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","shape":[4294967296,4294967296],"dtype":"float32","kind":"input"})", "")),
+                 "overflows 64 bits"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","shape":[2305843009213693952],"dtype":"float64","kind":"input"})", "")),
+                 "overflows 64 bits"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","bytes":18446744073709551615,"kind":"input"})", "")),
+                 "bytes must be an integer in [0, 2^63-1]"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","shape":[2],"dtype":"float7","kind":"input"})", "")),
+                 "unknown dtype 'float7'"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","bytes":1,"kind":"input"},{"id":"a","bytes":1})",
+      R"({"id":"f","op":"relu","phase":"forward","inputs":["x"],"outputs":["a"],"flops":-3,"workspace_bytes":-1})")),
+                 "node 'f': flops must be finite and >= 0, got -3"));
+  CHECK(Contains(Rejection(Wrap(R"({"id":"x","bytes":1,"kind":"input"},{"id":"a","bytes":1})",
+      R"({"id":"f","op":"relu","phase":"forward","inputs":["x"],"outputs":["a"],"time_us":1e400})")),
+                 "malformed JSON"));
+}
+
+TEST_CASE("GraphToJson round-trips synthetic graphs") {
+  RandomGraphOptions options;
+  options.seed = 7;
+  Graph graph = RandomTrainingGraph(options);
+  Graph again = ParseJsonGraph(GraphToJson(graph), "round-trip.json");
+  REQUIRE(again.tensors.size() == graph.tensors.size());
+  REQUIRE(again.nodes.size() == graph.nodes.size());
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
+    CHECK(again.tensors[t].name == graph.tensors[t].name);
+    CHECK(again.tensors[t].bytes == graph.tensors[t].bytes);
+    CHECK(again.tensors[t].alias_of == graph.tensors[t].alias_of);
+  }
+  CHECK(again.training.extra_optimizer_bytes == graph.training.extra_optimizer_bytes);
+  CHECK(GraphToJson(again) == GraphToJson(graph));
+}
+
+}  // namespace
+}  // namespace ckptplan

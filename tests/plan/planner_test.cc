@@ -1,0 +1,111 @@
+#include "ckptplan/plan/planner.h"
+
+#include <fstream>
+#include <string>
+
+#include <doctest/doctest.h>
+
+#include "ckptplan/base/errors.h"
+#include "ckptplan/ingest/loader.h"
+#include "ckptplan/plan/selector.h"
+#include "ckptplan/ingest/synth.h"
+#include "cli_util.h"
+
+namespace ckptplan {
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+Graph TransformerBlock() {
+  return LoadGraph(std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/transformer_block.json", {})
+      .graph;
+}
+
+// A plan's peak and cost, as the planner reports them (after cleanup, from
+// its regional simulations), are those of a whole-step simulation.
+void CheckFigures(const Graph& graph, const PlannerResult& plan) {
+  const SimResult sim = Simulate(graph, plan.keep, {});
+  CHECK(sim.peak_bytes == plan.peak);
+  CHECK(sim.recompute_cost == plan.recompute_cost);
+}
+
+TEST_CASE("planner: reaches 300 MiB on the transformer block where the greedy stalls") {
+  Graph graph = TransformerBlock();
+  GreedyOptions greedy;
+  greedy.budget_bytes = 300 * kMiB;
+  GreedyResult plain = GreedyPlan(graph, SaveAll(graph), greedy);
+  CHECK_FALSE(plain.fits);  // stalls at 312.1 MiB: no single drop lowers it
+  PlannerOptions options;
+  options.budget_bytes = 300 * kMiB;
+  PlannerResult plan = PlanGraph(graph, options);
+  CHECK(plan.fits);
+  CHECK(plan.peak <= 300 * kMiB);
+  CheckFigures(graph, plan);
+}
+
+TEST_CASE("planner: the default plan fits wherever a baseline fits, and costs no more") {
+  std::vector<Graph> graphs;
+  graphs.push_back(TransformerBlock());
+  UNetOptions unet;
+  unet.levels = 4;
+  graphs.push_back(UNetGraph(unet));
+  for (const Graph& graph : graphs) {
+    const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+    for (int percent = 50; percent <= 100; percent += 10) {
+      PlannerOptions options;
+      options.budget_bytes = save_all * percent / 100;
+      PlannerResult ours = PlanGraph(graph, options);
+      CheckFigures(graph, ours);
+      for (Strategy s : AllStrategies()) {
+        options.strategy = s;
+        PlannerResult other = PlanGraph(graph, options);
+        CAPTURE(graph.source);
+        CAPTURE(percent);
+        CAPTURE(ToString(s));
+        CheckFigures(graph, other);
+        if (other.fits) {
+          CHECK(ours.fits);
+          CHECK(ours.recompute_cost <= other.recompute_cost);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("planner: start sets") {
+  Graph graph = TransformerBlock();
+  CHECK(StartSet(graph, "save-all", DefaultRecomputePolicy()) == SaveAll(graph));
+  SaveSet mincut = StartSet(graph, "mincut", DefaultRecomputePolicy());
+  CHECK(mincut != SaveAll(graph));  // some candidates come from cheap ops (norms, gelu)
+  CHECK_THROWS_AS(StartSet(graph, "random", DefaultRecomputePolicy()), InputError);
+}
+
+TEST_CASE("planner: CLI strategies, starts and the infeasible message") {
+  using testing::RunCli;
+  const std::string graph = "sample_graphs/transformer_block.json";
+  testing::CliResult run = RunCli("plan " + graph + " --budget 300MiB");
+  CHECK(run.code == kExitOk);
+  CHECK(run.out.find("peak, planned       296.1 MiB") != std::string::npos);
+  run = RunCli("plan " + graph + " --budget 300MiB --strategy greedy --start save-all");
+  CHECK(run.code == kExitInfeasible);
+  CHECK(run.err.find("lowest peak reached is 312.1 MiB") != std::string::npos);
+  CHECK(run.err.find("lower bound 280.1 MiB") != std::string::npos);
+  CHECK(RunCli("plan " + graph + " --budget 320MiB --strategy greedy --start mincut").code ==
+        kExitOk);
+  run = RunCli("plan " + graph + " --budget 300MiB --start nowhere");
+  CHECK(run.code == kExitUsage);
+  CHECK(run.err.find("--start: unknown start set 'nowhere'") != std::string::npos);
+  CHECK(RunCli("plan " + graph + " --budget 300MiB --recomputable-ops 'bad op'").code ==
+        kExitUsage);
+  CHECK(RunCli("plan " + graph + " --budget 300MiB --policy /nonexistent/policy.txt").code ==
+        kExitIo);
+  // A policy file that allows everything the block runs: the min-cut start
+  // then recomputes more, and the plan still fits.
+  const std::string dir = testing::ScratchDir("planner_policy");
+  { std::ofstream(dir + "/policy.txt") << "+default\nmatmul  # allow\nbmm\ndropout\n"; }
+  CHECK(RunCli("plan " + graph + " --budget 300MiB --policy " + dir + "/policy.txt").code ==
+        kExitOk);
+}
+
+}  // namespace
+}  // namespace ckptplan

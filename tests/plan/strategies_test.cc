@@ -1,0 +1,89 @@
+#include "ckptplan/plan/strategies.h"
+
+#include <doctest/doctest.h>
+
+#include "bench_quality/exhaustive.h"
+#include "tiny_graph.h"
+
+namespace ckptplan {
+namespace {
+
+using testing::Id;
+using testing::TinyGraph;
+
+// testing::kTinyChain: x -f1-> a -f2-> b -f3-> c -> loss, 100-byte activations,
+// save-all peak 510 at f3_bwd; f1 costs 5, f2 and f3 cost 1.
+constexpr const char* kChain = testing::kTinyChain;
+
+TEST_CASE("strategies: scope blocks") {
+  CHECK(ScopeBlock("h.0.attn") == "h.0");
+  CHECK(ScopeBlock("layers/3/mlp") == "layers/3");
+  CHECK(ScopeBlock("ln_f") == "ln_f");
+  CHECK(ScopeBlock("encoder.block") == "encoder");
+  CHECK(ScopeBlock("") == "");
+}
+
+TEST_CASE("strategies: names round-trip") {
+  for (Strategy s : AllStrategies()) {
+    Strategy parsed;
+    REQUIRE(ParseStrategy(ToString(s), &parsed));
+    CHECK(parsed == s);
+  }
+  Strategy unused;
+  CHECK_FALSE(ParseStrategy("optimal", &unused));
+}
+
+TEST_CASE("strategies: segments keep only tensors that cross a segment boundary") {
+  Graph graph = TinyGraph(kChain);
+  const TensorId a = Id(graph, "a"), b = Id(graph, "b"), c = Id(graph, "c"), l = Id(graph, "l");
+  // One segment: nothing is read across a boundary, every candidate dropped.
+  SaveSet one = SegmentPlan(graph, 1);
+  CHECK((one[a] == 0 && one[b] == 0 && one[c] == 0 && one[l] == 0));
+  // Four segments of one node: a, b, c are read by the next segment; l only
+  // by backward.
+  SaveSet four = SegmentPlan(graph, 4);
+  CHECK((four[a] == 1 && four[b] == 1 && four[c] == 1 && four[l] == 0));
+  // Two segments {f1, f2} {f3, s}: only b is read across the boundary.
+  SaveSet two = SegmentPlan(graph, 2);
+  CHECK((two[a] == 0 && two[b] == 1 && two[c] == 0 && two[l] == 0));
+  // No scopes: scope checkpointing checkpoints nothing.
+  CHECK(ScopeCheckpointPlan(graph) == SaveAll(graph));
+}
+
+TEST_CASE("strategies: knapsack counts saved bytes for the whole step") {
+  Graph graph = TinyGraph(kChain);
+  const TensorId a = Id(graph, "a"), b = Id(graph, "b"), c = Id(graph, "c"), l = Id(graph, "l");
+  CHECK(KnapsackPlan(graph, 510, 0) == SaveAll(graph));
+  // Fixed part = save-all peak 510 - saved bytes (a + b + c + l = 304) =
+  // 206; budget 410 leaves 204 for saved bytes: a (cost 5) + one of b, c
+  // (cost 1) + l (4 bytes, cost 1) = 204 bytes, value 7.
+  SaveSet keep = KnapsackPlan(graph, 410, 0);
+  CHECK(keep[a] == 1);
+  CHECK(keep[l] == 1);
+  CHECK(keep[b] + keep[c] == 1);
+  // Below the fixed part nothing can be saved.
+  SaveSet none = KnapsackPlan(graph, 200, 0);
+  CHECK((none[a] == 0 && none[b] == 0 && none[c] == 0 && none[l] == 0));
+}
+
+TEST_CASE("exhaustive: the front answers every budget") {
+  Graph graph = TinyGraph(kChain);
+  std::vector<FrontPoint> front = ExhaustiveFront(graph, 0);
+  REQUIRE(!front.empty());
+  for (size_t i = 1; i < front.size(); ++i) {
+    CHECK(front[i].peak > front[i - 1].peak);
+    CHECK(front[i].recompute_cost < front[i - 1].recompute_cost);
+  }
+  // Save-all (510) costs nothing; any plan under it re-runs at least one
+  // node (cost >= 1), and dropping b alone reaches 410 at cost 1.
+  REQUIRE(CheapestUnder(front, 510) != nullptr);
+  CHECK(CheapestUnder(front, 510)->recompute_cost == 0);
+  REQUIRE(CheapestUnder(front, 410) != nullptr);
+  CHECK(CheapestUnder(front, 410)->recompute_cost == 1);
+  // Lower bound: x 10 + f2_bwd's db + b + da = 310; nothing fits below.
+  CHECK(ComputeLowerBound(graph, 0).bytes == 310);
+  CHECK(CheapestUnder(front, 309) == nullptr);
+}
+
+}  // namespace
+}  // namespace ckptplan

@@ -436,7 +436,7 @@ class RegionSearch {
     walks_.clear();
     walker_.SetPlan(keep, region.candidates);
     for (TensorId t : region.candidates) {
-      if (!keep[t]) continue;
+      if (!keep[t] || context_.pinned[t]) continue;  // pinned: never dropped
       ++stats_.bounded;
       const ChainWalker::Chain chain = walker_.Walk(t, view_, kShortPulledWalk);
       walks_.push_back({t, chain});

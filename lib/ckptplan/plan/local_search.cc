@@ -29,7 +29,7 @@ class Search {
       : context_(context),
         options_(options),
         keep_(std::move(keep)),
-        candidates_(context_.candidates),
+        candidates_(context_.droppable),
         floor_(context) {
     sim_options_.reserve_bytes = options.reserve_bytes;
     Reset();

@@ -50,7 +50,7 @@ SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group)
       if (group[n] != group[p]) read_outside[t] = 1;
     }
   }
-  for (TensorId t : SaveCandidates(graph)) {
+  for (TensorId t : DroppableCandidates(graph)) {
     NodeId p = graph.tensors[t].producer;
     if (group[p] != kNoId && !read_outside[t]) keep[t] = 0;
   }
@@ -101,7 +101,7 @@ SaveSet SqrtSegmentsPlan(const Graph& graph) {
 }
 
 SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_bytes) {
-  const std::vector<TensorId> candidates = SaveCandidates(graph);
+  const std::vector<TensorId> candidates = DroppableCandidates(graph);
   SaveSet keep = SaveAll(graph);
   std::vector<int64_t> weight;
   std::vector<double> value;

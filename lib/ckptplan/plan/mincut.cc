@@ -132,7 +132,7 @@ MinCutResult MinCutStart(const SimContext& context, const RecomputePolicy& polic
   std::unordered_map<std::string_view, bool> allowed;
   auto allows = [&](const std::string& op) {
     auto [it, added] = allowed.try_emplace(op, false);
-    if (added) it->second = policy.Allows(op);
+    if (added) it->second = policy.Allows(op) && !IsRandomOp(op);  // never, whatever it lists
     return it->second;
   };
   size_t copied = 0;

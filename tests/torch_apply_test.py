@@ -5,7 +5,11 @@ budget `ckptplan sweep` reaches:
 - exits 0: measured peak within 1% of predicted (printed; 4 bytes apart when
   written), loss, gradients, parameters and buffers bit-equal to eager;
 - exits 4 on the same plan with its predicted peak edited 5% down;
-- exits 3, naming bernoulli_, on a plan edited to recompute the dropout mask.
+- exits 3, naming bernoulli_, on a plan edited to recompute the dropout mask;
+- exits 0, bit-equal, on a plan that recomputes every candidate but the mask
+  (BatchNorm re-run without touching its statistics, the in-place ReLU and
+  Hardswish re-run from recomputed inputs), its peak from `ckptplan simulate
+  --plan`.
 
 Usage: torch_apply_test.py CKPTPLAN_BINARY. Exits 77 (skipped) without torch."""
 import json
@@ -52,7 +56,7 @@ def run(tmp):
     plan_path = os.path.join(tmp, "plan.json")
     subprocess.run([sys.executable, "-m", "ckptplan_torch", "export", "--model", MODEL,
                     "-o", graph], check=True)
-    sweep = json.loads(ckptplan("sweep", graph, "--json"))
+    sweep = json.loads(ckptplan("sweep", graph, "--budgets", "1", "--json"))
     lowest = sweep["lowest_peak_bytes"]
     ckptplan("plan", graph, "--budget", str(lowest), "-o", plan_path)
     with open(plan_path) as f:
@@ -88,6 +92,21 @@ def run(tmp):
     out = apply(os.path.join(tmp, "random.json"))
     assert out.returncode == 3, out.returncode
     assert "random op" in out.stderr and "bernoulli" in out.stderr
+
+    # Everything recomputed but the mask.
+    everything = dict(plan, decisions=[dict(d, action="save" if d["tensor"] in masks
+                                            else "recompute") for d in plan["decisions"]])
+    all_path = os.path.join(tmp, "all.json")
+    write(all_path, everything)
+    sim = json.loads(ckptplan("simulate", graph, "--plan", all_path, "--json"))
+    everything["predicted_peak_bytes"] = sim["peak_bytes"]
+    write(all_path, everything)
+    ops = {made_by[d["tensor"]]["op"] for d in everything["decisions"]
+           if d["action"] == "recompute"}
+    assert {"aten.native_batch_norm.default", "aten.relu.default"} <= ops, ops
+    out = apply(all_path)
+    assert out.returncode == 0, out.returncode
+    assert "bit-equal to the eager step" in out.stdout
     print("PASS")
 
 

@@ -294,8 +294,9 @@ class PlannedModel:
         return loss
 
     def recompute_summary(self):
-        """(dropped tensors, nodes re-run) of the applied program."""
-        return len(self.program.chains), len(self.program.recomputed_nodes())
+        """(candidates the plan drops, nodes re-run) of the applied program."""
+        dropped = self.program.candidates - self.program.saved
+        return len(dropped), len(self.program.recomputed_nodes())
 
 
 def _output_nodes(binding):

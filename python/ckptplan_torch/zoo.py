@@ -1,8 +1,8 @@
 """Small training steps of models from torchvision and torch.nn, for the
 reality benchmark and the examples. Each factory returns (model, inputs):
 model(*inputs) returns the scalar loss. Sizes are small enough that a step
-takes well under a second on two CPU cores, and large enough that the
-activations, not the parameters, decide the peak.
+takes about a second or two on two CPU cores, and large enough that the
+activations, not the parameters and the optimizer step, decide the peak.
 
 `python3 -m ckptplan_torch export --model ckptplan_torch.zoo:resnet18 ...`
 """
@@ -48,14 +48,14 @@ def _sequences(batch, seq, features, classes=10):
     return (torch.randn(batch, seq, features), torch.randint(0, classes, (batch,)))
 
 
-def resnet18(batch=8, size=64):
+def resnet18(batch=32, size=112):
     """torchvision resnet18: BatchNorm, ReLU(inplace=True), residual adds."""
     import torchvision
     torch.manual_seed(0)
     return ClassifierLoss(torchvision.models.resnet18(num_classes=10)), _images(batch, size)
 
 
-def mobilenet_v3_small(batch=8, size=64):
+def mobilenet_v3_small(batch=16, size=112):
     """torchvision mobilenet_v3_small: Hardswish(inplace=True), squeeze-excite,
     BatchNorm, dropout in the classifier."""
     import torchvision
@@ -83,14 +83,14 @@ def transformer_encoder(batch=8, seq=64, d=256, layers=4):
     return SequenceClassifier(encoder, d), _sequences(batch, seq, d)
 
 
-def lstm(batch=16, seq=32, features=64, hidden=256):
+def lstm(batch=64, seq=32, features=64, hidden=128):
     """nn.LSTM, 2 layers."""
     torch.manual_seed(0)
     encoder = nn.LSTM(features, hidden, num_layers=2, batch_first=True)
     return SequenceClassifier(encoder, hidden, recurrent=True), _sequences(batch, seq, features)
 
 
-def gru(batch=16, seq=32, features=64, hidden=256):
+def gru(batch=64, seq=32, features=64, hidden=128):
     """nn.GRU, 2 layers."""
     torch.manual_seed(0)
     encoder = nn.GRU(features, hidden, num_layers=2, batch_first=True)

@@ -17,7 +17,6 @@ BatchNorm with momentum=None is refused (its factor is traced as a constant).
 """
 
 import json
-import operator
 
 import torch
 import torch.nn as nn
@@ -91,14 +90,11 @@ class _Runner:
         self.keep = set(keep)  # tensor ids held to the end (the loss, gradients)
         self.refs = {}
         nodes = program.nodes
-        self.fx_nodes = []
-        for n, _ in program.steps:
+        for n, recompute in program.steps:
             fx_node = binding.node_of.get(nodes[n]["id"])
             if fx_node is None:
                 raise PlanError("graph node %s is not in the model's joint graph" %
                                 nodes[n]["id"])
-        for n, recompute in program.steps:
-            fx_node = binding.node_of[nodes[n]["id"]]
             if recompute and _writes_input(fx_node.target) and \
                     str(fx_node.target) != _BATCH_NORM:
                 raise PlanError("plan recomputes node %s (%s), which writes its input in "
@@ -118,16 +114,11 @@ class _Runner:
         """frees[s]: slots (tensor id, is copy) released after step s."""
         program = self.program
         last = {}
-        made = []
         for s, (n, recompute) in enumerate(program.steps):
             for slot in self._slot_reads(s):
                 last[slot] = s
-            outs = []
             for t in program.nodes[n]["outputs"]:
-                slot = (t, False) if not recompute else (t, True)
-                outs.append(slot)
-                last.setdefault(slot, s)
-            made.append(outs)
+                last.setdefault((t, recompute), s)  # never read: freed at once
         keep = {t for t in program.tensors if self._kept_to_end(t)}
         self.frees = [[] for _ in program.steps]
         for slot, s in last.items():

@@ -300,31 +300,38 @@ class _Recorder(fx.Interpreter):
         super().__init__(module, garbage_collect_values=False)
         self.values = {}
         self.mark = mark
+        self.device = None  # of the markers: the device the graph runs on
         self.order = []
 
     def run_node(self, node):
         if self.mark and node.op == "call_function":
-            torch.empty(_MARK_BYTES, dtype=torch.uint8)
+            torch.empty(_MARK_BYTES, dtype=torch.uint8, device=self.device)
             self.order.append(node)
         value = super().run_node(node)
         self.values[node] = value
         return value
 
 
-def allocator_events(prof):
-    """Byte deltas of the CPU allocator's events in `prof`, in order."""
+def allocator_events(prof, device_type="cpu"):
+    """Byte deltas of one device type's allocator events in `prof`, in order."""
+    want = torch._C._autograd.DeviceType.CUDA if device_type == "cuda" else \
+        torch._C._autograd.DeviceType.CPU
     events = [(e.start_us(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-              if e.name() == "[memory]"]
+              if e.name() == "[memory]" and e.device_type() == want]
     events.sort(key=lambda e: e[0])  # stable: ties keep the recorded order
     return [nbytes for _, nbytes in events]
 
 
-def node_workspaces(recorder, deltas):
-    """{fx node: bytes it allocated beyond its new outputs}, from the events of
-    a marked run: each node's events lie between two markers (+M, -M)."""
+def node_workspaces(recorder, deltas, device="cpu"):
+    """{fx node: the most bytes it had allocated at once while it ran}, from
+    the allocator events of a marked run: each node's events lie between two
+    markers (+M, -M). The CUDA caching allocator may report a block rounded
+    up to 512 bytes, so the marker is recognised by either size (untested on
+    CUDA here: no GPU)."""
+    marks = {_MARK_BYTES, (_MARK_BYTES + 511) // 512 * 512}
     spans, current, i = [], None, 0
     while i < len(deltas):
-        if deltas[i] == _MARK_BYTES and i + 1 < len(deltas) and deltas[i + 1] == -_MARK_BYTES:
+        if deltas[i] in marks and i + 1 < len(deltas) and deltas[i + 1] == -deltas[i]:
             current = []
             spans.append(current)
             i += 2
@@ -483,12 +490,16 @@ def _trace_step(model, inputs, optimizer, lr, workspace):
     del loss
     recorder = _Recorder(joint, mark=workspace)
     detached = [p.detach() for p in primals]
+    recorder.device = detached[0].device if detached else None
     with torch.no_grad():
         if workspace:
             from torch.profiler import ProfilerActivity, profile
-            with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            device = detached[0].device.type if detached else "cpu"
+            activities = [ProfilerActivity.CPU] + \
+                ([ProfilerActivity.CUDA] if device == "cuda" else [])
+            with profile(activities=activities, profile_memory=True) as prof:
                 outputs = recorder.run(detached, tangents)
-            workspaces = node_workspaces(recorder, allocator_events(prof))
+            workspaces = node_workspaces(recorder, allocator_events(prof, device), device)
         else:
             outputs = recorder.run(detached, tangents)
             workspaces = {}

@@ -51,7 +51,7 @@ def step_peak(run, device, resident):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         run()
     running = peak = 0
-    for nbytes in export.allocator_events(prof):
+    for nbytes in export.allocator_events(prof, "cpu"):
         running += nbytes
         peak = max(peak, running)
     return resident + peak

@@ -40,15 +40,15 @@ def load_plan(plan):
     return doc
 
 
-def saved_set(plan, program):
+def saved_set(plan, program, source="plan"):
     """Candidates the plan saves: those it marks save, and those it does not
     name (a plan file's unnamed candidates are saved, as ckptplan reads it)."""
     actions = {d["tensor"]: d["action"] for d in plan["decisions"]}
     unknown = sorted(t for t in actions if t not in program.candidates)
     if unknown:
-        raise PlanError("plan names tensors that are not candidates of this model's graph "
+        raise PlanError("%s names tensors that are not candidates of this model's graph "
                         "(was it made on this model's export, with these input shapes?): %s"
-                        % ", ".join(unknown[:5]))
+                        % (source, ", ".join(unknown[:5])))
     return {t for t in program.candidates if actions.get(t, "save") == "save"}
 
 
@@ -218,6 +218,7 @@ class PlannedModel:
 
     def __init__(self, model, plan):
         self.model = model
+        self.source = plan if isinstance(plan, str) else "plan"
         self.plan = load_plan(plan)
         self.runner = None
         self.program = None
@@ -228,7 +229,7 @@ class PlannedModel:
                                            workspace=False)
         self.graph = graph
         probe = Program(graph, ())
-        program = Program(graph, saved_set(self.plan, probe))
+        program = Program(graph, saved_set(self.plan, probe, self.source))
         check_recomputable(program)
         self._check_chains(program)
         loss_id = binding.ids[_output_nodes(binding)[0]]

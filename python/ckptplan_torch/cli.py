@@ -62,7 +62,8 @@ def _mib(n):
 def cmd_apply(args):
     from . import apply, measure
     model, inputs = _make(args.model, args.seed)
-    plan = apply.load_plan(args.plan)
+    apply.load_plan(args.plan)  # a bad file fails before the model is traced
+    plan = args.plan
     if not args.measure:
         import torch
         opt = measure.export.make_optimizer(args.optimizer, model.parameters(), 1e-3)

@@ -101,13 +101,13 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
     times of the eager and planned steps over `timed_steps` steps each
     (alternating) with their ratio.
     """
-    plan = load_plan(plan)
+    source, plan = plan, load_plan(plan)
     inputs = tuple(inputs)
     device = next(model.parameters()).device
     ref_model, planned_model = copy.deepcopy(model), copy.deepcopy(model)
     ref_opt = export.make_optimizer(optimizer, ref_model.parameters(), lr)
     opt = export.make_optimizer(optimizer, planned_model.parameters(), lr)
-    planned = apply_plan(planned_model, plan)
+    planned = apply_plan(planned_model, source)
     planned.prepare(*inputs)
     ref_step = _training_step(ref_model, ref_opt, inputs)
     step = _training_step(planned, opt, inputs)

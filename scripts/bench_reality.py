@@ -86,17 +86,18 @@ def mib(n):
 
 
 def table(rows):
-    lines = ["| model | budget | recomputed | predicted MiB | measured MiB | error | eager MiB "
-             "| bit-equal | predicted overhead | step time |",
-             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
+    lines = ["| model | budget | recomputed | predicted MiB | measured MiB | measured - predicted "
+             "| error | eager MiB | bit-equal | predicted overhead | step time |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         if not r["fits"]:
-            lines.append("| %s | %s (%s MiB) | no plan fits | | | | | | | |" %
+            lines.append("| %s | %s (%s MiB) | no plan fits | | | | | | | | |" %
                          (r["model"], r["budget"], mib(r["budget_bytes"])))
             continue
-        lines.append("| %s | %s | %d | %s | %s | %+.4f%% | %s | %s | %.1f%% | x%.2f |" % (
+        lines.append("| %s | %s | %d | %s | %s | %+d B | %+.5f%% | %s | %s | %.1f%% | x%.2f |" % (
             r["model"], r["budget"], r["dropped_tensors"], mib(r["predicted_bytes"]),
-            mib(r["measured_bytes"]), r["error_percent"], mib(r["eager_bytes"]),
+            mib(r["measured_bytes"]), r["measured_bytes"] - r["predicted_bytes"],
+            r["error_percent"], mib(r["eager_bytes"]),
             "yes" if not r["differences"] else "NO", r["predicted_overhead_percent"],
             r["step_time_ratio"]))
     return "\n".join(lines)

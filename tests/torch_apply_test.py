@@ -35,7 +35,7 @@ def ckptplan(*args):
 
 def apply(plan_path, *extra):
     out = subprocess.run([sys.executable, "-m", "ckptplan_torch", "apply", "--model", MODEL,
-                          "--plan", plan_path, "--measure", "--steps", "1", *extra],
+                          "--plan", plan_path, "--measure", "--steps", "0", *extra],
                          capture_output=True, text=True)
     print(out.stdout + out.stderr)
     return out

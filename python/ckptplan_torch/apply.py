@@ -253,6 +253,7 @@ class PlannedModel:
         self.program = program
         self.runner = runner
         self._shapes = _shapes(inputs)
+        self._batch_norm_calls = _batch_norm_calls(self.model, graph)
 
     def _check_chains(self, program):
         """The plan's recompute chains are the ones this program runs: the
@@ -282,7 +283,9 @@ class PlannedModel:
                 k += 1
         params = [runner.params[n] for n in runner.param_names]
         loss = _PlannedStep.apply(runner, resident, len(params), *params)
-        _count_batch_norm_steps(self.model)
+        with torch.no_grad():
+            for counter, calls in self._batch_norm_calls:
+                counter.add_(calls)
         return loss
 
     def recompute_summary(self):
@@ -300,14 +303,24 @@ def _shapes(inputs):
     return [tuple(t.shape) for t in export.flat_tensors(list(inputs))]
 
 
-def _count_batch_norm_steps(model):
-    """What eager BatchNorm does besides its graph: the traced joint graph
-    drops the num_batches_tracked += 1 of each training BatchNorm."""
-    with torch.no_grad():
-        for module in model.modules():
-            if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training and \
-                    module.track_running_stats and module.num_batches_tracked is not None:
-                module.num_batches_tracked.add_(1)
+def _batch_norm_calls(model, graph):
+    """[(num_batches_tracked buffer, calls per forward)]: what eager BatchNorm
+    does besides its graph. The traced joint graph drops the
+    num_batches_tracked += 1 of each training BatchNorm call; its calls are
+    the forward native_batch_norm nodes that read the module's running_mean."""
+    reads = {}
+    for node in graph["nodes"]:
+        if node["phase"] == "forward" and node["op"] == _BATCH_NORM:
+            for t in node["inputs"]:
+                reads[t] = reads.get(t, 0) + 1
+    out = []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training and \
+                module.track_running_stats and module.num_batches_tracked is not None:
+            calls = reads.get((name + "." if name else "") + "running_mean", 0)
+            if calls:
+                out.append((module.num_batches_tracked, calls))
+    return out
 
 
 def apply_plan(model, plan):

@@ -356,7 +356,7 @@ check_case("config_huge_exponent.json", "configs",
 check_case("config_truncated.json", "configs", CONFIG_HEAD + '"graphs": [{"graph": "../gr',
            ["--config", "{file}"], "malformed JSON")
 
-# Crash inputs the fuzzers found, kept as regression cases (see README).
+# Crash inputs the fuzzers found, kept as regression cases (see docs/hardening.md).
 EXTRA = [
     # onnx_fuzzer: a Mul node with one input made shape inference read past
     # its inputs (heap-buffer-overflow in onnx_shapes.cc Infer); fixed.

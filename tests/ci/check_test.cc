@@ -1,6 +1,6 @@
 // `ckptplan check` end to end: verdicts, exit codes, baseline file, config,
 // GitHub annotations and job summary, JUnit (validated with xmllint), and the
-// README's GitHub Actions job.
+// GitHub Actions job in docs/manual.md.
 #include "ckptplan/ci/check.h"
 
 #include <doctest/doctest.h>
@@ -417,9 +417,9 @@ TEST_CASE("check: long names are reported whole") {
   CHECK(Contains(result.out, "y [saved_activations] from op gelu in module '" + scope + "'\n"));
 }
 
-// Lines of the `run: |` block of the README's "Check training memory" step.
+// Lines of the `run: |` block of the "Check training memory" step in docs/manual.md.
 std::string ReadmeStepCommands() {
-  std::istringstream readme(Slurp(CKPTPLAN_SOURCE_DIR "/README.md"));
+  std::istringstream readme(Slurp(CKPTPLAN_SOURCE_DIR "/docs/manual.md"));
   std::string line, commands;
   bool in_step = false;
   size_t indent = std::string::npos;
@@ -441,11 +441,11 @@ std::string ReadmeStepCommands() {
   return commands;
 }
 
-TEST_CASE("the README's GitHub Actions job runs as written") {
+TEST_CASE("the manual's GitHub Actions job runs as written") {
   std::string commands = ReadmeStepCommands();
   REQUIRE(Contains(commands, "ckptplan check"));
-  std::string record;  // the README's command that records the baseline
-  std::istringstream readme(Slurp(CKPTPLAN_SOURCE_DIR "/README.md"));
+  std::string record;  // the manual's command that records the baseline
+  std::istringstream readme(Slurp(CKPTPLAN_SOURCE_DIR "/docs/manual.md"));
   for (std::string line; std::getline(readme, line);) {
     // The recording command, not the usage synopsis (which has [optional] flags).
     if (line.rfind("ckptplan check ", 0) == 0 && Contains(line, "--update-baseline") &&

@@ -3,7 +3,6 @@
 #include "ckptplan/base/errors.h"
 #include "ckptplan/ingest/json_loader.h"
 #include "ckptplan/ingest/onnx_loader.h"
-#include "ckptplan/base/output_file.h"
 
 namespace ckptplan {
 namespace {

@@ -21,7 +21,7 @@
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/ingest/onnx_shapes.h"
-#include "ckptplan/base/output_file.h"
+#include "ckptplan/base/sha256.h"
 #include "ckptplan/ingest/op_rules.h"
 #include "ckptplan/base/problems.h"
 

@@ -1,5 +1,7 @@
 // ONNX loading: the committed samples, byte arithmetic against PyTorch and
-// Korthikanti et al., flags, and bad input through the CLI.
+// Korthikanti et al., flags, and bad input through the CLI. The loaded graphs
+// are measured with the simulator, so these tests sit in the lowest layer
+// above both ingest and sim.
 #include "ckptplan/ingest/onnx_loader.h"
 
 #include <sys/wait.h>
@@ -18,6 +20,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/base/errors.h"
+#include "ckptplan/base/file_io.h"
 #include "ckptplan/ingest/json_loader.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/ingest/onnx_shapes.h"

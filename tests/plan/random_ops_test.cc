@@ -8,6 +8,7 @@
 #include "ckptplan/plan/strategies.h"
 #include "ckptplan/plan/sweep.h"
 #include "ckptplan/sim/simulator.h"
+#include "json_graphs.h"
 #include "test_graphs.h"
 
 namespace ckptplan {

@@ -7,7 +7,8 @@
 namespace ckptplan {
 
 std::vector<FrontPoint> ExhaustiveFront(const Graph& graph, int64_t reserve_bytes) {
-  const std::vector<TensorId> candidates = SaveCandidates(graph);
+  // Pinned candidates (random ops) stay saved, as in every planner.
+  const std::vector<TensorId> candidates = DroppableCandidates(graph);
   const size_t k = candidates.size();
   if (k > kMaxExhaustiveCandidates) {
     throw std::invalid_argument("exhaustive search: " + std::to_string(k) + " candidates > " +

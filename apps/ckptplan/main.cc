@@ -62,7 +62,7 @@ void AddSearch(CLI::App* command, SearchFlags* flags) {
                       "Recompute policy file: op names the min-cut may recompute, one a line "
                       "('+default' adds the built-in list)");
   command->add_option("--recomputable-ops", flags->recomputable_ops,
-                      "Comma-separated op names added to the recompute policy (e.g. dropout)");
+                      "Comma-separated op names added to the recompute policy (e.g. matmul); random ops are never recomputed");
 }
 
 }  // namespace

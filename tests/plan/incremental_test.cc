@@ -174,7 +174,7 @@ TEST_CASE("incremental planner simulates fewer plans than candidates x drops") {
   Graph graph = TransformerGraph(options);
   const int64_t save_all = Simulate(graph, SaveAll(graph), SimOptions{}).peak_bytes;
   GreedyOptions greedy;
-  greedy.budget_bytes = save_all / 2;
+  greedy.budget_bytes = save_all * 2 / 3;  // the lowest peak is 62% (dropout is never dropped)
   IncrementalStats stats;
   GreedyResult result = IncrementalPlan(graph, SaveAll(graph), greedy, &stats);
   REQUIRE(result.fits);
@@ -183,7 +183,8 @@ TEST_CASE("incremental planner simulates fewer plans than candidates x drops") {
   CHECK(stats.simulations < SaveCandidates(graph).size() * result.drops.size() / 10);
   // Each drop takes at least one simulation (the winner's trial is kept).
   // Bounding only the pulled inputs that may end earlier leaves fewer than
-  // one losing trial per drop here (130 simulations for 93 drops; 222 when
+  // one losing trial per drop here (101 simulations for 85 drops at 2/3 of
+  // save-all; at 1/2, before dropout was pinned: 130 for 93, and 222 when
   // every pulled input counted).
   CHECK(stats.simulations < 2 * result.drops.size());
 }

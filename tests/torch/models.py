@@ -111,3 +111,32 @@ def make_gpt_tied(batch=4, layers=2):
     model, inputs = make_gpt(batch, layers)
     model.lm_head.weight = model.wte.weight
     return model, inputs
+
+
+class ConvNet(nn.Module):
+    """Conv, BatchNorm, ReLU(inplace=True), Hardswish(inplace=True), dropout:
+    the in-place modules, training-time side effects and random ops a plan
+    must handle."""
+
+    def __init__(self, width=16, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, width, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(width)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(width, width, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(width)
+        self.act = nn.Hardswish(inplace=True)
+        self.drop = nn.Dropout(0.2)
+        self.head = nn.Linear(width, classes)
+
+    def forward(self, x, y):
+        x = self.relu(self.bn1(self.conv1(x)))
+        x = self.act(self.bn2(self.conv2(x)))
+        x = self.drop(x.mean((2, 3)))
+        return F.cross_entropy(self.head(x), y)
+
+
+def make_convnet(batch=8, size=16):
+    torch.manual_seed(0)
+    model = ConvNet()
+    return model, (torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))

@@ -137,6 +137,30 @@ const std::vector<DtypeSize>& DtypeSizes() {
   return kSizes;
 }
 
+bool IsRandomOp(std::string_view op) {
+  // "aten.bernoulli_.float" -> "bernoulli": drop the namespace and the
+  // overload, then case and underscores.
+  if (op.substr(0, 5) == "aten.") {
+    op.remove_prefix(5);
+    op = op.substr(0, op.find('.'));
+  }
+  std::string name;
+  for (char c : op) {
+    if (c == '_') continue;
+    name += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+  }
+  static const char* const kRandom[] = {
+      "bernoulli", "dropout", "nativedropout", "featuredropout", "alphadropout",
+      "featurealphadropout", "rand", "randn", "randint", "randlike", "randnlike",
+      "randintlike", "randperm", "normal", "uniform", "multinomial", "exponential",
+      "geometric", "cauchy", "lognormal", "rrelu", "rreluwithnoise", "poisson",
+      "randomnormal", "randomuniform", "randomnormallike", "randomuniformlike"};
+  for (const char* random : kRandom) {
+    if (name == random) return true;
+  }
+  return false;
+}
+
 uint32_t DtypeBytes(std::string_view dtype) {
   if (dtype.substr(0, 6) == "torch.") dtype.remove_prefix(6);
   for (const DtypeEntry& entry : kDtypes) {

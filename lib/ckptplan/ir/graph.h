@@ -48,6 +48,12 @@ struct DtypeSize {
 };
 const std::vector<DtypeSize>& DtypeSizes();
 
+/// True for an op that draws from a random number generator (dropout,
+/// bernoulli_, rand, normal, ...; aten and ONNX spellings, any case,
+/// overload suffix ignored). A re-run draws other values, so no plan
+/// recomputes one (see SimContext::pinned).
+bool IsRandomOp(std::string_view op);
+
 /// True for kinds that live for the whole step whatever the plan.
 inline bool IsResidentKind(TensorKind kind) {
   return kind == TensorKind::kInput || kind == TensorKind::kParameter ||

@@ -409,7 +409,7 @@ class RegionSearch {
     if (!options_.prune) {
       // Every saved candidate simulated, in id order: what the bounds save.
       for (TensorId t : region.candidates) {
-        if (!keep[t]) continue;
+        if (!keep[t] || context_.pinned[t]) continue;  // pinned: never dropped
         DropChoice choice = TryDrop(memory, r, keep, t, &trial_);
         if (choice.tensor != kNoId && choice.BetterThan(best)) {
           best = choice;
@@ -461,7 +461,7 @@ class RegionSearch {
     const int64_t outside_region = memory.Outside(r);
     const double slack = context_.exact_costs ? 0.0 : 1e-9;
     for (TensorId t : region.candidates) {
-      if (!keep[t] || tried_at_[t] == search) continue;
+      if (!keep[t] || context_.pinned[t] || tried_at_[t] == search) continue;  // pinned: never dropped
       const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
       Bound bounds[2];
       const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
@@ -492,7 +492,7 @@ class RegionSearch {
     walks_.clear();
     walker_.SetPlan(keep, region.candidates);
     for (TensorId t : region.candidates) {
-      if (!keep[t]) continue;
+      if (!keep[t] || context_.pinned[t]) continue;  // pinned: never dropped
       ++stats_.bounded;
       const ChainWalker::Chain chain = walker_.Walk(t, view_, kShortPulledWalk);
       walks_.push_back({t, chain});

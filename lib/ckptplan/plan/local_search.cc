@@ -31,7 +31,7 @@ class Search {
       : context_(context),
         options_(options),
         keep_(std::move(keep)),
-        candidates_(context_.candidates),
+        candidates_(context_.droppable),
         floor_(context) {
     sim_options_.reserve_bytes = options.reserve_bytes;
     Reset();

@@ -132,7 +132,7 @@ MinCutResult MinCutStart(const SimContext& context, const RecomputePolicy& polic
   std::unordered_map<std::string_view, bool> allowed;
   auto allows = [&](const std::string& op) {
     auto [it, added] = allowed.try_emplace(op, false);
-    if (added) it->second = policy.Allows(op);
+    if (added) it->second = policy.Allows(op) && !IsRandomOp(op);  // never, whatever it lists
     return it->second;
   };
   size_t copied = 0;
@@ -190,7 +190,9 @@ MinCutResult MinCutStart(const SimContext& context, const RecomputePolicy& polic
     // A candidate whose t_in is on the sink side is recomputed; t_out can
     // never be on the source side (it reaches the sink with infinite capacity).
     for (TensorId t : tensors) {
-      if (context.is_candidate[t] && !source_side[In(local[t])]) result.keep[t] = 0;
+      if (context.is_candidate[t] && !context.pinned[t] && !source_side[In(local[t])]) {
+        result.keep[t] = 0;
+      }
     }
   }
   for (TensorId t : context.candidates) {

@@ -224,6 +224,11 @@ SaveSet StartSet(const SimContext& context, const std::string& start,
 
 PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {
   const SimContext context(graph);
+  if (context.droppable.size() < context.candidates.size()) {
+    spdlog::info("planner: {} of {} candidates always saved: recomputing them would re-run a "
+                 "random op", context.candidates.size() - context.droppable.size(),
+                 context.candidates.size());
+  }
   Candidates one(context, options);
   PlannerResult result;
   switch (options.strategy) {

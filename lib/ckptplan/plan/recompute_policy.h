@@ -4,8 +4,10 @@
 // The default list is the one place where "cheap" is defined: elementwise
 // ops, views and normalisations, the way PyTorch's min-cut partitioner
 // allows them. Matmul, convolution and attention are never in it (costly to
-// re-run), nor random ops such as dropout (re-running them needs the RNG
-// state restored); a user may add any op name with a policy file or flag.
+// re-run); a user may add any op name with a policy file or flag. Random
+// ops such as dropout are not in it and are never recomputed by any stage
+// of any planner, whatever the policy lists: a re-run would draw other
+// values (IsRandomOp, SimContext::pinned).
 #ifndef CKPTPLAN_RECOMPUTE_POLICY_H_
 #define CKPTPLAN_RECOMPUTE_POLICY_H_
 

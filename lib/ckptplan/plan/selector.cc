@@ -71,7 +71,7 @@ GreedyResult GreedyPlan(const Graph& graph, const SaveSet& start,
   result.keep = start;
   SimResult current = Simulate(graph, result.keep, sim_options);
   result.start_peak = current.peak_bytes;
-  const std::vector<TensorId> candidates = SaveCandidates(graph);
+  const std::vector<TensorId> candidates = DroppableCandidates(graph);
   while (current.peak_bytes > options.budget_bytes) {
     DropChoice best;
     SimResult best_sim;

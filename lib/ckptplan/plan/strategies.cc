@@ -56,7 +56,11 @@ std::vector<TensorId> InternalCandidates(const Graph& graph, const std::vector<u
 
 SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group) {
   SaveSet keep = SaveAll(graph);
-  for (TensorId t : InternalCandidates(graph, group)) keep[t] = 0;
+  std::vector<uint8_t> droppable(graph.tensors.size(), 0);
+  for (TensorId t : DroppableCandidates(graph)) droppable[t] = 1;
+  for (TensorId t : InternalCandidates(graph, group)) {
+    if (droppable[t]) keep[t] = 0;
+  }
   return keep;
 }
 
@@ -94,7 +98,7 @@ SaveSet SqrtSegmentsPlan(const Graph& graph) {
 }
 
 SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_bytes) {
-  const std::vector<TensorId> candidates = SaveCandidates(graph);
+  const std::vector<TensorId> candidates = DroppableCandidates(graph);
   SaveSet keep = SaveAll(graph);
   std::vector<int64_t> weight;
   std::vector<double> value;

@@ -62,6 +62,34 @@ uint32_t FirstNonForwardNode(const Graph& graph) {
   return kNone;
 }
 
+// Per tensor: 1 for the candidates whose recompute would re-run a random op.
+// A recompute re-runs the producer and, depth first, the producers of its
+// missing inputs; inputs no plan saves (forward tensors that are not
+// candidates) are always missing, so the random producer is reached through
+// them; a candidate on the way is pinned itself and so saved, which stops
+// the walk. Forward nodes are in topological order, so one pass settles it.
+std::vector<uint8_t> PinnedCandidates(const Graph& graph,
+                                      const std::vector<uint8_t>& forward_produced,
+                                      const std::vector<uint8_t>& resident_root,
+                                      const std::vector<uint8_t>& is_candidate) {
+  std::vector<uint8_t> random(graph.tensors.size(), 0);  // re-making it re-runs one
+  std::vector<uint8_t> pinned(graph.tensors.size(), 0);
+  for (const Node& node : graph.nodes) {
+    if (node.phase != Phase::kForward) continue;
+    bool reruns = IsRandomOp(node.op);
+    for (TensorId t : node.inputs) {
+      reruns = reruns || (forward_produced[t] && !resident_root[t] && !is_candidate[t] &&
+                          random[t]);
+    }
+    if (!reruns) continue;
+    for (TensorId t : node.outputs) {
+      random[t] = 1;
+      pinned[t] = is_candidate[t];
+    }
+  }
+  return pinned;
+}
+
 // Builds the step program and the buffers' lifetimes for one save set.
 class Builder {
  public:
@@ -340,6 +368,10 @@ std::vector<TensorId> SaveCandidates(const Graph& graph) {
   return candidates;
 }
 
+std::vector<TensorId> DroppableCandidates(const Graph& graph) {
+  return SimContext(graph).droppable;
+}
+
 SaveSet SaveAll(const Graph& graph) { return SaveSet(graph.tensors.size(), 1); }
 
 const CategoryBytes& CategoriesAt(const SimResult& sim, uint32_t step) {
@@ -369,8 +401,10 @@ SimContext::SimContext(const Graph& g) : graph(g) {
       if (forward_produced[t] && !resident_root[t]) is_candidate[t] = 1;
     }
   }
+  pinned = PinnedCandidates(graph, forward_produced, resident_root, is_candidate);
   for (TensorId t = 0; t < num_tensors; ++t) {
     if (is_candidate[t]) candidates.push_back(t);
+    if (is_candidate[t] && !pinned[t]) droppable.push_back(t);
   }
   node_cost.resize(graph.nodes.size());
   last_reader.assign(num_tensors, kNoId);

@@ -73,6 +73,10 @@ using CategoryBytes = std::array<int64_t, kNumCategories>;
 /// resident: the tensors a plan saves or recomputes. Sorted by id.
 std::vector<TensorId> SaveCandidates(const Graph& graph);
 
+/// SaveCandidates(graph) less those SimContext::pinned marks: the tensors a
+/// planner may choose to recompute. Sorted by id.
+std::vector<TensorId> DroppableCandidates(const Graph& graph);
+
 /// keep[t] != 0: candidate t is saved. Indexed by TensorId; entries of
 /// non-candidates are ignored.
 using SaveSet = std::vector<uint8_t>;
@@ -159,7 +163,14 @@ struct SimContext {
   std::vector<uint8_t> forward_produced;    ///< made by a forward node
   std::vector<uint8_t> resident_root;       ///< storage is resident
   std::vector<uint8_t> is_candidate;        ///< in SaveCandidates
+  /// Candidates every plan saves: recomputing one would re-run a random op
+  /// (IsRandomOp), its producer or one reached through tensors no plan
+  /// saves. Planners never drop them; a plan that does is refused by the
+  /// PyTorch runner.
+  std::vector<uint8_t> pinned;
   std::vector<TensorId> candidates;         ///< SaveCandidates(graph)
+  /// The candidates a planner may drop: candidates less the pinned ones.
+  std::vector<TensorId> droppable;
   std::vector<double> node_cost;            ///< Graph::NodeCost of each node
   double step_cost = 0;                     ///< every node's cost, run once
   /// Per storage root: the last node reading any tensor sharing it; kNoId

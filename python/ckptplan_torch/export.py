@@ -7,19 +7,18 @@ eager autograd runs), followed by the optimizer step traced with a dispatch
 mode. Tensor sizes come from running the joint graph on the real example
 inputs: a node output that shares storage with one of the node's inputs is
 marked `alias_of` that input; every other output is a new storage of its real
-size. Forward nodes carry the module scope they ran in ("h.0/attn/c_attn").
+size. What an op allocates inside itself beyond its outputs (a convolution
+backward's scratch) is measured on that run from the profiler's allocator
+events and recorded as the node's `workspace_bytes`. Forward nodes carry the
+module scope they ran in ("h.0/attn/c_attn").
 
 Tensor ids are the joint graph's fx node names (parameters and buffers use
 their qualified names), so a plan made on this graph can be applied to the
-same model by scripts/ckptplan_torch.py.
-
-Usage:
-  /usr/bin/python3 scripts/export_torch.py --model models.py:make_gpt -o gpt.json
-where `make_gpt()` returns (model, example_inputs) and model(*example_inputs)
-returns the scalar loss.
+same model by ckptplan_torch.apply_plan, which runs this very graph.
+Exporting leaves the model as it was: buffers (BatchNorm statistics) and the
+random number generator are restored afterwards.
 """
 
-import argparse
 import contextlib
 import copy
 import importlib.util
@@ -27,7 +26,6 @@ import json
 import operator
 import os
 import re
-import sys
 import warnings
 import weakref
 
@@ -48,7 +46,7 @@ FORMAT = "ckptplan.graph"
 VERSION = 1
 
 # --------------------------------------------------------------------------
-# Small helpers shared with ckptplan_torch.py.
+# Small helpers shared with apply.py.
 
 
 class _Captured(Exception):
@@ -210,6 +208,7 @@ def capture_joint(model, inputs):
             compiled(*inputs)
         except _Captured:
             pass
+    _drop_trace_slots(primal_values(model, inputs))
     if "joint" not in captured:
         raise RuntimeError("AOTAutograd did not call the partition function")
     joint = captured["joint"]
@@ -217,6 +216,18 @@ def capture_joint(model, inputs):
     if num_fwd is None:
         num_fwd = joint._out_spec.children_specs[0].num_leaves
     return joint, num_fwd
+
+
+def _drop_trace_slots(tensors):
+    """make_fx leaves its proxies in the traced tensors' __dict__ (under a
+    non-string key, and a buffer it wrote as "proxy"); they would break
+    copy.deepcopy(model) afterwards."""
+    for t in tensors:
+        d = getattr(t, "__dict__", None)
+        if d:
+            for key in [k for k, v in d.items()
+                        if not isinstance(k, str) or isinstance(v, fx.Proxy)]:
+                del d[key]
 
 
 def first_backward_index(nodes):
@@ -275,15 +286,69 @@ def node_flops(op, args, outs):
 # The exporter.
 
 
+# Odd byte count of the marker allocation made between two nodes of the
+# measured run: no op of a float graph allocates exactly this.
+_MARK_BYTES = 1234567
+
+
 class _Recorder(fx.Interpreter):
-    def __init__(self, module):
+    """Runs the joint graph keeping every value; with `mark`, allocates and
+    frees a marker before each node so the profiler's allocator events can be
+    split per node."""
+
+    def __init__(self, module, mark=False):
         super().__init__(module, garbage_collect_values=False)
         self.values = {}
+        self.mark = mark
+        self.device = None  # of the markers: the device the graph runs on
+        self.order = []
 
     def run_node(self, node):
+        if self.mark and node.op == "call_function":
+            torch.empty(_MARK_BYTES, dtype=torch.uint8, device=self.device)
+            self.order.append(node)
         value = super().run_node(node)
         self.values[node] = value
         return value
+
+
+def allocator_events(prof, device_type="cpu"):
+    """Byte deltas of one device type's allocator events in `prof`, in order."""
+    want = torch._C._autograd.DeviceType.CUDA if device_type == "cuda" else \
+        torch._C._autograd.DeviceType.CPU
+    events = [(e.start_us(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+              if e.name() == "[memory]" and e.device_type() == want]
+    events.sort(key=lambda e: e[0])  # stable: ties keep the recorded order
+    return [nbytes for _, nbytes in events]
+
+
+def node_workspaces(recorder, deltas, device="cpu"):
+    """{fx node: the most bytes it had allocated at once while it ran}, from
+    the allocator events of a marked run: each node's events lie between two
+    markers (+M, -M). The CUDA caching allocator may report a block rounded
+    up to 512 bytes, so the marker is recognised by either size (untested on
+    CUDA here: no GPU)."""
+    marks = {_MARK_BYTES, (_MARK_BYTES + 511) // 512 * 512}
+    spans, current, i = [], None, 0
+    while i < len(deltas):
+        if deltas[i] in marks and i + 1 < len(deltas) and deltas[i + 1] == -deltas[i]:
+            current = []
+            spans.append(current)
+            i += 2
+            continue
+        if current is not None:
+            current.append(deltas[i])
+        i += 1
+    if len(spans) != len(recorder.order):
+        return {}  # the markers were not seen as expected: record no workspace
+    out = {}
+    for node, span in zip(recorder.order, spans):
+        running = peak = 0
+        for d in span:
+            running += d
+            peak = max(peak, running)
+        out[node] = peak
+    return out
 
 
 class GraphBuilder:
@@ -336,9 +401,64 @@ def export_graph(model, inputs, optimizer="adam", lr=1e-3):
     """Returns the ckptplan graph (a dict) of one training step of `model`.
 
     model(*inputs) must return a scalar loss. `optimizer` is "adam", "adamw",
-    "sgd" or "none"; its step is traced on copies of the parameters.
+    "sgd" or "none"; its step is traced on copies of the parameters. The
+    model's buffers and the random number generator are left as they were.
     """
-    inputs = tuple(inputs)
+    return trace_step(model, inputs, optimizer, lr)[0]
+
+
+class Binding:
+    """How the exported graph's nodes map onto the joint fx graph: what
+    apply.py needs to run the graph itself."""
+
+    def __init__(self, joint, ids, node_of, primal_names, num_fwd, grad_outputs):
+        self.joint = joint
+        self.ids = ids                    # fx node -> tensor id ({index: id} for tuples)
+        self.node_of = node_of            # graph node id -> fx node
+        self.primal_names = primal_names  # [(name, kind)] in the joint graph's order
+        self.num_fwd = num_fwd
+        self.grad_outputs = grad_outputs  # per primal: gradient tensor id or None
+
+    def arg_ids(self, fx_node):
+        """The fx node's args and kwargs with each fx node replaced by its
+        tensor id (detach chains resolve to the tensor they detach)."""
+        return fx.node.map_arg((fx_node.args, fx_node.kwargs), self._id_of)
+
+    def _id_of(self, n):
+        return _TensorRef(self.ids.get(n))
+
+
+class _TensorRef:
+    """A tensor id standing where a graph argument was."""
+    __slots__ = ("tid",)
+
+    def __init__(self, tid):
+        self.tid = tid
+
+
+@contextlib.contextmanager
+def _model_state_kept(model):
+    """Restores the model's buffers and the CPU (and CUDA) RNG on exit:
+    tracing and measuring runs must not advance BatchNorm statistics or the
+    random stream the user's step will draw from."""
+    saved = [(b, b.detach().clone()) for b in model.buffers()]
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_available() else []
+    with torch.random.fork_rng(devices=devices):
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                for b, copy_ in saved:
+                    b.copy_(copy_)
+
+
+def trace_step(model, inputs, optimizer="adam", lr=1e-3, workspace=True):
+    """export_graph's work: returns (graph, Binding)."""
+    with _model_state_kept(model):
+        return _trace_step(model, tuple(inputs), optimizer, lr, workspace)
+
+
+def _trace_step(model, inputs, optimizer, lr, workspace):
     joint, num_fwd = capture_joint(model, inputs)
     graph_nodes = list(joint.graph.nodes)
     names = primal_names(model, len(flat_tensors(list(inputs))))
@@ -367,10 +487,22 @@ def export_graph(model, inputs, optimizer="adam", lr=1e-3):
     for i, n in enumerate(tangent_nodes[1:], 1):
         meta = n.meta.get("tensor_meta") or n.meta.get("val")
         tangents[i] = torch.zeros(tuple(meta.shape), dtype=meta.dtype)
-    recorder = _Recorder(joint)
+    del loss
+    recorder = _Recorder(joint, mark=workspace)
     detached = [p.detach() for p in primals]
+    recorder.device = detached[0].device if detached else None
     with torch.no_grad():
-        outputs = recorder.run(detached, tangents)
+        if workspace:
+            from torch.profiler import ProfilerActivity, profile
+            device = detached[0].device.type if detached else "cpu"
+            activities = [ProfilerActivity.CPU] + \
+                ([ProfilerActivity.CUDA] if device == "cuda" else [])
+            with profile(activities=activities, profile_memory=True) as prof:
+                outputs = recorder.run(detached, tangents)
+            workspaces = node_workspaces(recorder, allocator_events(prof, device), device)
+        else:
+            outputs = recorder.run(detached, tangents)
+            workspaces = {}
 
     builder = GraphBuilder()
     ids = {}  # fx node -> tensor id, or list of ids for tuple values
@@ -381,6 +513,7 @@ def export_graph(model, inputs, optimizer="adam", lr=1e-3):
 
     backward_from = first_backward_index(graph_nodes)
     scopes = forward_scopes(model, inputs)
+    node_of = {}
     op_counts = {}
     getitems = {}
     for node in graph_nodes:
@@ -452,7 +585,13 @@ def export_graph(model, inputs, optimizer="adam", lr=1e-3):
             scope = scopes.get((op, index), "")
         if scope:
             entry["scope"] = scope
+        made = sum(storage_bytes(v) for v, tid in zip(out_values, out_ids)
+                   if "alias_of" not in builder.tensors[builder.index[tid]])
+        extra = workspaces.get(node, 0) - made
+        if extra > 0:
+            entry["workspace_bytes"] = extra
         builder.nodes.append(entry)
+        node_of[node.name] = node
         del in_values
 
     # Parameter gradients live from their producer to the end of the step.
@@ -461,10 +600,12 @@ def export_graph(model, inputs, optimizer="adam", lr=1e-3):
     out_node = [n for n in graph_nodes if n.op == "output"][0]
     out_args = flat_nodes_with_none(out_node.args)[num_fwd:]
     grad_ids = {}
+    grad_outputs = [None] * len(names)
     for i, (arg, grad) in enumerate(zip(out_args, grads)):
         if arg is None or grad is None or names[i][1] != "parameter":
             continue
         tid = ids[arg]
+        grad_outputs[i] = tid
         builder.set_kind(builder.root(tid), "gradient")
         grad_ids[names[i][0]] = (tid, grad)
 
@@ -479,13 +620,14 @@ def export_graph(model, inputs, optimizer="adam", lr=1e-3):
     graph = {
         "format": FORMAT,
         "version": VERSION,
-        "producer": "scripts/export_torch.py (torch %s)" % torch.__version__,
+        "producer": "ckptplan_torch (torch %s)" % torch.__version__,
         "tensors": builder.tensors,
         "nodes": builder.nodes,
         "training": training,
     }
     builder.keep_alive.clear()
-    return graph
+    del recorder, outputs
+    return graph, Binding(joint, ids, node_of, names, num_fwd, grad_outputs)
 
 
 def flat_tensors_with_none(value):
@@ -638,13 +780,13 @@ def trace_optimizer(builder, model, grad_ids, optimizer, lr):
 
 
 # --------------------------------------------------------------------------
-# CLI
+# Files
 
 
 def load_factory(spec):
     path, _, func = spec.rpartition(":")
     if not path or not func:
-        raise SystemExit("export_torch: --model must be FILE.py:FUNCTION, got %r" % spec)
+        raise SystemExit("ckptplan_torch: --model must be FILE.py:FUNCTION, got %r" % spec)
     module_spec = importlib.util.spec_from_file_location("ckptplan_model", path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
@@ -657,23 +799,3 @@ def write_json(graph, path):
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", required=True,
-                        help="FILE.py:FUNCTION returning (model, example_inputs)")
-    parser.add_argument("--optimizer", default="adam", choices=["adam", "adamw", "sgd", "none"])
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("-o", "--output", required=True)
-    args = parser.parse_args(argv)
-    torch.manual_seed(args.seed)
-    model, inputs = load_factory(args.model)()
-    graph = export_graph(model, inputs, optimizer=args.optimizer)
-    write_json(graph, args.output)
-    print("export_torch: %d nodes, %d tensors -> %s" %
-          (len(graph["nodes"]), len(graph["tensors"]), args.output))
-
-
-if __name__ == "__main__":
-    main()

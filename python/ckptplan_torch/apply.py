@@ -1,0 +1,329 @@
+"""Applies a ckptplan plan by running the exported joint graph itself.
+
+apply_plan(model, plan) returns a callable: called with the model's inputs
+it returns the loss, and loss.backward() fills every parameter's .grad. The
+forward runs the graph's forward nodes; the backward runs its backward nodes
+in the graph's order, re-running each dropped tensor's producers right
+before the first backward node that reads it (program.py), and every value is
+released after the last step that reads it. That is the step `ckptplan
+simulate` predicts, so the allocator's peak equals the plan's.
+
+Refused, with a PlanError naming the tensor and the op: a plan that
+recomputes a random op (dropout's bernoulli_: a re-run would draw other
+values) or an op that writes one of its inputs in place. BatchNorm's
+native_batch_norm is re-run without its running statistics, so recomputing
+it gives the same output and updates the statistics once, as eager does.
+BatchNorm with momentum=None is refused (its factor is traced as a constant).
+"""
+
+import json
+
+import torch
+import torch.nn as nn
+
+from . import export
+from .program import PlanError, Program, is_random_op
+
+_BATCH_NORM = "aten.native_batch_norm.default"
+
+
+def load_plan(plan):
+    """A plan dict from a path or a dict; PlanError when it is not a plan."""
+    if isinstance(plan, dict):
+        doc = plan
+    else:
+        with open(plan) as f:
+            doc = json.load(f)
+    if doc.get("format") != "ckptplan.plan":
+        raise PlanError("%s: not a ckptplan plan file (format must be ckptplan.plan)" %
+                        (plan if not isinstance(plan, dict) else "plan"))
+    return doc
+
+
+def saved_set(plan, program, source="plan"):
+    """Candidates the plan saves: those it marks save, and those it does not
+    name (a plan file's unnamed candidates are saved, as ckptplan reads it)."""
+    actions = {d["tensor"]: d["action"] for d in plan["decisions"]}
+    unknown = sorted(t for t in actions if t not in program.candidates)
+    if unknown:
+        raise PlanError("%s names tensors that are not candidates of this model's graph "
+                        "(was it made on this model's export, with these input shapes?): %s"
+                        % (source, ", ".join(unknown[:5])))
+    return {t for t in program.candidates if actions.get(t, "save") == "save"}
+
+
+def _writes_input(target):
+    schema = getattr(target, "_schema", None)
+    if schema is None:
+        return False
+    return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+def check_recomputable(program):
+    """Raises PlanError when the program re-runs a node it must not."""
+    for n in program.recomputed_nodes():
+        node = program.nodes[n]
+        dropped = [t for t, chain in program.chains.items() if node["id"] in chain]
+        what = "node %s (%s), needed to recompute %s" % (node["id"], node["op"],
+                                                         ", ".join(sorted(dropped)[:3]))
+        if is_random_op(node["op"]):
+            raise PlanError("plan recomputes a random op: %s; its re-run would draw other "
+                            "values (plan with a ckptplan that never recomputes random ops)"
+                            % what)
+
+
+def check_model(model):
+    for name, module in model.named_modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training and \
+                module.track_running_stats and module.momentum is None:
+            raise PlanError("module %s: BatchNorm with momentum=None is not supported (its "
+                            "averaging factor changes every step, the traced graph holds one)"
+                            % name)
+
+
+class _Runner:
+    """Runs a Program's steps over the joint graph's fx nodes."""
+
+    def __init__(self, program, binding, keep):
+        self.program = program
+        self.binding = binding
+        self.keep = set(keep)  # tensor ids held to the end (the loss, gradients)
+        self.refs = {}
+        nodes = program.nodes
+        for n, recompute in program.steps:
+            fx_node = binding.node_of.get(nodes[n]["id"])
+            if fx_node is None:
+                raise PlanError("graph node %s is not in the model's joint graph" %
+                                nodes[n]["id"])
+            if recompute and _writes_input(fx_node.target) and \
+                    str(fx_node.target) != _BATCH_NORM:
+                raise PlanError("plan recomputes node %s (%s), which writes its input in "
+                                "place" % (nodes[n]["id"], nodes[n]["op"]))
+        self.first_backward = next((i for i, (n, r) in enumerate(program.steps)
+                                    if r or nodes[n]["phase"] != "forward"),
+                                   len(program.steps))
+        self._plan_frees()
+
+    def _slot_reads(self, step):
+        n, recompute = self.program.steps[step]
+        node = self.program.nodes[n]
+        forward_read = node["phase"] == "forward" and not recompute
+        return [(t, self.program.reads_copy(t, forward_read)) for t in node["inputs"]]
+
+    def _plan_frees(self):
+        """frees[s]: slots (tensor id, is copy) released after step s."""
+        program = self.program
+        last = {}
+        for s, (n, recompute) in enumerate(program.steps):
+            for slot in self._slot_reads(s):
+                last[slot] = s
+            for t in program.nodes[n]["outputs"]:
+                last.setdefault((t, recompute), s)  # never read: freed at once
+        keep = {t for t in program.tensors if self._kept_to_end(t)}
+        self.frees = [[] for _ in program.steps]
+        for slot, s in last.items():
+            if slot[0] in keep:
+                continue
+            self.frees[s].append(slot)
+
+    def _kept_to_end(self, t):
+        entry = self.program.tensors[self.program.root(t)]
+        return entry.get("kind") == "gradient" or t in self.keep
+
+    def run(self, values, begin, end):
+        """Runs steps [begin, end) on `values` ({(tensor id, is copy): tensor})."""
+        program = self.program
+        for s in range(begin, end):
+            n, recompute = program.steps[s]
+            node = program.nodes[n]
+            fx_node = self.binding.node_of[node["id"]]
+            forward_read = node["phase"] == "forward" and not recompute
+
+            def value_of(ref):
+                if not isinstance(ref, export._TensorRef):
+                    return ref
+                if ref.tid is None:
+                    raise PlanError("node %s reads a value the graph does not name" %
+                                    node["id"])
+                return values[(ref.tid, program.reads_copy(ref.tid, forward_read))]
+
+            refs = self.refs.get(fx_node)
+            if refs is None:
+                refs = self.refs[fx_node] = self.binding.arg_ids(fx_node)
+            args, kwargs = refs
+            args = _map_refs(args, value_of)
+            kwargs = _map_refs(kwargs, value_of)
+            if recompute and str(fx_node.target) == _BATCH_NORM:
+                args = list(args)
+                args[3] = args[4] = None  # the statistics were updated by the forward
+            out = fx_node.target(*args, **kwargs)
+            del args, kwargs
+            self._store(values, fx_node, node, out, recompute)
+            del out
+            for slot in self.frees[s]:
+                values.pop(slot, None)
+
+    def _store(self, values, fx_node, node, out, recompute):
+        ids = self.binding.ids.get(fx_node)
+        if isinstance(ids, dict):
+            pairs = [(tid, out[i]) for i, tid in ids.items()]
+        else:
+            pairs = [(node["id"] if ids is None else ids, out)]
+        for tid, value in pairs:
+            if not recompute:
+                values[(tid, False)] = value
+            elif not self.program.is_saved(tid) and (tid, True) not in values:
+                values[(tid, True)] = value
+
+
+def _map_refs(value, fn):
+    if isinstance(value, (list, tuple)):
+        return type(value)(_map_refs(v, fn) for v in value)
+    if isinstance(value, dict):
+        return {k: _map_refs(v, fn) for k, v in value.items()}
+    return fn(value)
+
+
+class _PlannedStep(torch.autograd.Function):
+    """forward: the program's forward steps; backward: the rest."""
+
+    @staticmethod
+    def forward(ctx, runner, resident, num_grads, *params):
+        values = dict(resident)
+        for (tid, _), p in zip(runner.param_slots, params):
+            values[(tid, False)] = p
+        runner.run(values, 0, runner.first_backward)
+        loss = values[(runner.loss_id, False)]
+        ctx.runner = runner
+        ctx.values = values
+        return loss
+
+    @staticmethod
+    def backward(ctx, grad_loss):
+        runner, values = ctx.runner, ctx.values
+        del ctx.values
+        values[(runner.tangent_id, False)] = grad_loss
+        runner.run(values, runner.first_backward, len(runner.program.steps))
+        grads = tuple(values.get((tid, False)) if tid is not None else None
+                      for tid in runner.param_grads)
+        values.clear()
+        del values
+        return (None, None, None) + grads
+
+
+class PlannedModel:
+    """The callable apply_plan returns. The first call traces the model on its
+    inputs (the graph must be the one the plan was made on); later calls with
+    inputs of the same shapes reuse it."""
+
+    def __init__(self, model, plan):
+        self.model = model
+        self.source = plan if isinstance(plan, str) else "plan"
+        self.plan = load_plan(plan)
+        self.runner = None
+        self.program = None
+        check_model(model)
+
+    def prepare(self, *inputs):
+        graph, binding = export.trace_step(self.model, inputs, optimizer="none",
+                                           workspace=False)
+        self.graph = graph
+        probe = Program(graph, ())
+        program = Program(graph, saved_set(self.plan, probe, self.source))
+        check_recomputable(program)
+        self._check_chains(program)
+        loss_id = binding.ids[_output_nodes(binding)[0]]
+        runner = _Runner(program, binding, keep=[loss_id])
+        names = binding.primal_names
+        params = dict(export._named(self.model, "parameters"))
+        buffers = dict(export._named(self.model, "buffers"))
+        runner.param_slots, runner.param_names, runner.param_grads = [], [], []
+        runner.other = []
+        for i, (name, kind) in enumerate(names):
+            if kind == "parameter" and params[name].requires_grad:
+                runner.param_slots.append((name, False))
+                runner.param_names.append(name)
+                runner.param_grads.append(binding.grad_outputs[i])
+            else:
+                runner.other.append((name, kind))
+        runner.loss_id = loss_id
+        runner.tangent_id = "tangent_0"
+        runner.buffers = buffers
+        runner.params = params
+        self.program = program
+        self.runner = runner
+        self._shapes = _shapes(inputs)
+        self._batch_norm_calls = _batch_norm_calls(self.model, graph)
+
+    def _check_chains(self, program):
+        """The plan's recompute chains are the ones this program runs: the
+        program follows the simulator's order (a mismatch is a bug here)."""
+        for d in self.plan["decisions"]:
+            if d.get("action") != "recompute" or "chain" not in d:
+                continue
+            ours = program.chains.get(d["tensor"])
+            if ours is not None and ours != d["chain"]:
+                raise PlanError("tensor %s: the plan re-runs %s, this runner %s" %
+                                (d["tensor"], d["chain"], ours))
+
+    def __call__(self, *inputs):
+        if self.runner is None or _shapes(inputs) != self._shapes:
+            self.prepare(*inputs)
+        runner = self.runner
+        resident = {}
+        flat_inputs = export.flat_tensors(list(inputs))
+        k = 0
+        for name, kind in runner.other:
+            if kind == "parameter":
+                resident[(name, False)] = runner.params[name].detach()
+            elif kind == "buffer":
+                resident[(name, False)] = runner.buffers[name]
+            else:
+                resident[(name, False)] = flat_inputs[k]
+                k += 1
+        params = [runner.params[n] for n in runner.param_names]
+        loss = _PlannedStep.apply(runner, resident, len(params), *params)
+        with torch.no_grad():
+            for counter, calls in self._batch_norm_calls:
+                counter.add_(calls)
+        return loss
+
+    def recompute_summary(self):
+        """(candidates the plan drops, nodes re-run) of the applied program."""
+        dropped = self.program.candidates - self.program.saved
+        return len(dropped), len(self.program.recomputed_nodes())
+
+
+def _output_nodes(binding):
+    out = [n for n in binding.joint.graph.nodes if n.op == "output"][0]
+    return export.flat_nodes_with_none(out.args)[:binding.num_fwd]
+
+
+def _shapes(inputs):
+    return [tuple(t.shape) for t in export.flat_tensors(list(inputs))]
+
+
+def _batch_norm_calls(model, graph):
+    """[(num_batches_tracked buffer, calls per forward)]: what eager BatchNorm
+    does besides its graph. The traced joint graph drops the
+    num_batches_tracked += 1 of each training BatchNorm call; its calls are
+    the forward native_batch_norm nodes that read the module's running_mean."""
+    reads = {}
+    for node in graph["nodes"]:
+        if node["phase"] == "forward" and node["op"] == _BATCH_NORM:
+            for t in node["inputs"]:
+                reads[t] = reads.get(t, 0) + 1
+    out = []
+    for name, module in model.named_modules():
+        if isinstance(module, nn.modules.batchnorm._BatchNorm) and module.training and \
+                module.track_running_stats and module.num_batches_tracked is not None:
+            calls = reads.get((name + "." if name else "") + "running_mean", 0)
+            if calls:
+                out.append((module.num_batches_tracked, calls))
+    return out
+
+
+def apply_plan(model, plan):
+    """Returns a callable: f(*inputs) -> loss, whose backward follows `plan`
+    (a path or a parsed plan made on export_graph(model, inputs))."""
+    return PlannedModel(model, plan)

@@ -1,0 +1,140 @@
+"""python3 -m ckptplan_torch export|apply
+
+  export --model SPEC -o graph.json [--optimizer adam] [--seed 0]
+      Writes the graph of one training step of the model.
+  apply --model SPEC --plan plan.json [--measure] [--tolerance PERCENT]
+      Runs training steps with the plan applied. With --measure: prints the
+      predicted and measured peak and the bit-for-bit check against the
+      unplanned eager step, and fails when the measured peak exceeds the
+      prediction by more than the tolerance (default 1%).
+
+SPEC is FILE.py:FUNCTION or package.module:FUNCTION (for example
+ckptplan_torch.zoo:resnet18); FUNCTION() returns (model, example_inputs) and
+model(*example_inputs) returns the scalar loss.
+
+Exit codes: 0 success; 2 usage; 3 bad input (unreadable model or plan, a
+plan that does not belong to this model, or one that cannot be applied as it
+stands: it recomputes a random op); 4 the measured peak exceeds the
+prediction by more than the tolerance; 5 the loss, a gradient, a parameter
+or a buffer differs from the eager step's.
+"""
+
+import argparse
+import importlib
+import json
+import sys
+import warnings
+
+EXIT_OK, EXIT_USAGE, EXIT_INPUT, EXIT_OVER, EXIT_DIFFERENT = 0, 2, 3, 4, 5
+
+
+def load_factory(spec):
+    path, _, func = spec.rpartition(":")
+    if not path or not func:
+        raise ValueError("--model must be FILE.py:FUNCTION or MODULE:FUNCTION, got %r" % spec)
+    if path.endswith(".py") or "/" in path:
+        from . import export
+        return export.load_factory(spec)
+    return getattr(importlib.import_module(path), func)
+
+
+def _make(spec, seed):
+    import torch
+    torch.manual_seed(seed)
+    model, inputs = load_factory(spec)()
+    return model, tuple(inputs)
+
+
+def cmd_export(args):
+    from . import export
+    model, inputs = _make(args.model, args.seed)
+    graph = export.export_graph(model, inputs, optimizer=args.optimizer)
+    export.write_json(graph, args.output)
+    print("ckptplan_torch export: %d nodes, %d tensors -> %s" %
+          (len(graph["nodes"]), len(graph["tensors"]), args.output))
+    return EXIT_OK
+
+
+def _mib(n):
+    return "%.2f MiB" % (n / 2.0 ** 20)
+
+
+def cmd_apply(args):
+    from . import apply, measure
+    model, inputs = _make(args.model, args.seed)
+    apply.load_plan(args.plan)  # a bad file fails before the model is traced
+    plan = args.plan
+    if not args.measure:
+        import torch
+        opt = measure.export.make_optimizer(args.optimizer, model.parameters(), 1e-3)
+        step = apply.apply_plan(model, plan)
+        loss = step(*inputs)
+        loss.backward()
+        opt.step()
+        dropped, rerun = step.recompute_summary()
+        print("ckptplan_torch apply: loss %.6f; plan recomputes %d tensors (%d nodes re-run)" %
+              (loss.item(), dropped, rerun))
+        print("(peak not measured: add --measure)")
+        return EXIT_OK
+    r = measure.measure_plan(model, inputs, plan, optimizer=args.optimizer,
+                             timed_steps=args.steps)
+    if args.json:
+        json.dump(r, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        print("device %s; plan recomputes %d tensors (%d nodes re-run)" %
+              (r["device"], r["dropped_tensors"], r["nodes_rerun"]))
+        print("step peak: predicted %d B (%s), measured %d B (%s), %+.4f%%; eager %d B (%s)" %
+              (r["predicted_bytes"], _mib(r["predicted_bytes"]), r["measured_bytes"],
+               _mib(r["measured_bytes"]), r["error_percent"], r["eager_bytes"],
+               _mib(r["eager_bytes"])))
+        if args.steps:
+            print("step time: eager %.1f ms, planned %.1f ms (x%.3f; medians of %d); "
+                  "predicted recompute overhead %.1f%%" %
+                  (1e3 * r["eager_step_s"], 1e3 * r["planned_step_s"], r["step_time_ratio"],
+                   args.steps, r["predicted_overhead_percent"]))
+        if r["differences"]:
+            print("NOT bit-equal to the eager step: %s" % "; ".join(r["differences"][:10]))
+        else:
+            print("loss, gradients, parameters and buffers bit-equal to the eager step")
+    if r["measured_bytes"] > r["predicted_bytes"] * (1.0 + args.tolerance / 100.0):
+        print("FAIL: measured peak is %.4f%% over the prediction (tolerance %g%%)" %
+              (r["error_percent"], args.tolerance), file=sys.stderr)
+        return EXIT_OVER
+    if r["differences"]:
+        print("FAIL: the planned step is not bit-equal to the eager step", file=sys.stderr)
+        return EXIT_DIFFERENT
+    return EXIT_OK
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python3 -m ckptplan_torch",
+                                     description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    ex = sub.add_parser("export", help="write the graph of one training step")
+    ap = sub.add_parser("apply", help="run (and with --measure, check) a plan")
+    for p in (ex, ap):
+        p.add_argument("--model", required=True, help="FILE.py:FUNCTION or MODULE:FUNCTION")
+        p.add_argument("--optimizer", default="adam", choices=["adam", "adamw", "sgd"])
+        p.add_argument("--seed", type=int, default=0)
+    ex.add_argument("-o", "--output", required=True)
+    ap.add_argument("--plan", required=True)
+    ap.add_argument("--measure", action="store_true",
+                    help="measure the step's peak and compare with the eager step")
+    ap.add_argument("--tolerance", type=float, default=1.0,
+                    help="percent the measured peak may exceed the prediction (default 1)")
+    ap.add_argument("--steps", type=int, default=3, help="timed steps for the step times")
+    ap.add_argument("--json", action="store_true", help="--measure's figures as JSON")
+    args = parser.parse_args(argv)
+    from .apply import PlanError
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*TypedStorage.*")
+            return cmd_export(args) if args.command == "export" else cmd_apply(args)
+    except (PlanError, ValueError, OSError, json.JSONDecodeError) as e:
+        print("ckptplan_torch %s: %s" % (args.command, e), file=sys.stderr)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -651,6 +651,29 @@ def load_factory(spec):
     return getattr(module, func)
 
 
+def in_place_form(graph):
+    """Rewrites in-place aten ops (names like aten.add_.Tensor) from the alias_of form
+    into the in-place form of graph format v1: the node lists the tensor it writes
+    among its outputs, and later reads name that tensor. Views keep alias_of."""
+    producer = {}
+    for node in graph["nodes"]:
+        for out in node["outputs"]:
+            producer.setdefault(out, node)
+    written = {}  # alias id -> id of the tensor whose storage it writes
+    for tensor in graph["tensors"]:
+        alias, node = tensor.get("alias_of"), producer.get(tensor["id"])
+        if alias is None or node is None or alias not in node["inputs"]:
+            continue
+        parts = node["op"].split(".")
+        if len(parts) > 1 and parts[1].endswith("_"):
+            written[tensor["id"]] = written.get(alias, alias)
+    graph["tensors"] = [t for t in graph["tensors"] if t["id"] not in written]
+    for node in graph["nodes"]:
+        for key in ("inputs", "outputs"):
+            node[key] = [written.get(t, t) for t in node[key]]
+    return graph
+
+
 def write_json(graph, path):
     text = json.dumps(graph, indent=1, sort_keys=False) + "\n"
     tmp = path + ".tmp"
@@ -665,11 +688,16 @@ def main(argv=None):
                         help="FILE.py:FUNCTION returning (model, example_inputs)")
     parser.add_argument("--optimizer", default="adam", choices=["adam", "adamw", "sgd", "none"])
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--in-place", action="store_true",
+                        help="write in-place ops (add_, addcdiv_, ...) as outputs naming the "
+                             "tensor they write instead of alias_of tensors")
     parser.add_argument("-o", "--output", required=True)
     args = parser.parse_args(argv)
     torch.manual_seed(args.seed)
     model, inputs = load_factory(args.model)()
     graph = export_graph(model, inputs, optimizer=args.optimizer)
+    if args.in_place:
+        graph = in_place_form(graph)
     write_json(graph, args.output)
     print("export_torch: %d nodes, %d tensors -> %s" %
           (len(graph["nodes"]), len(graph["tensors"]), args.output))

@@ -111,3 +111,10 @@ def make_gpt_tied(batch=4, layers=2):
     model, inputs = make_gpt(batch, layers)
     model.lm_head.weight = model.wte.weight
     return model, inputs
+
+
+def make_mlp_small(batch=4):
+    """The graphs in tests/graphs/torch_mlp_*.json (alias_of and in-place forms)."""
+    torch.manual_seed(0)
+    model = MLP(d_in=16, hidden=32, classes=4, depth=2)
+    return model, (torch.randn(batch, 16), torch.randint(0, 4, (batch,)))

@@ -9,6 +9,7 @@
 #include "ckptplan/ci/ci_report.h"
 #include "ckptplan/cli/commands.h"
 #include "ckptplan/base/errors.h"
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/ingest/json_loader.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/output_file.h"
@@ -220,7 +221,7 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
     // An entry recorded in the other mode is not comparable; update replaces it.
     if (before != nullptr && before->mode != ModeName(target.no_plan)) before = nullptr;
     checks.push_back(CheckGraph(target, before, options.update_baseline, options.load));
-    spdlog::info("check {}: peak {} budget {}{}", target.key, checks.back().now.peak_bytes,
+    spdlog::info("check {}: peak {} budget {}{}", ShowName(target.key), checks.back().now.peak_bytes,
                  target.budget_bytes, checks.back().failed() ? " FAIL" : " pass");
   }
 
@@ -254,7 +255,7 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
     baseline_text = BaselineText(baseline);
   }
 
-  out << report;
+  out << EscapeControls(report);
   out.flush();
   if (github) err << CheckAnnotations(checks, blocks);
   if (!junit_text.empty()) WriteFileAtomic(options.junit_path, junit_text);

@@ -10,6 +10,7 @@
 
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/errors.h"
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/plan/incremental.h"
 #include "ckptplan/emit/json_writer.h"
 #include "ckptplan/emit/export.h"
@@ -39,9 +40,9 @@ SimResult SimulateRecorded(const Graph& graph, const SaveSet& keep, int64_t rese
 
 void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::ostream& out) {
   if (json) {
-    out << SummaryJson(graph, summary).dump(2) << '\n';
+    out << SummaryJson(graph, summary).dump(2, ' ', true, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
-    out << SummaryText(graph, summary);
+    out << EscapeControls(SummaryText(graph, summary));
   }
 }
 
@@ -185,9 +186,9 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
     PlanRecord record{options.graph_path, loaded.sha256, options.budget_bytes,
                       options.reserve_bytes, options.start, &save_all, &planned, &found.keep,
                       bound};
-    plan_text = PlanToJson(graph, record).dump(2) + "\n";
+    plan_text = PlanToJson(graph, record).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   }
-  if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2) + "\n";
+  if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::vector<OutputFile> reports;
   RenderReports(graph, options, summary, &reports);
   if (!plan_text.empty()) WriteFileAtomic(options.output_path, plan_text);
@@ -221,7 +222,8 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
                   !options.plan_path.empty()};
   std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {
-    reports.push_back({options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n"});
+    reports.push_back({options.timeline_path,
+                       TimelineJson(graph, simulated).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});
   }
   RenderReports(graph, options, summary, &reports);
   for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
@@ -289,9 +291,10 @@ int RunSweep(const SweepOptions& options, std::ostream& out) {
     WriteFileAtomic(options.report_path, RenderHtmlReport(loaded.graph, input));
   }
   if (options.json) {
-    out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2) << '\n';
+    out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2, ' ', true, nlohmann::json::error_handler_t::replace)
+        << '\n';
   } else {
-    out << SweepText(loaded.graph, options.graph_path, sweep);
+    out << EscapeControls(SweepText(loaded.graph, options.graph_path, sweep));
   }
   return kExitOk;
 }
@@ -316,10 +319,10 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
   ExportResult result = ExportPlan(loaded.graph, input, target);
   if (options.output_path.empty()) {
     out << result.text;
-    err << result.report;
+    err << EscapeControls(result.report);
   } else {
     WriteFileAtomic(options.output_path, result.text);
-    out << result.report;
+    out << EscapeControls(result.report);
   }
   return kExitOk;
 }

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/output_file.h"
 #include "ckptplan/base/problems.h"
@@ -22,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
+std::string Quote(std::string_view name) { return "'" + ShowName(name) + "'"; }
 
 std::string TypeName(const json& value) { return value.type_name(); }
 

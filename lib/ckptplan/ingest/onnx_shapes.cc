@@ -11,6 +11,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/limits.h"
 
@@ -21,7 +22,7 @@ using onnx::NodeProto;
 using onnx::TensorProto;
 using Dims = std::vector<int64_t>;
 
-std::string Quote(const std::string& name) { return "'" + name + "'"; }
+std::string Quote(const std::string& name) { return "'" + ShowName(name) + "'"; }
 
 // Shape arithmetic on dims and attributes read from the model saturates at
 // int64's range instead of overflowing (undefined behaviour): an absurd
@@ -929,14 +930,14 @@ class Resolver {
       if (it != bindings_.input_shapes.end()) {
         const Dims& want = it->second;
         if (had_shape && shape->dim_size() != static_cast<int>(want.size())) {
-          problems.push_back("--input-shape " + input.name() + ": rank " +
+          problems.push_back("--input-shape " + ShowName(input.name()) + ": rank " +
                              std::to_string(want.size()) + " but the model declares rank " +
                              std::to_string(shape->dim_size()));
           continue;
         }
         for (size_t i = 0; i < want.size(); ++i) {
           if (had_shape && shape->dim(i).has_dim_value() && shape->dim(i).dim_value() != want[i]) {
-            problems.push_back("--input-shape " + input.name() + ": dim " + std::to_string(i) +
+            problems.push_back("--input-shape " + ShowName(input.name()) + ": dim " + std::to_string(i) +
                                " is " + std::to_string(want[i]) + " but the model fixes it at " +
                                std::to_string(shape->dim(i).dim_value()));
           }
@@ -959,7 +960,7 @@ class Resolver {
       if (symbols.count(name)) continue;
       std::string known;
       for (const std::string& s : symbols) known += (known.empty() ? "" : ", ") + s;
-      problems.push_back("--dim " + name + ": no graph input has a symbolic dim named " +
+      problems.push_back("--dim " + ShowName(name) + ": no graph input has a symbolic dim named " +
                          Quote(name) + " (symbolic dims: " + (known.empty() ? "none" : known) + ")");
     }
     if (problems.empty()) return;
@@ -993,7 +994,7 @@ class Resolver {
       bool onnx_domain = node.domain().empty() || node.domain() == "ai.onnx";
       if (onnx_domain && onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "") == nullptr) {
         spdlog::debug("{}: skipping ONNX shape inference: unknown op '{}'", source_,
-                      node.op_type());
+                      ShowName(node.op_type()));
         return;
       }
     }
@@ -1156,7 +1157,7 @@ class Resolver {
       if (initializers.count(input.name())) continue;
       if (!input.type().tensor_type().has_shape()) {
         lines.push_back("graph input " + Quote(input.name()) +
-                        " declares no shape: pass --input-shape " + input.name() + ":AxB...");
+                        " declares no shape: pass --input-shape " + ShowName(input.name()) + ":AxB...");
         continue;
       }
       const auto& shape = input.type().tensor_type().shape();
@@ -1167,7 +1168,7 @@ class Resolver {
             "graph input " + Quote(input.name()) + " dim " + std::to_string(i) +
             (dim.has_dim_param() ? " is symbolic " + Quote(dim.dim_param()) + ": pass --dim " +
                                        dim.dim_param() + "=N"
-                                 : " has no size or name: pass --input-shape " + input.name() +
+                                 : " has no size or name: pass --input-shape " + ShowName(input.name()) +
                                        ":AxB..."));
       }
     }
@@ -1182,11 +1183,11 @@ class Resolver {
                                          : "shape " + DimsText(shape);
         const std::string& domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
         if (!onnx::OpSchemaRegistry::Schema(node.op_type(), domain)) {
-          what += " (op " + (domain.empty() ? "" : domain + ".") + node.op_type() +
+          what += " (op " + (domain.empty() ? "" : domain + ".") + ShowName(node.op_type()) +
                   " is unknown to ONNX: declare this output's shape in the model's value_info)";
         }
         lines.push_back("tensor " + Quote(node.output(i)) + " (output " + std::to_string(i) +
-                        " of node " + Quote(node.name()) + ", op " + node.op_type() +
+                        " of node " + Quote(node.name()) + ", op " + ShowName(node.op_type()) +
                         "): " + what);
       }
     }

@@ -258,9 +258,11 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
   out << EscapeControls(report);
   out.flush();
   if (github) err << CheckAnnotations(checks, blocks);
-  if (!junit_text.empty()) WriteFileAtomic(options.junit_path, junit_text);
-  if (!summary_path.empty()) WriteFileAtomic(summary_path, summary_text);
-  if (!baseline_text.empty()) WriteFileAtomic(baseline_path, baseline_text);
+  std::vector<OutputFile> files;  // written all or none
+  if (!junit_text.empty()) files.push_back({options.junit_path, std::move(junit_text)});
+  if (!summary_path.empty()) files.push_back({summary_path, std::move(summary_text)});
+  if (!baseline_text.empty()) files.push_back({baseline_path, std::move(baseline_text)});
+  WriteFilesAtomic(files);
   bool any_failed = std::any_of(checks.begin(), checks.end(),
                                 [](const GraphCheck& check) { return check.failed(); });
   return any_failed ? kExitCheckFailed : kExitOk;

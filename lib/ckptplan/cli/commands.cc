@@ -73,12 +73,6 @@ long PeakRssKib() {
   return usage.ru_maxrss;
 }
 
-
-struct OutputFile {
-  std::string path;
-  std::string text;
-};
-
 // Renders the --report, --trace and --timeline-csv files the options ask for.
 void RenderReports(const Graph& graph, const CommonOptions& options, const Summary& summary,
                    std::vector<OutputFile>* files) {
@@ -191,9 +185,9 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::vector<OutputFile> reports;
   RenderReports(graph, options, summary, &reports);
-  if (!plan_text.empty()) WriteFileAtomic(options.output_path, plan_text);
-  if (!timeline_text.empty()) WriteFileAtomic(options.timeline_path, timeline_text);
-  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
+  if (!plan_text.empty()) reports.push_back({options.output_path, std::move(plan_text)});
+  if (!timeline_text.empty()) reports.push_back({options.timeline_path, std::move(timeline_text)});
+  WriteFilesAtomic(reports);  // all or none
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }
@@ -226,7 +220,7 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
                        TimelineJson(graph, simulated).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});
   }
   RenderReports(graph, options, summary, &reports);
-  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
+  WriteFilesAtomic(reports);  // all or none
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }

@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
   check_cmd->add_option("--config", check.config_path,
                         "JSON file listing graphs with their own settings");
   check_cmd->add_option("--annotate", check.annotate,
-                        "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY");
+                        "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY "
+                        "(the default when GITHUB_ACTIONS=true); none: neither");
   check_cmd->add_option("--junit", check.junit_path, "Write a JUnit XML report here");
   check_cmd->add_option("--top", check.top, "Grown tensors to list per graph")
       ->capture_default_str();
@@ -211,6 +212,8 @@ int main(int argc, char** argv) {
         settings.tolerance = ParseTolerance(check_sizes.tolerance, "--tolerance");
       }
       if (check_no_plan) settings.no_plan = true;
+      const char* actions = std::getenv("GITHUB_ACTIONS");
+      check.github_actions = actions != nullptr && std::string(actions) == "true";
       if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) {
         check.step_summary_path = summary;
       }

@@ -317,6 +317,25 @@ TEST_CASE("check --annotate github: escaped workflow commands and a job summary"
   CHECK(plain.err.empty());
   CHECK(Slurp(dir + "/summary.md") == summary);
   CHECK(RunIn(dir, "check --config check.json --annotate gitlab").code == 2);
+
+  // On GitHub Actions the same commands and summary come without --annotate.
+  const std::string actions = "GITHUB_ACTIONS=true " + github;
+  Write(dir + "/summary.md", "# earlier step\n");
+  CliResult on_actions = RunIn(dir, "check --config check.json", actions);
+  CHECK(on_actions.code == 1);
+  CHECK(on_actions.err == result.err);
+  CHECK(Slurp(dir + "/summary.md") == summary);
+  // --annotate none turns both off there; GITHUB_ACTIONS other than "true" does not turn them on.
+  Write(dir + "/summary.md", "# earlier step\n");
+  for (const std::string& run : {std::string("GITHUB_ACTIONS=true ") + github + "|--annotate none",
+                                 std::string("GITHUB_ACTIONS=1 ") + github + "|"}) {
+    const size_t bar = run.find('|');
+    CAPTURE(run);
+    CliResult off = RunIn(dir, "check --config check.json " + run.substr(bar + 1), run.substr(0, bar));
+    CHECK(off.code == 1);
+    CHECK(off.err.empty());
+    CHECK(Slurp(dir + "/summary.md") == "# earlier step\n");
+  }
 }
 
 TEST_CASE("check --junit: one case per graph, valid against the JUnit schema") {

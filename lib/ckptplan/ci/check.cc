@@ -198,8 +198,9 @@ GraphCheck CheckGraph(const CheckTarget& target, const PeakRecord* before, bool 
 }  // namespace
 
 int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) {
-  if (!options.annotate.empty() && options.annotate != "github") {
-    throw InputError("--annotate: unknown format '" + options.annotate + "' (expected github)",
+  if (!options.annotate.empty() && options.annotate != "github" && options.annotate != "none") {
+    throw InputError("--annotate: unknown format '" + ShowName(options.annotate) +
+                         "' (expected github or none)",
                      kExitUsage);
   }
   std::string baseline_path;
@@ -234,7 +235,9 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
     blocks.push_back(verdicts.back() + "\n" + CheckDetailText(check, options.top));
     report += "\n" + blocks.back();
   }
-  const bool github = options.annotate == "github";
+  // On GitHub Actions the annotations and the job summary are on by default.
+  const bool github =
+      options.annotate == "github" || (options.annotate.empty() && options.github_actions);
   std::string summary_path = github ? options.step_summary_path : "";
   std::string summary_text;
   if (!summary_path.empty()) {

@@ -24,7 +24,9 @@ struct CheckOptions {
   CheckSettings settings;
   std::string baseline_path;  ///< empty: the config's, else no baseline
   bool update_baseline = false;
-  std::string annotate;           ///< "" or "github"
+  /// "github", "none", or "" for the default: github when github_actions.
+  std::string annotate;
+  bool github_actions = false;    ///< $GITHUB_ACTIONS is "true": the job runs on GitHub
   std::string step_summary_path;  ///< $GITHUB_STEP_SUMMARY; written when annotating for github
   std::string junit_path;         ///< empty: none
   size_t top = 5;                 ///< tensors listed as grown

@@ -481,9 +481,10 @@ TEST_CASE("the manual's GitHub Actions job runs as written") {
   Write(dir + "/step.sh", commands);
   Write(dir + "/summary.md", "");
   std::string path = fs::path(CKPTPLAN_BINARY).parent_path().string();
+  // As on GitHub Actions, which sets GITHUB_ACTIONS=true.
   auto run_step = [&](const std::string& script) {
     std::string command = "cd '" + dir + "' && PATH='" + path +
-                          "':\"$PATH\" GITHUB_STEP_SUMMARY='" + dir + "/summary.md' bash -e " +
+                          "':\"$PATH\" GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY='" + dir + "/summary.md' bash -e " +
                           script + " >out.txt 2>err.txt";
     int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -1167,12 +1167,15 @@ class Resolver {
         lines.push_back(
             "graph input " + Quote(input.name()) + " dim " + std::to_string(i) +
             (dim.has_dim_param() ? " is symbolic " + Quote(dim.dim_param()) + ": pass --dim " +
-                                       dim.dim_param() + "=N"
+                                       ShowName(dim.dim_param()) + "=N"
                                  : " has no size or name: pass --input-shape " + ShowName(input.name()) +
                                        ":AxB..."));
       }
     }
-    size_t causes = lines.size();
+    const size_t causes = lines.size();
+    // With unbound inputs, most unresolved tensors follow from them: one
+    // cause, one message. They are counted here and listed under -v.
+    size_t unresolved = 0, dependent = 0;
     for (const NodeProto& node : model_.graph().node()) {
       for (int i = 0; i < node.output_size(); ++i) {
         if (node.output(i).empty()) continue;
@@ -1182,17 +1185,29 @@ class Resolver {
                                                " has no byte size"
                                          : "shape " + DimsText(shape);
         const std::string& domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
-        if (!onnx::OpSchemaRegistry::Schema(node.op_type(), domain)) {
+        const bool known_op = onnx::OpSchemaRegistry::Schema(node.op_type(), domain) != nullptr;
+        if (!known_op) {
           what += " (op " + (domain.empty() ? "" : domain + ".") + ShowName(node.op_type()) +
                   " is unknown to ONNX: declare this output's shape in the model's value_info)";
         }
-        lines.push_back("tensor " + Quote(node.output(i)) + " (output " + std::to_string(i) +
-                        " of node " + Quote(node.name()) + ", op " + ShowName(node.op_type()) +
-                        "): " + what);
+        std::string line = "tensor " + Quote(node.output(i)) + " (output " + std::to_string(i) +
+                           " of node " + Quote(node.name()) + ", op " +
+                           ShowName(node.op_type()) + "): " + what;
+        ++unresolved;
+        if (causes > 0 && known_op && !shape.Known()) {
+          ++dependent;
+          spdlog::info("{}: {}", source_, line);
+          continue;
+        }
+        lines.push_back(std::move(line));
       }
     }
-    if (lines.size() == causes) return;
-    std::string text = source_ + ": " + std::to_string(lines.size() - causes) +
+    if (unresolved == 0) return;
+    if (dependent > 0) {
+      lines.push_back("and " + std::to_string(dependent) + " tensor" + (dependent == 1 ? "" : "s") +
+                      " whose shapes depend on them (-v lists them)");
+    }
+    std::string text = source_ + ": " + std::to_string(unresolved) +
                        " tensors have no concrete shape";
     text += causes > 0 ? "; bind the symbolic dims with --dim NAME=N or --input-shape NAME:AxB"
                        : "; --dim/--input-shape bind graph inputs, ops ckptplan cannot infer "

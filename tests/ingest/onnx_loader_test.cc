@@ -172,9 +172,10 @@ TEST_CASE("external weights are never opened: sizes come from dims and data_type
 }
 
 TEST_CASE("no-checkpointing saved bytes match what eager PyTorch keeps, within 10%") {
-  // sample_graphs/saved_torch.json is written by scripts/measure_saved_torch.py:
+  // tests/torch/saved_torch.json is written by scripts/measure_saved_torch.py:
   // unique storages PyTorch's saved_tensors_hooks see in one fp32 step.
-  nlohmann::json measured = nlohmann::json::parse(ReadFile(Sample("saved_torch.json")));
+  nlohmann::json measured = nlohmann::json::parse(
+      ReadFile(std::string(CKPTPLAN_SOURCE_DIR) + "/tests/torch/saved_torch.json"));
   for (const char* name : {"mlp", "gpt2_tiny", "cnn"}) {
     CAPTURE(name);
     const nlohmann::json& entry = measured["models"][name];

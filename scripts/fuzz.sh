@@ -42,11 +42,14 @@ dict_for() {
   esac
 }
 
-# Longest input: ONNX seeds (weights stripped) run to 33 KB.
+# Longest input: ONNX seeds (weights stripped) run to 33 KB; plan, baseline
+# seeds to 8 KB, plan and config seeds to 3 KB (shorter inputs run faster).
 max_len_for() {
   case "$1" in
     onnx_fuzzer) echo 65536 ;;
-    *) echo 16384 ;;
+    json_graph_fuzzer) echo 16384 ;;
+    baseline_fuzzer) echo 8192 ;;
+    *) echo 4096 ;;
   esac
 }
 

@@ -30,7 +30,8 @@ from torch.profiler import ProfilerActivity, profile, record_function
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
-import export_torch  # noqa: E402
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
+from ckptplan_torch import export as export_torch  # noqa: E402
 import models  # noqa: E402
 
 PHASES = ("forward", "backward", "optimizer")

@@ -170,12 +170,15 @@ graph_case("input_entry_number.json", edit(setter(lambda g: node(g, "l"), "input
            message="node 'l': \"inputs\" entries must be strings, got 3")
 graph_case("cycle.json", edit(lambda g: node(g, "f")["inputs"].append("loss")),
            message="node 'f' (forward) reads tensor 'loss' before node 'l' produces it")
-graph_case("two_producers.json", edit(lambda g: node(g, "lb")["outputs"].append("a")),
-           message="tensor 'a' is produced by both node 'f' and node 'lb'")
+# fb does not read a: a second producer, not an in-place write.
+graph_case("two_producers.json", edit(lambda g: node(g, "fb")["outputs"].append("a")),
+           message="tensor 'a' is produced by both node 'f' and node 'fb'")
 graph_case("unproduced_activation.json", edit(lambda g: node(g, "f")["outputs"].remove("a")),
            message="node 'l' reads tensor 'a' of kind activation that no node produces")
-graph_case("resident_produced.json", edit(lambda g: node(g, "fb")["outputs"].append("w")),
-           message="tensor 'w' of kind parameter is produced by node 'fb'")
+# An in-place write of a tensor no node has made yet is a read before production.
+graph_case("in_place_before_made.json",
+           edit(lambda g: (node(g, "f")["inputs"].append("da"), node(g, "f")["outputs"].append("da"))),
+           message="node 'f' (forward) reads tensor 'da' before node 'f' produces it")
 graph_case("negative_flops.json", edit(setter(lambda g: node(g, "f"), "flops", -3)),
            message="node 'f': flops must be finite and >= 0, got -3")
 graph_case("flops_string.json", edit(setter(lambda g: node(g, "f"), "flops", "1e9")),

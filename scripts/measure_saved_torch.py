@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Measures what eager PyTorch keeps for backward in the ONNX samples' models.
 
-Run: /usr/bin/python3 scripts/measure_saved_torch.py  (writes sample_graphs/saved_torch.json)
+Run: /usr/bin/python3 scripts/measure_saved_torch.py  (writes tests/torch/saved_torch.json)
 
 One fp32 training step on CPU per model, under
 torch.autograd.graph.saved_tensors_hooks: every tensor autograd saves is
@@ -19,7 +19,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import onnx_sample_models  # noqa: E402
 
-OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "sample_graphs",
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "torch",
                    "saved_torch.json")
 DIMS = {"mlp": {"batch": 32}, "gpt2_tiny": {"batch": 2, "seq": 64}, "cnn": {"batch": 4}}
 

@@ -38,10 +38,15 @@ inline Graph Concatenate(const std::vector<Graph>& parts) {
     }
     TrainingState& training = out.training;
     training.optimizer = part.training.optimizer;
-    training.parameter_count += part.training.parameter_count;
-    training.extra_parameter_bytes += part.training.extra_parameter_bytes;
-    training.extra_buffer_bytes += part.training.extra_buffer_bytes;
-    training.extra_optimizer_bytes += part.training.extra_optimizer_bytes;
+    // Saturating, as the loaders count: a graph may declare 2^63-1 parameters
+    // (json_graph_fuzzer found the overflow; tests/fuzz/seeds/graph/).
+    training.parameter_count = SaturatingAdd(training.parameter_count, part.training.parameter_count);
+    training.extra_parameter_bytes =
+        SaturatingAdd(training.extra_parameter_bytes, part.training.extra_parameter_bytes);
+    training.extra_buffer_bytes =
+        SaturatingAdd(training.extra_buffer_bytes, part.training.extra_buffer_bytes);
+    training.extra_optimizer_bytes =
+        SaturatingAdd(training.extra_optimizer_bytes, part.training.extra_optimizer_bytes);
   }
   out.Finalize();
   return out;

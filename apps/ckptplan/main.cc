@@ -187,7 +187,8 @@ int main(int argc, char** argv) {
                                                        "' (expected github or none)");
         }
       },
-      "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY; none");
+      "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY (the default "
+      "when GITHUB_ACTIONS=true); none: neither");
   check_cmd->add_option("--junit", check.junit_path, "Write a JUnit XML report here");
   check_cmd->add_option("--top", check.top, "Grown tensors to list per graph")
       ->capture_default_str();
@@ -222,6 +223,8 @@ int main(int argc, char** argv) {
       // Load flags given are one level of the config's precedence, like --budget.
       if (check_load.AnySetting()) settings.load = ResolveLoad(check_load, std::nullopt, nullptr);
       check.limits = check_load.limits;
+      const char* actions = std::getenv("GITHUB_ACTIONS");
+      check.github_actions = actions != nullptr && std::string(actions) == "true";
       if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) {
         check.step_summary_path = summary;
       }

@@ -317,6 +317,25 @@ TEST_CASE("check --annotate github: escaped workflow commands and a job summary"
   CHECK(plain.err.empty());
   CHECK(Slurp(dir + "/summary.md") == summary);
   CHECK(RunIn(dir, "check --config check.json --annotate gitlab").code == 2);
+
+  // On GitHub Actions the same commands and summary come without --annotate.
+  const std::string actions = "GITHUB_ACTIONS=true " + github;
+  Write(dir + "/summary.md", "# earlier step\n");
+  CliResult on_actions = RunIn(dir, "check --config check.json", actions);
+  CHECK(on_actions.code == 1);
+  CHECK(on_actions.err == result.err);
+  CHECK(Slurp(dir + "/summary.md") == summary);
+  // --annotate none turns both off there; GITHUB_ACTIONS other than "true" does not turn them on.
+  Write(dir + "/summary.md", "# earlier step\n");
+  for (const std::string& run : {std::string("GITHUB_ACTIONS=true ") + github + "|--annotate none",
+                                 std::string("GITHUB_ACTIONS=1 ") + github + "|"}) {
+    const size_t bar = run.find('|');
+    CAPTURE(run);
+    CliResult off = RunIn(dir, "check --config check.json " + run.substr(bar + 1), run.substr(0, bar));
+    CHECK(off.code == 1);
+    CHECK(off.err.empty());
+    CHECK(Slurp(dir + "/summary.md") == "# earlier step\n");
+  }
 }
 
 TEST_CASE("check --junit: one case per graph, valid against the JUnit schema") {
@@ -462,9 +481,10 @@ TEST_CASE("the manual's GitHub Actions job runs as written") {
   Write(dir + "/step.sh", commands);
   Write(dir + "/summary.md", "");
   std::string path = fs::path(CKPTPLAN_BINARY).parent_path().string();
+  // As on GitHub Actions, which sets GITHUB_ACTIONS=true.
   auto run_step = [&](const std::string& script) {
     std::string command = "cd '" + dir + "' && PATH='" + path +
-                          "':\"$PATH\" GITHUB_STEP_SUMMARY='" + dir + "/summary.md' bash -e " +
+                          "':\"$PATH\" GITHUB_ACTIONS=true GITHUB_STEP_SUMMARY='" + dir + "/summary.md' bash -e " +
                           script + " >out.txt 2>err.txt";
     int status = std::system(command.c_str());
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;

@@ -62,7 +62,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   Summary summary{"plan", "fuzz.json", bound.bytes, 0, &save_all, &planned, &greedy.keep,
                   bound, 10};
-  std::string printed = SummaryText(graph, summary) + SummaryJson(graph, summary).dump();
+  // Names reach the text summary escaped: no control byte but its line ends.
+  const std::string text_summary = SummaryText(graph, summary);
+  for (char c : text_summary) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\n') || byte == 0x7f) __builtin_trap();
+  }
+  std::string printed = text_summary + SummaryJson(graph, summary).dump();
   printed += TimelineJson(graph, planned).dump();
   PlanRecord record{"fuzz.json", "", bound.bytes, 0, "save-all", nullptr, &save_all, &planned,
                     &greedy.keep, bound};

@@ -1,5 +1,5 @@
 // Fuzzes the ONNX loader (protobuf parse, weight skipping, shape inference,
-// backward synthesis), then simulates every graph it accepts.
+// backward synthesis), then simulates and summarizes every graph it accepts.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
@@ -7,6 +7,7 @@
 #include "ckptplan/base/errors.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/ingest/onnx_loader.h"
+#include "ckptplan/emit/report.h"
 #include "ckptplan/sim/simulator.h"
 
 using namespace ckptplan;
@@ -25,5 +26,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const SimResult sim = Simulate(graph, SaveAll(graph), sim_options);
   const LowerBound bound = ComputeLowerBound(graph, 0);
   if (sim.peak_bytes < 0 || bound.bytes < 0) __builtin_trap();
+  // ONNX names may hold any bytes: the summaries escape them (text) or
+  // replace what is not UTF-8 (JSON), never throw.
+  const SaveSet keep = SaveAll(graph);
+  Summary summary{"simulate", "fuzz.onnx", -1, 0, &sim, &sim, &keep, bound, 5, false};
+  for (char c : SummaryText(graph, summary)) {
+    const auto byte = static_cast<unsigned char>(c);
+    if ((byte < 0x20 && c != '\n') || byte == 0x7f) __builtin_trap();
+  }
+  SummaryJson(graph, summary).dump(2, ' ', true, nlohmann::json::error_handler_t::replace);
   return 0;
 }

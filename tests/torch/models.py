@@ -140,3 +140,8 @@ def make_convnet(batch=8, size=16):
     torch.manual_seed(0)
     model = ConvNet()
     return model, (torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
+def make_mlp_small(batch=4):
+    """The graphs in tests/graphs/torch_mlp_*.json (alias_of and in-place forms)."""
+    torch.manual_seed(0)
+    model = MLP(d_in=16, hidden=32, classes=4, depth=2)
+    return model, (torch.randn(batch, 16), torch.randint(0, 4, (batch,)))

@@ -5,6 +5,8 @@
 
 #include <spdlog/sinks/base_sink.h>
 
+#include "ckptplan/base/text_escape.h"
+
 namespace ckptplan {
 namespace {
 
@@ -21,22 +23,7 @@ class PrintableStderrSink : public spdlog::sinks::base_sink<std::mutex> {
 
 }  // namespace
 
-std::string Printable(std::string_view text) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if ((byte < 0x20 && c != '\n' && c != '\t') || byte == 0x7f) {
-      out += "\\x";
-      out += kHex[byte >> 4];
-      out += kHex[byte & 15];
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
+std::string Printable(std::string_view text) { return EscapeControls(text); }
 
 std::shared_ptr<spdlog::logger> MakeStderrLogger() {
   auto logger = std::make_shared<spdlog::logger>("ckptplan", std::make_shared<PrintableStderrSink>());

@@ -13,8 +13,8 @@
 
 namespace ckptplan {
 
-/// `text` with every control byte but newline and tab, and DEL, written as
-/// \xNN. Other bytes (UTF-8 included) are kept.
+/// `text` with every control character but newline escaped, and bytes that are
+/// not UTF-8 written as \xNN (EscapeControls in text_escape.h).
 std::string Printable(std::string_view text);
 
 /// The logger for stderr, prefixing "ckptplan: LEVEL: " and passing each

@@ -1,5 +1,7 @@
 #include "ckptplan/base/file_io.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <sstream>
 
@@ -10,6 +12,10 @@ namespace ckptplan {
 std::string ReadFile(const std::string& path) {
   // One allocation of the file's size: a stringstream would hold up to three
   // copies of a large graph at once.
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    throw IoError(path + ": cannot read: it is a directory");
+  }
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) throw IoError(path + ": cannot open file for reading");
   std::string text;

@@ -82,9 +82,9 @@ bool NameTemp(const std::string& path, TempFile& temp) {
   return false;
 }
 
-}  // namespace
-
-void WriteFileAtomic(const std::string& path, std::string_view content) {
+// Writes `content` to a named temp file beside `path` and syncs it; on
+// failure removes it and throws IoError naming `path`.
+TempFile Stage(const std::string& path, std::string_view content) {
   TempFile temp = OpenTemp(path);
   auto abandon = [&](const char* what, int error) {
     if (temp.fd >= 0) close(temp.fd);
@@ -116,8 +116,75 @@ void WriteFileAtomic(const std::string& path, std::string_view content) {
   int fd = temp.fd;
   temp.fd = -1;
   if (close(fd) != 0) abandon("closing", errno);
+  return temp;
+}
+
+// A hard link keeping the file at `path` while it is replaced; "" when there
+// is none to keep. Throws when it exists but cannot be kept.
+std::string KeepOld(const std::string& path) {
+  struct stat info;
+  if (lstat(path.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return "";
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string name = path + ".old." + std::to_string(getpid()) + "." + std::to_string(attempt);
+    if (link(path.c_str(), name.c_str()) == 0) return name;
+    if (errno != EEXIST) Fail(path, "keeping the previous file while replacing it", errno);
+  }
+  Fail(path, "keeping the previous file while replacing it", EEXIST);
+}
+
+}  // namespace
+
+void WriteFileAtomic(const std::string& path, std::string_view content) {
+  TempFile temp = Stage(path, content);
   if (std::rename(temp.name.c_str(), path.c_str()) != 0) {
-    abandon("renaming the temp file over it", errno);
+    const int error = errno;
+    unlink(temp.name.c_str());
+    Fail(path, "renaming the temp file over it", error);
+  }
+}
+
+void WriteFilesAtomic(const std::vector<OutputFile>& files) {
+  if (files.size() == 1) return WriteFileAtomic(files[0].path, files[0].content);
+  std::vector<std::string> staged;  // temp names, in the order of `files`
+  auto remove_staged = [&](size_t from) {
+    for (size_t i = from; i < staged.size(); ++i) unlink(staged[i].c_str());
+  };
+  try {
+    for (const OutputFile& file : files) staged.push_back(Stage(file.path, file.content).name);
+  } catch (...) {
+    remove_staged(0);
+    throw;
+  }
+  // Each target's previous file, kept until every rename has succeeded.
+  std::vector<std::string> kept;
+  auto restore = [&](size_t done) {
+    for (size_t i = done; i-- > 0;) {
+      if (kept[i].empty()) {
+        unlink(files[i].path.c_str());
+      } else {
+        std::rename(kept[i].c_str(), files[i].path.c_str());
+      }
+    }
+  };
+  for (size_t i = 0; i < files.size(); ++i) {
+    try {
+      kept.push_back(KeepOld(files[i].path));
+    } catch (...) {
+      restore(i);
+      remove_staged(i);
+      throw;
+    }
+    if (std::rename(staged[i].c_str(), files[i].path.c_str()) != 0) {
+      const int error = errno;
+      if (!kept[i].empty()) unlink(kept[i].c_str());
+      kept.pop_back();
+      restore(i);
+      remove_staged(i);
+      Fail(files[i].path, "renaming the temp file over it", error);
+    }
+  }
+  for (const std::string& old : kept) {
+    if (!old.empty()) unlink(old.c_str());
   }
 }
 

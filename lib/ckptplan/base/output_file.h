@@ -5,6 +5,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ckptplan {
 
@@ -15,6 +16,17 @@ namespace ckptplan {
 /// CKPTPLAN_FAIL_WRITE_AFTER=N fails the write (ENOSPC) after N bytes;
 /// CKPTPLAN_KILL_WRITE_AFTER=N sends the process SIGKILL there.
 void WriteFileAtomic(const std::string& path, std::string_view content);
+
+struct OutputFile {
+  std::string path;
+  std::string content;
+};
+
+/// Writes several files all or nothing: each is staged in a temp file beside
+/// its target, then all are renamed into place. When any fails, none of the
+/// targets changes (a file already there is put back) and no temp file is
+/// left; IoError names the path that failed.
+void WriteFilesAtomic(const std::vector<OutputFile>& files);
 
 }  // namespace ckptplan
 

@@ -284,7 +284,7 @@ std::string BaselineText(const Baseline& baseline) {
   ordered_json graphs = ordered_json::object();
   for (const auto& [key, record] : baseline) graphs[key] = RecordJson(record);
   out["graphs"] = std::move(graphs);
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace ckptplan

@@ -9,6 +9,7 @@
 #include "ckptplan/ci/ci_report.h"
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/file_io.h"
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/output_file.h"
 #include "ckptplan/base/problems.h"
@@ -219,7 +220,7 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
     // An entry recorded in the other mode is not comparable; update replaces it.
     if (before != nullptr && before->mode != ModeName(target.no_plan)) before = nullptr;
     checks.push_back(CheckGraph(target, before, options.update_baseline, options.limits));
-    spdlog::info("check {}: peak {} budget {}{}", target.key, checks.back().now.peak_bytes,
+    spdlog::info("check {}: peak {} budget {}{}", ShowName(target.key), checks.back().now.peak_bytes,
                  target.budget_bytes, checks.back().failed() ? " FAIL" : " pass");
   }
 
@@ -232,7 +233,9 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
     blocks.push_back(verdicts.back() + "\n" + CheckDetailText(check, options.top));
     report += "\n" + blocks.back();
   }
-  const bool github = options.annotate.value_or(Annotations::kNone) == Annotations::kGithub;
+  // On GitHub Actions the annotations and the job summary are on by default.
+  const bool github = options.annotate ? *options.annotate == Annotations::kGithub
+                                       : options.github_actions;
   std::string summary_path = github ? options.step_summary_path : "";
   std::string summary_text;
   if (!summary_path.empty()) {
@@ -253,12 +256,14 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
     baseline_text = BaselineText(baseline);
   }
 
-  out << report;
+  out << EscapeControls(report);
   out.flush();
   if (github) err << CheckAnnotations(checks, blocks);
-  if (!junit_text.empty()) WriteFileAtomic(options.junit_path, junit_text);
-  if (!summary_path.empty()) WriteFileAtomic(summary_path, summary_text);
-  if (!baseline_text.empty()) WriteFileAtomic(baseline_path, baseline_text);
+  std::vector<OutputFile> files;  // written all or none
+  if (!junit_text.empty()) files.push_back({options.junit_path, std::move(junit_text)});
+  if (!summary_path.empty()) files.push_back({summary_path, std::move(summary_text)});
+  if (!baseline_text.empty()) files.push_back({baseline_path, std::move(baseline_text)});
+  WriteFilesAtomic(files);
   bool any_failed = std::any_of(checks.begin(), checks.end(),
                                 [](const GraphCheck& check) { return check.failed(); });
   return any_failed ? kExitCheckFailed : kExitOk;

@@ -30,7 +30,8 @@ struct CheckOptions {
   CheckSettings settings;
   std::string baseline_path;  ///< empty: the config's, else no baseline
   bool update_baseline = false;
-  std::optional<Annotations> annotate;  ///< unset: kNone
+  std::optional<Annotations> annotate;  ///< unset: kGithub when github_actions, else kNone
+  bool github_actions = false;  ///< $GITHUB_ACTIONS is "true": the job runs on GitHub
   std::string step_summary_path;  ///< $GITHUB_STEP_SUMMARY; written when annotating for github
   std::string junit_path;         ///< empty: none
   size_t top = 5;                 ///< tensors listed as grown

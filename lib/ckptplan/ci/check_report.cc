@@ -8,6 +8,7 @@
 
 #include "ckptplan/base/size.h"
 #include "ckptplan/ir/cost.h"
+#include "ckptplan/base/text_escape.h"
 
 namespace ckptplan {
 namespace {
@@ -41,11 +42,11 @@ std::string DeltaText(int64_t delta, int64_t base) {
 }
 
 std::string OpText(const std::string& op, const std::string& scope) {
-  return "op " + op + (scope.empty() ? "" : " in module '" + scope + "'");
+  return "op " + ShowName(op) + (scope.empty() ? "" : " in module '" + ShowName(scope) + "'");
 }
 
 std::string PeakWhere(const PeakRecord& record) {
-  return OpText(record.peak_op, record.peak_scope) + " (node '" + record.peak_node + "', " +
+  return OpText(record.peak_op, record.peak_scope) + " (node '" + ShowName(record.peak_node) + "', " +
          record.peak_phase + (record.peak_recompute ? ", recompute" : "") + ", step " +
          std::to_string(record.peak_step) + ")";
 }
@@ -65,7 +66,7 @@ std::string GrowthText(const GraphCheck& check) {
   std::vector<TensorDelta> tensors = GrownTensors(*check.baseline, check.now, 1);
   if (!tensors.empty()) {
     const TensorDelta& top = tensors[0];
-    text += (text.empty() ? "grew most: " : "; ") + std::string("tensor '") + top.now->tensor +
+    text += (text.empty() ? "grew most: " : "; ") + std::string("tensor '") + ShowName(top.now->tensor) +
             "' " + SignedBytes(top.now->bytes - top.before) +
             (top.in_baseline ? "" : " (new at the peak)") + " " + TensorOrigin(*top.now);
   }
@@ -107,7 +108,7 @@ void TensorLines(const GraphCheck& check, size_t top, std::ostringstream& out) {
     for (size_t i = 0; i < check.now.top_tensors.size() && i < top; ++i) {
       const PeakTensor& tensor = check.now.top_tensors[i];
       out << Format("    %-10s %s [%s] %s\n", FormatBytes(tensor.bytes).c_str(),
-                    tensor.tensor.c_str(), std::string(ToString(tensor.category)).c_str(),
+                    ShowName(tensor.tensor).c_str(), std::string(ToString(tensor.category)).c_str(),
                     TensorOrigin(tensor).c_str());
     }
     return;
@@ -117,7 +118,8 @@ void TensorLines(const GraphCheck& check, size_t top, std::ostringstream& out) {
   for (const TensorDelta& delta : grown) {
     const PeakTensor& tensor = *delta.now;
     std::string before = delta.in_baseline ? FormatBytes(delta.before) : "(not at peak)";
-    out << Format("    %-24s %-13s -> %-10s %-10s [%s] %s\n", tensor.tensor.c_str(), before.c_str(),
+    out << Format("    %-24s %-13s -> %-10s %-10s [%s] %s\n", ShowName(tensor.tensor).c_str(),
+                  before.c_str(),
                   FormatBytes(tensor.bytes).c_str(),
                   SignedBytes(tensor.bytes - delta.before).c_str(),
                   std::string(ToString(tensor.category)).c_str(), TensorOrigin(tensor).c_str());
@@ -146,11 +148,11 @@ std::string CheckVerdictLine(const GraphCheck& check, bool update) {
                       (growth.empty() ? "" : "; " + growth));
   }
   if (!reasons.empty()) {
-    std::string line = "FAIL " + check.target.key + ": ";
+    std::string line = "FAIL " + ShowName(check.target.key) + ": ";
     for (size_t i = 0; i < reasons.size(); ++i) line += (i ? "; " : "") + reasons[i];
     return line;
   }
-  std::string line = "PASS " + check.target.key + ": peak " + FormatBytes(now.peak_bytes) +
+  std::string line = "PASS " + ShowName(check.target.key) + ": peak " + FormatBytes(now.peak_bytes) +
                      " within budget " + FormatBytes(now.budget_bytes) + " (" +
                      FormatBytes(now.budget_bytes - now.peak_bytes) + " headroom)";
   if (check.baseline) {
@@ -169,7 +171,7 @@ std::string CheckDetailText(const GraphCheck& check, size_t top) {
   const PeakRecord& now = check.now;
   std::ostringstream out;
   Row(out, "graph",
-      now.graph + " (" + now.mode + " mode" +
+      ShowName(now.graph) + " (" + now.mode + " mode" +
           (now.reserve_bytes > 0 ? ", reserve " + FormatBytes(now.reserve_bytes) : "") + ")");
   Row(out, "peak", Figure(now.peak_bytes) + "at " + PeakWhere(now));
   int64_t headroom = now.budget_bytes - now.peak_bytes;
@@ -211,7 +213,7 @@ std::string CheckOverallLine(const std::vector<GraphCheck>& checks, bool update,
   for (const GraphCheck& check : checks) {
     if (!check.failed()) continue;
     ++failures;
-    failed += (failed.empty() ? "" : ", ") + check.target.key + " (" +
+    failed += (failed.empty() ? "" : ", ") + ShowName(check.target.key) + " (" +
               (check.over_budget && check.regressed ? "over budget, regressed"
                : check.over_budget                  ? "over budget"
                                                     : "regressed") +
@@ -224,7 +226,7 @@ std::string CheckOverallLine(const std::vector<GraphCheck>& checks, bool update,
   }
   std::string line = "ckptplan check: PASS: " + count + " within budget";
   if (!baseline_path.empty()) {
-    line += update ? "; baseline " + baseline_path + " updated" : " and baseline tolerance";
+    line += update ? "; baseline " + ShowName(baseline_path) + " updated" : " and baseline tolerance";
   }
   return line;
 }

@@ -1,11 +1,31 @@
 #include "ckptplan/ci/ci_report.h"
 
+#include "ckptplan/base/text_escape.h"
+
 namespace ckptplan {
+namespace {
+
+// `text` with control characters other than those in `keep`, and bytes that
+// are not UTF-8, written as escapes (EscapeControls); the formats below
+// encode the kept ones their own way.
+std::string WithoutControls(std::string_view text, std::string_view keep) {
+  std::string out;
+  size_t start = 0;
+  for (size_t i = 0; i <= text.size(); ++i) {
+    if (i < text.size() && keep.find(text[i]) == std::string_view::npos) continue;
+    out += EscapeControls(text.substr(start, i - start));
+    if (i < text.size()) out += text[i];
+    start = i + 1;
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string EscapeGithubMessage(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
+  for (char c : WithoutControls(text, "\r\n")) {
     switch (c) {
       case '%': out += "%25"; break;
       case '\r': out += "%0D"; break;
@@ -42,7 +62,7 @@ std::string GithubCommand(std::string_view level, const Properties& properties,
 
 std::string MarkdownCell(std::string_view text) {
   std::string out;
-  for (char c : text) {
+  for (char c : WithoutControls(text, "\r\n")) {
     switch (c) {
       case '|': out += "\\|"; break;
       case '\n': out += ' '; break;
@@ -59,7 +79,9 @@ std::string MarkdownCell(std::string_view text) {
 std::string XmlEscape(std::string_view text, bool attribute) {
   std::string out;
   out.reserve(text.size());
-  for (char c : text) {
+  // Control characters and bytes that are not UTF-8 as escapes: XML 1.0 can
+  // write neither.
+  for (char c : WithoutControls(text, "\r\n\t")) {
     unsigned char u = static_cast<unsigned char>(c);
     switch (c) {
       case '&': out += "&amp;"; break;

@@ -11,6 +11,7 @@
 
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/errors.h"
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/plan/incremental.h"
 #include "ckptplan/emit/json_writer.h"
 #include "ckptplan/emit/export.h"
@@ -30,9 +31,9 @@ namespace {
 
 void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::ostream& out) {
   if (json) {
-    out << SummaryJson(graph, summary).dump(2) << '\n';
+    out << SummaryJson(graph, summary).dump(2, ' ', true, nlohmann::json::error_handler_t::replace) << '\n';
   } else {
-    out << SummaryText(graph, summary);
+    out << EscapeControls(SummaryText(graph, summary));
   }
 }
 
@@ -56,12 +57,6 @@ long PeakRssKib() {
   getrusage(RUSAGE_SELF, &usage);
   return usage.ru_maxrss;
 }
-
-
-struct OutputFile {
-  std::string path;
-  std::string text;
-};
 
 // Renders the --report, --trace and --timeline-csv files the options ask for.
 void RenderReports(const Graph& graph, const CommonOptions& options, const Summary& summary,
@@ -151,14 +146,16 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
     PlanRecord record{options.graph_path, loaded.sha256, budget_bytes, reserve_bytes,
                       options.start, IsOnnxPath(options.graph_path) ? &load : nullptr,
                       &save_all, &planned, &found.keep, bound};
-    plan_text = PlanToJson(graph, record).dump(2) + "\n";
+    plan_text =
+        PlanToJson(graph, record).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+        "\n";
   }
-  if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2) + "\n";
+  if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   std::vector<OutputFile> reports;
   RenderReports(graph, options, summary, &reports);
-  if (!plan_text.empty()) WriteFileAtomic(options.output_path, plan_text);
-  if (!timeline_text.empty()) WriteFileAtomic(options.timeline_path, timeline_text);
-  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
+  if (!plan_text.empty()) reports.push_back({options.output_path, std::move(plan_text)});
+  if (!timeline_text.empty()) reports.push_back({options.timeline_path, std::move(timeline_text)});
+  WriteFilesAtomic(reports);  // all or none
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }
@@ -191,10 +188,11 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
                   !options.plan_path.empty()};
   std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {
-    reports.push_back({options.timeline_path, TimelineJson(graph, simulated).dump(2) + "\n"});
+    reports.push_back({options.timeline_path,
+                       TimelineJson(graph, simulated).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});
   }
   RenderReports(graph, options, summary, &reports);
-  for (const OutputFile& file : reports) WriteFileAtomic(file.path, file.text);
+  WriteFilesAtomic(reports);  // all or none
   PrintSummary(graph, summary, options.json, out);
   return kExitOk;
 }
@@ -261,9 +259,10 @@ int RunSweep(const SweepOptions& options, std::ostream& out) {
     WriteFileAtomic(options.report_path, RenderHtmlReport(loaded.graph, input));
   }
   if (options.json) {
-    out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2) << '\n';
+    out << SweepJson(loaded.graph, options.graph_path, sweep).dump(2, ' ', true, nlohmann::json::error_handler_t::replace)
+        << '\n';
   } else {
-    out << SweepText(loaded.graph, options.graph_path, sweep);
+    out << EscapeControls(SweepText(loaded.graph, options.graph_path, sweep));
   }
   return kExitOk;
 }
@@ -288,10 +287,10 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
   ExportResult result = ExportPlan(loaded.graph, input, options.target);
   if (options.output_path.empty()) {
     out << result.text;
-    err << result.report;
+    err << EscapeControls(result.report);
   } else {
     WriteFileAtomic(options.output_path, result.text);
-    out << result.report;
+    out << EscapeControls(result.report);
   }
   return kExitOk;
 }

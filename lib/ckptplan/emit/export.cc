@@ -382,7 +382,7 @@ std::string PytorchSacText(const Graph& graph, const SaveSet& keep, const ordere
   j["default"] = "PREFER_RECOMPUTE";
   j["must_save"] = std::move(save);
   j["must_recompute"] = std::move(recompute);
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string JaxText(const Graph& graph, const SaveSet& keep, const ordered_json& head) {
@@ -407,7 +407,7 @@ std::string JaxText(const Graph& graph, const SaveSet& keep, const ordered_json&
       "save_only_these_names(*names)); untagged values are recomputed";
   j["names"] = std::move(names);
   j["checkpoint_name_tags"] = std::move(tags);
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::string Report(const ExportResult& result, ExportTarget target, const ExportInput& input,
@@ -474,7 +474,7 @@ std::string WriteText(const Graph& graph, const ExportInput& input, ExportTarget
       info["usage"] =
           "call each listed module through deepspeed.checkpointing.checkpoint(module, *inputs)";
       j["ckptplan"] = std::move(info);
-      text = j.dump(2) + "\n";
+      text = j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
       break;
     }
   }

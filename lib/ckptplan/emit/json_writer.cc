@@ -5,7 +5,9 @@
 namespace ckptplan {
 namespace {
 
-std::string Str(const std::string& text) { return nlohmann::json(text).dump(); }
+std::string Str(const std::string& text) {
+  return nlohmann::json(text).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 std::string Num(double value) { return nlohmann::json(value).dump(); }
 

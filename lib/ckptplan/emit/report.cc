@@ -6,6 +6,7 @@
 
 #include "ckptplan/emit/plan_io.h"
 #include "ckptplan/base/size.h"
+#include "ckptplan/base/text_escape.h"
 
 namespace ckptplan {
 
@@ -36,7 +37,7 @@ std::string CostText(const Graph& graph, double cost) { return CostText(graph.co
 std::string StepText(const Graph& graph, const SimResult& sim, uint32_t step) {
   if (sim.steps.empty()) return "(no steps)";
   const Node& node = graph.nodes[sim.steps[step].node];
-  return "at step " + std::to_string(step) + ", node '" + node.name + "' (" +
+  return "at step " + std::to_string(step) + ", node '" + ShowName(node.name) + "' (" +
          std::string(ToString(node.phase)) + (sim.steps[step].recompute ? ", recompute" : "") +
          ")";
 }
@@ -56,7 +57,7 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
   const SimResult& planned = *summary.planned;
   const SimResult& save_all = *summary.save_all;
   std::ostringstream out;
-  out << "ckptplan " << summary.command << ": " << summary.graph_path << " ("
+  out << "ckptplan " << summary.command << ": " << ShowName(summary.graph_path) << " ("
       << graph.nodes.size() << " nodes, " << graph.tensors.size() << " tensors)\n";
   if (summary.budget_bytes >= 0) {
     Line(out, "  budget              %s", FormatBytes(summary.budget_bytes));
@@ -87,12 +88,12 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
   out << "\nLargest tensors live at the peak:\n";
   for (const LiveTensor& live : LiveAt(graph, planned, planned.peak_step, summary.top)) {
     const Tensor& tensor = graph.tensors[live.tensor];
-    std::string made_by = tensor.producer == kNoId ? "" : graph.nodes[tensor.producer].op;
+    std::string made_by = tensor.producer == kNoId ? "" : ShowName(graph.nodes[tensor.producer].op);
     if (tensor.producer != kNoId && !graph.nodes[tensor.producer].scope.empty()) {
-      made_by += " in " + graph.nodes[tensor.producer].scope;
+      made_by += " in " + ShowName(graph.nodes[tensor.producer].scope);
     }
     Line(out, "  %-12s %s", FormatBytes(live.bytes),
-         tensor.name + "  [" + std::string(ToString(live.category)) + "]  " + made_by);
+         ShowName(tensor.name) + "  [" + std::string(ToString(live.category)) + "]  " + made_by);
   }
   std::vector<Decision> decisions = MakeDecisions(graph, *summary.keep, planned);
   size_t recomputed = std::count_if(decisions.begin(), decisions.end(),
@@ -102,8 +103,8 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
   for (const Decision& decision : decisions) {
     if (!decision.recompute) continue;
     std::string chain;
-    for (NodeId n : decision.chain) chain += (chain.empty() ? "" : " -> ") + graph.nodes[n].name;
-    Line(out, "  recompute %-28s %s", graph.tensors[decision.tensor].name,
+    for (NodeId n : decision.chain) chain += (chain.empty() ? "" : " -> ") + ShowName(graph.nodes[n].name);
+    Line(out, "  recompute %-28s %s", ShowName(graph.tensors[decision.tensor].name),
          FormatBytes(decision.bytes) + ", cost " + CostText(graph, decision.recompute_cost) +
              (chain.empty() ? "" : ", chain " + chain));
   }

@@ -1,5 +1,7 @@
 #include "ckptplan/emit/trace.h"
 
+#include "ckptplan/base/text_escape.h"
+
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -50,7 +52,10 @@ std::string Dump(const ordered_json& value) {
 
 std::string Quoted(const std::string& text) { return Dump(ordered_json(text)); }
 
-std::string CsvField(const std::string& text) {
+// Names are escaped as for a terminal (text_escape.h): a spreadsheet or a log
+// shows the file.
+std::string CsvField(const std::string& name) {
+  const std::string text = ShowName(name);
   if (text.find_first_of(",\"\r\n") == std::string::npos) return text;
   std::string out = "\"";
   for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);

@@ -2,15 +2,18 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/file_io.h"
 #include "ckptplan/base/json_document.h"
@@ -22,7 +25,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string Quote(std::string_view name) { return "'" + std::string(name) + "'"; }
+std::string Quote(std::string_view name) { return "'" + ShowName(name) + "'"; }
 
 std::string TypeName(const json& value) { return value.type_name(); }
 
@@ -340,6 +343,14 @@ class Loader {
   NameIndex node_ids_;
   std::vector<std::pair<TensorId, std::string>> alias_names_;
   bool tensors_finished_ = false;
+  // In-place writes (see WriteInPlace): the latest version of each tensor,
+  // and whether a tensor's storage holds a value before the node being read.
+  std::vector<TensorId> latest_;
+  std::vector<uint8_t> available_;
+  std::unordered_map<std::string, uint32_t> version_suffix_;
+
+  void WriteInPlace(Node& node);
+  TensorId NewVersion(TensorId written, TensorId current, const std::string& node_name);
 };
 
 void Loader::ReadTensor(const json& entry) {
@@ -383,6 +394,61 @@ void Loader::FinishTensors() {
   }
   alias_names_.clear();
   alias_names_.shrink_to_fit();
+  latest_.resize(graph_.tensors.size());
+  available_.resize(graph_.tensors.size());
+  for (TensorId t = 0; t < graph_.tensors.size(); ++t) {
+    const Tensor& tensor = graph_.tensors[t];
+    latest_[t] = t;
+    available_[t] = IsResidentKind(tensor.kind) && tensor.alias_of == kNoId;
+  }
+}
+
+// A node that lists among its outputs a tensor whose storage already holds a
+// value (a resident tensor, or one an earlier node made) and that it reads, or
+// that is resident, writes it in place. Lowered to the alias form: the output
+// becomes a new version, alias_of the version the node reads (added to its
+// inputs when the write does not read it), of the same kind; later reads by
+// name read the newest version. Forward reads of a parameter before its
+// update therefore read the original, and the simulator sees one storage.
+void Loader::WriteInPlace(Node& node) {
+  for (TensorId& in : node.inputs) in = latest_[in];
+  const size_t num_inputs = node.inputs.size();
+  for (TensorId& out : node.outputs) {
+    const TensorId current = latest_[out];
+    if (!available_[current]) continue;
+    const bool reads = std::find(node.inputs.begin(), node.inputs.begin() + num_inputs,
+                                 current) != node.inputs.begin() + num_inputs;
+    if (!reads && !IsResidentKind(graph_.tensors[current].kind)) continue;
+    if (!reads) node.inputs.push_back(current);
+    const TensorId version = NewVersion(out, current, node.name);
+    latest_[out] = latest_[current] = version;
+    out = version;
+  }
+  for (TensorId out : node.outputs) available_[out] = 1;
+}
+
+// Version names are `<tensor>@<node>`, made unique with `#2`, `#3`...: the
+// same graph file always gives the same names (plan files name tensors).
+TensorId Loader::NewVersion(TensorId written, TensorId current, const std::string& node_name) {
+  const TensorId id = static_cast<TensorId>(graph_.tensors.size());
+  Tensor version;
+  version.name = graph_.tensors[written].name + "@" + node_name;
+  version.kind = graph_.tensors[written].kind;
+  version.bytes = graph_.tensors[written].bytes;
+  version.alias_of = current;
+  if (tensor_ids_.Find(version.name) != kNoId) {
+    // The counter per name keeps a file with many such writes linear.
+    uint32_t& suffix = version_suffix_[version.name];
+    const std::string base = version.name;
+    do {
+      version.name = base + "#" + std::to_string(++suffix + 1);
+    } while (tensor_ids_.Find(version.name) != kNoId);
+  }
+  graph_.tensors.push_back(std::move(version));
+  tensor_ids_.Insert(id);
+  latest_.push_back(id);
+  available_.push_back(0);
+  return id;
 }
 
 void Loader::ReadNode(const json& entry) {
@@ -412,6 +478,7 @@ void Loader::ReadNode(const json& entry) {
   node.flops = OptionalCost(entry, "flops", where, problems_);
   node.time_us = OptionalCost(entry, "time_us", where, problems_);
   node.workspace_bytes = OptionalBytes(entry, "workspace_bytes", where, problems_, 0);
+  WriteInPlace(node);
   graph_.nodes.push_back(std::move(node));
   if (fresh) node_ids_.Insert(static_cast<uint32_t>(i));
 }

@@ -17,6 +17,7 @@
 #include <onnx/onnx_pb.h>
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/ir/device.h"
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/limits.h"
@@ -31,7 +32,7 @@ namespace {
 using onnx::NodeProto;
 using onnx::TensorProto;
 
-std::string Quote(const std::string& name) { return "'" + name + "'"; }
+std::string Quote(const std::string& name) { return "'" + ShowName(name) + "'"; }
 
 // ---- parsing -------------------------------------------------------------
 
@@ -146,7 +147,7 @@ void CheckTopology(const onnx::ModelProto& model, const std::string& source) {
                  Quote(model.graph().sparse_initializer(0).values().name()) + ")");
   }
   for (const NodeProto& node : model.graph().node()) {
-    std::string where = "node " + Quote(node.name()) + " (" + node.op_type() + ")";
+    std::string where = "node " + Quote(node.name()) + " (" + ShowName(node.op_type()) + ")";
     for (const std::string& in : node.input()) {
       if (!in.empty() && !defined.count(in)) {
         problems.Add(where + " reads tensor " + Quote(in) +
@@ -369,7 +370,7 @@ class Builder {
                    "(e.g. SoftmaxCrossEntropyLoss) is missing, so its saved log-probabilities "
                    "and gradients are not counted; pass --loss cross-entropy or --loss mean to "
                    "append one (--loss none to train on the output as it is)",
-                   graph_.source, logits[0], Shape(logits[0])->Elements());
+                   ShowName(graph_.source), ShowName(logits[0]), Shape(logits[0])->Elements());
       return;
     }
     if (logits.size() > 1) {
@@ -1433,7 +1434,7 @@ class Builder {
   void WarnFallbacks() const {
     if (fallback_ops_.empty()) return;
     std::string list;
-    for (const std::string& op : fallback_ops_) list += (list.empty() ? "" : ", ") + op;
+    for (const std::string& op : fallback_ops_) list += (list.empty() ? "" : ", ") + ShowName(op);
     spdlog::warn("{}: no backward rule for op(s) {}; assumed they keep every input for backward",
                  graph_.source, list);
   }

@@ -13,6 +13,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/ir/graph.h"
@@ -24,7 +25,7 @@ using onnx::NodeProto;
 using onnx::TensorProto;
 using Dims = std::vector<int64_t>;
 
-std::string Quote(const std::string& name) { return "'" + name + "'"; }
+std::string Quote(const std::string& name) { return "'" + ShowName(name) + "'"; }
 
 // Shape arithmetic on dims and attributes read from the model saturates at
 // int64's range instead of overflowing (undefined behaviour): an absurd
@@ -996,7 +997,7 @@ class Resolver {
       bool onnx_domain = node.domain().empty() || node.domain() == "ai.onnx";
       if (onnx_domain && onnx::OpSchemaRegistry::Schema(node.op_type(), opset, "") == nullptr) {
         spdlog::debug("{}: skipping ONNX shape inference: unknown op '{}'", source_,
-                      node.op_type());
+                      ShowName(node.op_type()));
         return;
       }
     }
@@ -1177,7 +1178,10 @@ class Resolver {
         }
       }
     }
-    size_t causes = lines.size();
+    const size_t causes = lines.size();
+    // With unbound inputs, most unresolved tensors follow from them: one
+    // cause, one message. They are counted here and listed under -v.
+    size_t unresolved = 0, dependent = 0;
     for (const NodeProto& node : model_.graph().node()) {
       for (int i = 0; i < node.output_size(); ++i) {
         if (node.output(i).empty()) continue;
@@ -1187,17 +1191,29 @@ class Resolver {
                                                " has no byte size"
                                          : "shape " + DimsText(shape);
         const std::string& domain = node.domain() == "ai.onnx" ? std::string() : node.domain();
-        if (!onnx::OpSchemaRegistry::Schema(node.op_type(), domain)) {
-          what += " (op " + (domain.empty() ? "" : domain + ".") + node.op_type() +
+        const bool known_op = onnx::OpSchemaRegistry::Schema(node.op_type(), domain) != nullptr;
+        if (!known_op) {
+          what += " (op " + (domain.empty() ? "" : domain + ".") + ShowName(node.op_type()) +
                   " is unknown to ONNX: declare this output's shape in the model's value_info)";
         }
-        lines.push_back("tensor " + Quote(node.output(i)) + " (output " + std::to_string(i) +
-                        " of node " + Quote(node.name()) + ", op " + node.op_type() +
-                        "): " + what);
+        std::string line = "tensor " + Quote(node.output(i)) + " (output " + std::to_string(i) +
+                           " of node " + Quote(node.name()) + ", op " +
+                           ShowName(node.op_type()) + "): " + what;
+        ++unresolved;
+        if (causes > 0 && known_op && !shape.Known()) {
+          ++dependent;
+          spdlog::info("{}: {}", source_, line);
+          continue;
+        }
+        lines.push_back(std::move(line));
       }
     }
-    if (lines.size() == causes) return;
-    std::string text = source_ + ": " + std::to_string(lines.size() - causes) +
+    if (unresolved == 0) return;
+    if (dependent > 0) {
+      lines.push_back("and " + std::to_string(dependent) + " tensor" + (dependent == 1 ? "" : "s") +
+                      " whose shapes depend on them (-v lists them)");
+    }
+    std::string text = source_ + ": " + std::to_string(unresolved) +
                        " tensors have no concrete shape";
     text += causes > 0 ? "; the graph inputs above need sizes"
                        : "; ops ckptplan cannot infer need shapes in the model's value_info";

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <string>
 
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/problems.h"
 #include "ckptplan/base/size.h"
@@ -32,7 +33,7 @@ constexpr std::string_view kKindNames[] = {
     "activation", "input", "parameter", "buffer", "gradient", "optimizer_state"};
 constexpr std::string_view kPhaseNames[] = {"forward", "backward", "optimizer"};
 
-std::string Quote(const std::string& name) { return "'" + name + "'"; }
+std::string Quote(const std::string& name) { return "'" + ShowName(name) + "'"; }
 
 // Counts come first: everything after walks the vectors.
 void CheckCounts(const Graph& graph, const Limits& limits) {

@@ -6,6 +6,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/console.h"
 #include "ckptplan/sim/regions.h"
 
@@ -374,7 +375,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
         result.keep[gain.tensor] = 0;
         continue;
       }
-      spdlog::debug("cleanup: re-save '{}' (cost {:+})", graph.tensors[gain.tensor].name,
+      spdlog::debug("cleanup: re-save '{}' (cost {:+})", ShowName(graph.tensors[gain.tensor].name),
                     trial.added_cost);
       result.resaved.push_back(gain.tensor);
       region_changed[trial.region] = 1;

@@ -1,5 +1,6 @@
 #include "ckptplan/plan/incremental.h"
 
+#include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/range_max.h"
@@ -793,7 +794,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
     memory.Apply(&chosen);
     chosen_region = SIZE_MAX;
     ++version[best_region];
-    spdlog::debug("incremental: drop '{}' (peak {} -> {})", graph.tensors[best.tensor].name,
+    spdlog::debug("incremental: drop '{}' (peak {} -> {})", ShowName(graph.tensors[best.tensor].name),
                   peak, memory.peak());
   }
   // The regions' figures are the step's (exactly: see RegionalMemory).

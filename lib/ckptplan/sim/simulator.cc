@@ -1,5 +1,7 @@
 #include "ckptplan/sim/simulator.h"
 
+#include "ckptplan/base/text_escape.h"
+
 #include <algorithm>
 #include <cassert>
 #include <cmath>
@@ -606,7 +608,7 @@ std::string DescribeLowerBound(const Graph& graph, const LowerBound& bound) {
   }
   if (bound.gradients > 0) text += "gradients " + FormatBytes(bound.gradients) + " + ";
   text += "largest single step " + FormatBytes(bound.step_bytes);
-  if (bound.node != kNoId) text += " (node '" + graph.nodes[bound.node].name + "')";
+  if (bound.node != kNoId) text += " (node '" + ShowName(graph.nodes[bound.node].name) + "')";
   return text;
 }
 

@@ -61,6 +61,31 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
       ->capture_default_str();
 }
 
+// The parallel layout (docs/distributed.md); --bucket-cap is a size, parsed
+// after CLI11 like the others.
+void AddParallel(CLI::App* command, ParallelLayout* l, std::string* bucket_cap) {
+  const char* group = "Parallel layout (docs/distributed.md)";
+  command->add_option("--dp", l->dp, "Data-parallel ranks")->group(group);
+  command->add_option("--zero", l->zero, "ZeRO stage: 0 DDP, 1 optimizer state, 2 +gradients, "
+                      "3 +parameters (FSDP full shard)")->group(group);
+  command->add_option("--zero-partition", l->zero_partition,
+                      "flat (DeepSpeed/FSDP) or params (ZeroRedundancyOptimizer, --zero 1)")
+      ->group(group);
+  command->add_option("--grad-buckets", l->grad_buckets,
+                      "DDP buckets: copy (default) or view (gradient_as_bucket_view)")->group(group);
+  command->add_option("--bucket-cap", *bucket_cap, "DDP bucket cap, e.g. 25MiB")->group(group);
+  command->add_option("--tp", l->tp, "Tensor-parallel degree")->group(group);
+  command->add_flag("--sp", l->sp, "Sequence parallelism with --tp")->group(group);
+  command->add_option("--tp-embedding", l->tp_embedding, "vocab or replicated")->group(group);
+  command->add_option("--pp", l->pp, "Pipeline stages")->group(group);
+  command->add_option("--microbatches", l->microbatches, "Pipeline microbatches")->group(group);
+  command->add_option("--schedule", l->schedule, "gpipe, 1f1b or interleaved")->group(group);
+  command->add_option("--virtual-stages", l->virtual_stages, "Model chunks per stage (interleaved)")
+      ->group(group);
+  command->add_flag("--pp-free-outputs", l->pp_free_outputs,
+                    "A stage frees its output's data once sent")->group(group);
+}
+
 void AddSearch(CLI::App* command, SearchFlags* flags) {
   command->add_option("--strategy", flags->strategy,
                       "ckptplan (default: best of several searches and the baselines), greedy, "
@@ -97,6 +122,8 @@ int main(int argc, char** argv) {
       ->required();
   plan_cmd->add_option("-o,--output", plan.output_path, "Write the plan file here");
   AddSearch(plan_cmd, &plan);
+  std::string plan_bucket_cap, simulate_bucket_cap;
+  AddParallel(plan_cmd, &plan.layout, &plan_bucket_cap);
   // Hidden (empty group): debugging and benchmarks.
   plan_cmd->add_option("--planner", plan.planner, "incremental or reference")->group("");
   plan_cmd->add_flag("--timings", plan.timings, "Print timings to stderr")->group("");
@@ -120,6 +147,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("simulate", "Show where memory goes in one training step");
   AddCommon(simulate_cmd, &simulate, &simulate_sizes);
   simulate_cmd->add_option("--plan", simulate.plan_path, "Apply this plan file");
+  AddParallel(simulate_cmd, &simulate.layout, &simulate_bucket_cap);
 
   GenerateOptions generate;
   CLI::App* generate_cmd =
@@ -215,6 +243,12 @@ int main(int argc, char** argv) {
         check.step_summary_path = summary;
       }
       return RunCheck(check, std::cout, std::cerr);
+    }
+    if (!plan_bucket_cap.empty()) {
+      plan.layout.bucket_cap_bytes = ParseSize(plan_bucket_cap, "--bucket-cap");
+    }
+    if (!simulate_bucket_cap.empty()) {
+      simulate.layout.bucket_cap_bytes = ParseSize(simulate_bucket_cap, "--bucket-cap");
     }
     if (plan_cmd->parsed()) {
       plan.budget_bytes = ParseSize(plan_sizes.budget, "--budget");

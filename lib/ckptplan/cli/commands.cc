@@ -10,6 +10,7 @@
 
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/errors.h"
+#include "ckptplan/cli/distributed.h"
 #include "ckptplan/plan/incremental.h"
 #include "ckptplan/emit/json_writer.h"
 #include "ckptplan/emit/export.h"
@@ -152,6 +153,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
                      kExitUsage);
   }
   planner_options.reference_greedy = options.planner == "reference";
+  if (!options.layout.IsSingleDevice()) return RunDistributedPlan(options, planner_options, out);
   auto clock = std::chrono::steady_clock::now();
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const double parse_s = SecondsSince(clock);
@@ -199,6 +201,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
 
 int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   CheckReserve(options.reserve_bytes, "--reserve");
+  if (!options.layout.IsSingleDevice()) return RunDistributedSimulate(options, out);
   LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
   const Graph& graph = loaded.graph;
   SaveSet keep = SaveAll(graph);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptplan/dist/layout.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/plan/planner.h"
 #include "ckptplan/sim/simulator.h"
@@ -25,6 +26,7 @@ struct CommonOptions {
   std::string trace_path;         ///< Chrome Trace Event / Perfetto JSON; empty: none
   std::string timeline_csv_path;  ///< CSV timeline; empty: none
   size_t top = 10;            ///< tensors listed at the peak
+  ParallelLayout layout;      ///< --dp, --zero, ...: one device by default
 };
 
 /// How plans are searched for (see planner.h and recompute_policy.h).

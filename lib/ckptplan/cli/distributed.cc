@@ -1,0 +1,232 @@
+#include "ckptplan/cli/distributed.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include <spdlog/spdlog.h>
+
+#include "ckptplan/base/errors.h"
+#include "ckptplan/base/output_file.h"
+#include "ckptplan/base/size.h"
+#include "ckptplan/emit/plan_io.h"
+#include "ckptplan/emit/report.h"
+
+namespace ckptplan {
+namespace {
+
+using nlohmann::ordered_json;
+
+// One distinct rank with its simulations and the save set applied to it.
+struct RankRun {
+  RankGraph rank;
+  SaveSet keep;
+  SimResult save_all;
+  SimResult planned;
+  LowerBound bound;
+};
+
+SimResult SimulateRank(const Graph& graph, const SaveSet& keep, int64_t reserve) {
+  SimOptions options;
+  options.reserve_bytes = reserve;
+  options.record_categories = false;
+  return Simulate(graph, keep, options);
+}
+
+// A save set made on one rank's graph, for another rank of the same stage:
+// tensor ids agree; the entries past the original graph's tensors (collective
+// buffers) are not candidates.
+SaveSet Resize(SaveSet keep, const Graph& graph) {
+  keep.resize(graph.tensors.size(), 1);
+  return keep;
+}
+
+ordered_json LayoutJson(const ParallelLayout& l) {
+  ordered_json j;
+  j["dp"] = l.dp;
+  j["zero"] = l.zero;
+  j["zero_partition"] = l.zero_partition;
+  j["grad_buckets"] = l.grad_buckets;
+  j["bucket_cap_bytes"] = l.bucket_cap_bytes;
+  j["tp"] = l.tp;
+  j["sp"] = l.sp;
+  j["tp_embedding"] = l.tp_embedding;
+  j["pp"] = l.pp;
+  j["microbatches"] = l.microbatches;
+  j["schedule"] = l.schedule;
+  j["virtual_stages"] = l.virtual_stages;
+  j["pp_free_outputs"] = l.pp_free_outputs;
+  return j;
+}
+
+ordered_json RanksJson(const std::vector<RankRun>& runs) {
+  ordered_json ranks = ordered_json::array();
+  for (const RankRun& run : runs) {
+    ordered_json r;
+    r["pp_stage"] = run.rank.pp_stage;
+    r["tp_rank"] = run.rank.tp_rank;
+    r["dp_rank"] = run.rank.dp_rank;
+    r["count"] = run.rank.count;
+    r["peak_bytes"] = run.planned.peak_bytes;
+    r["peak_breakdown"] = BreakdownJson(run.planned, run.planned.peak_step);
+    r["save_all_peak_bytes"] = run.save_all.peak_bytes;
+    r["recompute_overhead_percent"] =
+        run.planned.step_cost > 0 ? 100.0 * run.planned.recompute_cost / run.planned.step_cost
+                                  : 0.0;
+    ranks.push_back(std::move(r));
+  }
+  return ranks;
+}
+
+size_t HighestRank(const std::vector<RankRun>& runs) {
+  size_t best = 0;  // the first of equals: deterministic
+  for (size_t i = 1; i < runs.size(); ++i) {
+    if (runs[i].planned.peak_bytes > runs[best].planned.peak_bytes) best = i;
+  }
+  return best;
+}
+
+std::string RankTitle(const RankRun& run) {
+  return "== pipeline stage " + std::to_string(run.rank.pp_stage) + ", tp rank " +
+         std::to_string(run.rank.tp_rank) + ", dp rank " + std::to_string(run.rank.dp_rank) +
+         " (" + std::to_string(run.rank.count) + (run.rank.count == 1 ? " rank" : " ranks") +
+         ") ==\n";
+}
+
+// Text: one section per distinct rank, then the highest.
+void PrintRuns(const std::vector<RankRun>& runs, const Summary& base, const ParallelLayout& l,
+               bool json, std::ostream& out) {
+  const size_t highest = HighestRank(runs);
+  auto summary_of = [&](const RankRun& run) {
+    Summary s = base;
+    s.save_all = &run.save_all;
+    s.planned = &run.planned;
+    s.keep = &run.keep;
+    s.lower_bound = run.bound;
+    return s;
+  };
+  if (json) {
+    ordered_json j = SummaryJson(runs[highest].rank.graph, summary_of(runs[highest]));
+    j["peak_bytes"] = runs[highest].planned.peak_bytes;
+    j["layout"] = LayoutJson(l);
+    j["ranks"] = RanksJson(runs);
+    out << j.dump(2) << '\n';
+    return;
+  }
+  for (const RankRun& run : runs) {
+    out << RankTitle(run) << SummaryText(run.rank.graph, summary_of(run)) << '\n';
+  }
+  out << "Highest rank: pipeline stage " << runs[highest].rank.pp_stage << ", tp rank "
+      << runs[highest].rank.tp_rank << ", dp rank " << runs[highest].rank.dp_rank << ": peak "
+      << FormatBytes(runs[highest].planned.peak_bytes) << '\n';
+}
+
+std::vector<RankRun> MakeRuns(const Graph& graph, const ParallelLayout& layout, int64_t reserve) {
+  std::vector<RankRun> runs;
+  for (RankGraph& rank : DistributeGraph(graph, layout)) {
+    RankRun run;
+    run.rank = std::move(rank);
+    const Graph& g = run.rank.graph;
+    run.keep = SaveAll(g);
+    run.save_all = SimulateRank(g, run.keep, reserve);
+    run.bound = ComputeLowerBound(g, reserve);
+    runs.push_back(std::move(run));
+  }
+  return runs;
+}
+
+}  // namespace
+
+int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
+  if (!options.timeline_path.empty() || !options.report_path.empty() ||
+      !options.trace_path.empty() || !options.timeline_csv_path.empty()) {
+    throw InputError("--timeline, --report, --trace and --timeline-csv are one device's; they "
+                     "do not take a parallel layout yet",
+                     kExitUsage);
+  }
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  std::vector<RankRun> runs = MakeRuns(loaded.graph, options.layout, options.reserve_bytes);
+  int64_t reserve = options.reserve_bytes, budget = -1;
+  if (!options.plan_path.empty()) {
+    LoadedPlan plan = ReadPlan(loaded.graph, options.plan_path);
+    budget = plan.budget_bytes;
+    if (reserve == 0) reserve = plan.reserve_bytes;
+    for (RankRun& run : runs) run.keep = Resize(plan.keep, run.rank.graph);
+  }
+  for (RankRun& run : runs) run.planned = SimulateRank(run.rank.graph, run.keep, reserve);
+  Summary base{"simulate", options.graph_path, budget, reserve, nullptr, nullptr, nullptr,
+               LowerBound(), options.top, !options.plan_path.empty()};
+  PrintRuns(runs, base, options.layout, options.json, out);
+  return kExitOk;
+}
+
+int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner,
+                       std::ostream& out) {
+  if (!options.timeline_path.empty() || !options.report_path.empty() ||
+      !options.trace_path.empty() || !options.timeline_csv_path.empty()) {
+    throw InputError("--timeline, --report, --trace and --timeline-csv are one device's; they "
+                     "do not take a parallel layout yet",
+                     kExitUsage);
+  }
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  std::vector<RankRun> runs = MakeRuns(loaded.graph, options.layout, options.reserve_bytes);
+  // One plan per stage, made where memory is tightest: the stage's rank with
+  // the highest save-all peak; every rank of the stage applies it.
+  std::map<int, size_t> planner_rank;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto [it, inserted] = planner_rank.emplace(runs[i].rank.pp_stage, i);
+    if (!inserted && runs[i].save_all.peak_bytes > runs[it->second].save_all.peak_bytes) {
+      it->second = i;
+    }
+  }
+  std::string infeasible;
+  for (const auto& [stage, index] : planner_rank) {
+    const Graph& g = runs[index].rank.graph;
+    PlanOutcome outcome = ComputePlan(g, planner, /*per_step=*/false);
+    spdlog::info("plan: stage {}: {}", stage, outcome.found.method);
+    for (RankRun& run : runs) {
+      if (run.rank.pp_stage != stage) continue;
+      run.keep = Resize(outcome.found.keep, run.rank.graph);
+      run.planned = SimulateRank(run.rank.graph, run.keep, options.reserve_bytes);
+      if (run.planned.peak_bytes > options.budget_bytes && infeasible.empty()) {
+        infeasible = "pipeline stage " + std::to_string(stage) + ", dp rank " +
+                     std::to_string(run.rank.dp_rank) + ": " + (outcome.infeasible.empty()
+                                           ? "peak " + FormatBytes(run.planned.peak_bytes) +
+                                                 " > budget " + FormatBytes(options.budget_bytes)
+                                           : outcome.infeasible);
+      }
+    }
+  }
+  if (!infeasible.empty()) throw InfeasibleError(options.graph_path + ": " + infeasible);
+  Summary base{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
+               nullptr, nullptr, nullptr, LowerBound(), options.top};
+  if (!options.output_path.empty()) {
+    // The plan file of the first stage's planning rank, with the layout and
+    // every stage's decisions (docs/formats.md: "parallel" and "stages").
+    const RankRun& first = runs[planner_rank.begin()->second];
+    PlanRecord record{options.graph_path, loaded.sha256, options.budget_bytes,
+                      options.reserve_bytes, options.start, &first.save_all, &first.planned,
+                      &first.keep, first.bound};
+    ordered_json plan = PlanToJson(first.rank.graph, record);
+    plan["parallel"] = LayoutJson(options.layout);
+    ordered_json stages = ordered_json::array();
+    for (const auto& [stage, index] : planner_rank) {
+      const RankRun& run = runs[index];
+      PlanRecord r{options.graph_path, loaded.sha256, options.budget_bytes,
+                   options.reserve_bytes, options.start, &run.save_all, &run.planned, &run.keep,
+                   run.bound};
+      ordered_json s;
+      s["pp_stage"] = stage;
+      s["predicted_peak_bytes"] = run.planned.peak_bytes;
+      s["decisions"] = PlanToJson(run.rank.graph, r)["decisions"];
+      stages.push_back(std::move(s));
+    }
+    plan["stages"] = std::move(stages);
+    plan["ranks"] = RanksJson(runs);
+    WriteFileAtomic(options.output_path, plan.dump(2) + "\n");
+  }
+  PrintRuns(runs, base, options.layout, options.json, out);
+  return kExitOk;
+}
+
+}  // namespace ckptplan

@@ -1,0 +1,23 @@
+// `plan` and `simulate` under a parallel layout (--dp, --zero, ...): the
+// graph is turned into one graph per distinct rank (dist/layout.h), and each
+// is simulated and planned unchanged.
+#ifndef CKPTPLAN_CLI_DISTRIBUTED_H_
+#define CKPTPLAN_CLI_DISTRIBUTED_H_
+
+#include <ostream>
+
+#include "ckptplan/cli/commands.h"
+
+namespace ckptplan {
+
+/// RunPlan for a layout that is not one device: one plan per pipeline
+/// stage, made on the stage's rank with the highest save-all peak and
+/// simulated on every rank of the stage; it fits when every rank fits.
+int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner,
+                       std::ostream& out);
+/// RunSimulate for a layout that is not one device.
+int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out);
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_CLI_DISTRIBUTED_H_

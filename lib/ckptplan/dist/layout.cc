@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <numeric>
 #include <string>
+#include <unordered_map>
 
 #include "ckptplan/base/errors.h"
+#include "ckptplan/dist/pipeline.h"
 
 namespace ckptplan {
 namespace {
@@ -26,29 +28,6 @@ bool IsRootOf(const Graph& graph, TensorId t, TensorKind kind) {
   return graph.tensors[t].alias_of == kNoId && graph.tensors[t].kind == kind;
 }
 
-// The FSDP unit a node's module scope belongs to: its first component, and
-// the second too when that is a layer index ("h.0/attn" and "/h.0/attn/MatMul"
-// are unit "h.0", "wte" is "wte"). Nodes without a scope form unit "".
-std::string UnitOf(const std::string& scope) {
-  std::vector<std::string> parts;
-  std::string part;
-  for (char c : scope) {
-    if (c == '/' || c == '.') {
-      if (!part.empty()) parts.push_back(part);
-      part.clear();
-      if (parts.size() == 2) break;
-    } else {
-      part += c;
-    }
-  }
-  if (!part.empty() && parts.size() < 2) parts.push_back(part);
-  if (parts.empty()) return "";
-  const bool indexed = parts.size() > 1 && !parts[1].empty() &&
-                       std::all_of(parts[1].begin(), parts[1].end(),
-                                   [](char c) { return c >= '0' && c <= '9'; });
-  return indexed ? parts[0] + "." + parts[1] : parts[0];
-}
-
 // A run of consecutive nodes of one phase and unit, and the parameters its
 // nodes read (storage roots, each once, in first-read order).
 struct Segment {
@@ -62,7 +41,7 @@ std::vector<Segment> FindSegments(const Graph& graph, const std::vector<int64_t>
   std::string unit;
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
-    const std::string node_unit = UnitOf(node.scope);
+    const std::string node_unit = ModuleUnit(node.scope);
     const bool same = !segments.empty() && segments.back().end == n && node_unit == unit &&
                       graph.nodes[segments.back().first].phase == node.phase;
     if (node.phase == Phase::kOptimizer) continue;
@@ -100,7 +79,7 @@ void InsertGathers(Graph* graph, const std::vector<int64_t>& full_bytes) {
   for (size_t i = 0; i < segments.size(); ++i) {
     const Segment& s = segments[i];
     const Node& first = graph->nodes[s.first];
-    const std::string unit = UnitOf(first.scope);
+    const std::string unit = ModuleUnit(first.scope);
     const std::string name = "fsdp.all_gather." + (unit.empty() ? "root" : unit) + "." +
                              std::string(ToString(first.phase)) + "." + std::to_string(i);
     gathered[i] = static_cast<TensorId>(graph->tensors.size());
@@ -153,20 +132,85 @@ void AddBuckets(Graph* graph, const ParallelLayout& layout) {
   if (bytes == 0) return;
   graph->tensors.push_back({"ddp.grad_buckets", bytes, TensorKind::kBuffer, kNoId, kNoId});
   if (layout.grad_buckets != "view") return;
+  // Autograd still makes each gradient; DDP's hook copies it into its
+  // bucket view and drops it: it lives while its producer runs.
+  for (Node& node : graph->nodes) {
+    for (TensorId out : node.outputs) {
+      if (IsRootOf(*graph, out, TensorKind::kGradient)) {
+        node.workspace_bytes += graph->tensors[out].bytes;
+      }
+    }
+  }
   for (TensorId t = 0; t + 1 < graph->tensors.size(); ++t) {
     if (IsRootOf(*graph, t, TensorKind::kGradient)) graph->tensors[t].bytes = 0;
   }
   graph->training.implicit_gradient_bytes = 0;
 }
 
-// Shards one data-parallel rank's model state; `share(bytes)` is its part.
+// The parameter an optimizer-state tensor belongs to, by name:
+// "<parameter>.<state>" (exp_avg, exp_avg_sq, step, momentum_buffer), as
+// scripts/export_torch.py and ONNX Runtime name them; kNoId when none.
+TensorId StateOwner(const Graph& graph, TensorId state,
+                    const std::unordered_map<std::string, TensorId>& params) {
+  const std::string& name = graph.tensors[state].name;
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos) return kNoId;
+  auto found = params.find(name.substr(0, dot));
+  return found == params.end() ? kNoId : found->second;
+}
+
+// ZeroRedundancyOptimizer on one rank: the state of parameters it does not
+// own is not there, and the optimizer nodes that read it (or what such a
+// node made) do not run. State that names no parameter keeps `share`.
 template <typename Share>
-Graph ShardRank(const Graph& graph, const ParallelLayout& layout, Share share) {
+void KeepOwnedState(Graph* g, const std::vector<TensorId>& owned, Share share) {
+  std::unordered_map<std::string, TensorId> params;
+  for (TensorId t = 0; t < g->tensors.size(); ++t) {
+    if (IsRootOf(*g, t, TensorKind::kParameter)) params.emplace(g->tensors[t].name, t);
+  }
+  std::vector<uint8_t> mine(g->tensors.size(), 0), foreign(g->tensors.size(), 0);
+  for (TensorId t : owned) mine[t] = 1;
+  for (TensorId t = 0; t < g->tensors.size(); ++t) {
+    if (!IsRootOf(*g, t, TensorKind::kOptimizerState)) continue;
+    const TensorId owner = StateOwner(*g, t, params);
+    if (owner == kNoId) {
+      g->tensors[t].bytes = share(g->tensors[t].bytes);
+    } else if (!mine[owner]) {
+      g->tensors[t].bytes = 0;
+      foreign[t] = 1;
+    }
+  }
+  for (TensorId t = 0; t < g->tensors.size(); ++t) {
+    if (IsRootOf(*g, t, TensorKind::kParameter) && !mine[t]) foreign[t] = 1;
+  }
+  std::vector<Node> nodes;
+  for (Node& node : g->nodes) {
+    bool skip = false;
+    if (node.phase == Phase::kOptimizer) {
+      for (TensorId in : node.inputs) skip = skip || foreign[g->StorageRoot(in)] || foreign[in];
+    }
+    if (!skip) {
+      nodes.push_back(std::move(node));
+      continue;
+    }
+    for (TensorId out : node.outputs) foreign[out] = 1;
+  }
+  g->nodes = std::move(nodes);
+}
+
+// Shards one data-parallel rank's model state; `share(bytes)` is its part.
+// `owned`: the parameters ZeroRedundancyOptimizer gave it (null: flat).
+template <typename Share>
+Graph ShardRank(const Graph& graph, const ParallelLayout& layout, Share share,
+                const std::vector<TensorId>* owned = nullptr) {
   Graph g = graph;
   std::vector<int64_t> full_bytes(g.tensors.size());
   for (TensorId t = 0; t < g.tensors.size(); ++t) full_bytes[t] = g.tensors[t].bytes;
   TrainingState& training = g.training;
-  if (layout.zero >= 1) {
+  if (layout.zero >= 1 && owned != nullptr) {
+    KeepOwnedState(&g, *owned, share);
+    training.extra_optimizer_bytes = share(training.extra_optimizer_bytes);
+  } else if (layout.zero >= 1) {
     for (TensorId t = 0; t < g.tensors.size(); ++t) {
       if (IsRootOf(g, t, TensorKind::kOptimizerState)) g.tensors[t].bytes = share(full_bytes[t]);
     }
@@ -202,6 +246,26 @@ Graph ShardRank(const Graph& graph, const ParallelLayout& layout, Share share) {
 
 }  // namespace
 
+std::string ModuleUnit(const std::string& scope) {
+  std::vector<std::string> parts;
+  std::string part;
+  for (char c : scope) {
+    if (c == '/' || c == '.') {
+      if (!part.empty()) parts.push_back(part);
+      part.clear();
+      if (parts.size() == 2) break;
+    } else {
+      part += c;
+    }
+  }
+  if (!part.empty() && parts.size() < 2) parts.push_back(part);
+  if (parts.empty()) return "";
+  const bool indexed = parts.size() > 1 && !parts[1].empty() &&
+                       std::all_of(parts[1].begin(), parts[1].end(),
+                                   [](char c) { return c >= '0' && c <= '9'; });
+  return indexed ? parts[0] + "." + parts[1] : parts[0];
+}
+
 bool ParallelLayout::IsSingleDevice() const {
   return dp == 1 && zero == 0 && tp == 1 && !sp && pp == 1 && microbatches == 1;
 }
@@ -230,8 +294,8 @@ void ValidateLayout(const ParallelLayout& layout) {
   // Not built yet (issue 22): say so rather than answer for one device.
   Require(layout.tp == 1 && !layout.sp,
           "--tp and --sp: tensor and sequence parallelism are not implemented yet");
-  Require(layout.pp == 1 && layout.microbatches == 1,
-          "--pp and --microbatches: pipeline parallelism is not implemented yet");
+  Require(layout.schedule != "interleaved" && layout.virtual_stages == 1,
+          "--schedule interleaved and --virtual-stages: not implemented yet");
 }
 
 ShardPlan PlanShards(const Graph& graph, int dp, const std::string& partition) {
@@ -265,16 +329,19 @@ ShardPlan PlanShards(const Graph& graph, int dp, const std::string& partition) {
   return plan;
 }
 
-std::vector<RankGraph> DistributeGraph(const Graph& graph, const ParallelLayout& layout) {
-  ValidateLayout(layout);
-  std::vector<RankGraph> ranks;
+namespace {
+
+// The data-parallel ranks of one stage's graph.
+void DistributeStage(const Graph& graph, const ParallelLayout& layout, int stage,
+                     std::vector<RankGraph>* ranks) {
   if (layout.zero_partition != "params" || layout.zero == 0) {
     const int64_t dp = layout.dp;
     RankGraph rank;
+    rank.pp_stage = stage;
     rank.count = layout.dp;
     rank.graph = ShardRank(graph, layout, [dp](int64_t bytes) { return CeilDiv(bytes, dp); });
-    ranks.push_back(std::move(rank));
-    return ranks;
+    ranks->push_back(std::move(rank));
+    return;
   }
   const ShardPlan shards = PlanShards(graph, layout.dp, layout.zero_partition);
   if (shards.total_bytes == 0) {
@@ -283,22 +350,41 @@ std::vector<RankGraph> DistributeGraph(const Graph& graph, const ParallelLayout&
                      kExitBadInput);
   }
   // Ranks owning the same bytes have the same graph: one entry, counted.
+  const size_t first = ranks->size();
   for (int r = 0; r < layout.dp; ++r) {
     const int64_t owned = shards.owned_bytes[r];
-    auto same = std::find_if(ranks.begin(), ranks.end(), [&](const RankGraph& g) {
+    auto same = std::find_if(ranks->begin() + first, ranks->end(), [&](const RankGraph& g) {
       return shards.owned_bytes[g.dp_rank] == owned;
     });
-    if (same != ranks.end()) {
+    if (same != ranks->end()) {
       ++same->count;
       continue;
     }
     RankGraph rank;
+    rank.pp_stage = stage;
     rank.dp_rank = r;
     const int64_t total = shards.total_bytes;
-    rank.graph = ShardRank(graph, layout, [owned, total](int64_t bytes) {
-      return Proportion(bytes, owned, total);
-    });
-    ranks.push_back(std::move(rank));
+    rank.graph = ShardRank(
+        graph, layout, [owned, total](int64_t bytes) { return Proportion(bytes, owned, total); },
+        &shards.owned[r]);
+    ranks->push_back(std::move(rank));
+  }
+}
+
+}  // namespace
+
+std::vector<RankGraph> DistributeGraph(const Graph& graph, const ParallelLayout& layout) {
+  ValidateLayout(layout);
+  std::vector<RankGraph> ranks;
+  if (layout.pp == 1 && layout.microbatches == 1) {
+    DistributeStage(graph, layout, 0, &ranks);
+    return ranks;
+  }
+  const std::vector<int> stage_of = AssignStages(graph, layout.pp);
+  for (int stage = 0; stage < layout.pp; ++stage) {
+    Graph g = StageGraph(graph, layout, stage, stage_of);
+    ValidateGraph(g);
+    DistributeStage(g, layout, stage, &ranks);
   }
   return ranks;
 }

@@ -69,6 +69,11 @@ struct ShardPlan {
   std::vector<int64_t> owned_bytes;  ///< per dp rank; "flat": ceil(total / dp)
   int64_t total_bytes = 0;           ///< all parameter bytes
 };
+/// The module unit of a scope: its first component, and the second too when
+/// that is a layer index ("h.0/attn" and "/h.0/attn/MatMul" are "h.0", "wte"
+/// is "wte", "" is ""). FSDP wraps units; pipelines split layers.
+std::string ModuleUnit(const std::string& scope);
+
 /// Assigns parameters to `dp` ranks as `partition` says.
 ShardPlan PlanShards(const Graph& graph, int dp, const std::string& partition);
 

@@ -140,6 +140,13 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--to", sweep_to, "Largest budget, e.g. 80GiB");
   sweep_cmd->add_option("--steps", sweep_steps, "Budgets from --from to --to, evenly spaced");
   sweep_cmd->add_option("--budgets", sweep_budgets, "Comma-separated budgets, e.g. 20GiB,40GiB");
+  bool search_parallel = false;
+  int search_gpus = 0;
+  std::string search_budget;
+  sweep_cmd->add_flag("--search-parallel", search_parallel,
+                      "List the parallel layouts of --gpus ranks that fit --budget per rank");
+  sweep_cmd->add_option("--gpus", search_gpus, "Ranks for --search-parallel");
+  sweep_cmd->add_option("--budget", search_budget, "Budget per rank for --search-parallel");
 
   SimulateOptions simulate;
   SizeFlags simulate_sizes;
@@ -261,6 +268,13 @@ int main(int argc, char** argv) {
     }
     if (sweep_cmd->parsed()) {
       if (!sweep_sizes.reserve.empty()) sweep.reserve_bytes = ParseSize(sweep_sizes.reserve, "--reserve");
+      if (search_parallel) {
+        if (search_budget.empty()) {
+          throw InputError("sweep --search-parallel: --budget is required", kExitUsage);
+        }
+        return RunSweepParallel(sweep, search_gpus, ParseSize(search_budget, "--budget"),
+                                std::cout);
+      }
       if (!sweep_budgets.empty()) {
         if (!sweep_from.empty() || !sweep_to.empty() || sweep_steps != 0) {
           throw InputError("sweep: give either --budgets or --from/--to/--steps", kExitUsage);

@@ -299,6 +299,14 @@ int RunSweep(const SweepOptions& options, std::ostream& out) {
   return kExitOk;
 }
 
+int RunSweepParallel(const SweepOptions& options, int gpus, int64_t budget_bytes,
+                     std::ostream& out) {
+  CheckReserve(options.reserve_bytes, "--reserve");
+  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
+  planner_options.budget_bytes = budget_bytes;
+  return RunParallelSearch(options, planner_options, gpus, out);
+}
+
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {
   ExportTarget target;
   if (!ParseExportTarget(options.target, &target)) {

@@ -91,6 +91,9 @@ PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool 
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
 int RunSweep(const SweepOptions& options, std::ostream& out);
+/// `sweep --search-parallel --gpus G --budget B` (distributed.h).
+int RunSweepParallel(const SweepOptions& options, int gpus, int64_t budget_bytes,
+                     std::ostream& out);
 int RunGenerate(const GenerateOptions& options, std::ostream& out);
 /// Writes the framework's file to output_path (report on `out`) or, without
 /// one, the file on `out` and the report on `err`.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <map>
+#include <cstdio>
+#include <set>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
@@ -10,6 +12,7 @@
 #include "ckptplan/base/output_file.h"
 #include "ckptplan/base/size.h"
 #include "ckptplan/emit/plan_io.h"
+#include "ckptplan/dist/pipeline.h"
 #include "ckptplan/emit/report.h"
 
 namespace ckptplan {
@@ -226,6 +229,154 @@ int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner
     WriteFileAtomic(options.output_path, plan.dump(2) + "\n");
   }
   PrintRuns(runs, base, options.layout, options.json, out);
+  return kExitOk;
+}
+
+}  // namespace ckptplan
+
+namespace ckptplan {
+namespace {
+
+// One layout's outcome in the search: the highest rank's peak and the
+// highest recompute overhead over the stages.
+struct LayoutRow {
+  ParallelLayout layout;
+  int64_t peak_bytes = 0;
+  double overhead_percent = 0;
+};
+
+constexpr int kMaxSearchStages = 8;
+
+std::vector<ParallelLayout> CandidateLayouts(int gpus, int layers) {
+  std::vector<ParallelLayout> layouts;
+  // Up to 8 stages, 1F1B only: with as many microbatches as stages GPipe
+  // holds every microbatch on every stage, never less than 1F1B.
+  for (int pp = 1; pp <= gpus && pp <= layers && pp <= kMaxSearchStages; ++pp) {
+    if (gpus % pp != 0) continue;
+    for (const char* schedule : {"1f1b"}) {
+      for (int zero = 0; zero <= 3; ++zero) {
+        ParallelLayout l;
+        l.dp = gpus / pp;
+        l.pp = pp;
+        l.zero = l.dp > 1 ? zero : 0;
+        if (l.dp == 1 && zero > 0) continue;
+        // The fewest microbatches that fill the pipeline.
+        l.microbatches = pp;
+        l.schedule = schedule;
+        layouts.push_back(l);
+      }
+    }
+  }
+  return layouts;
+}
+
+int CountLayers(const Graph& graph) {
+  std::vector<int> stage = AssignStages(graph, 1);  // validates there is a layer
+  (void)stage;
+  std::set<std::string> units;
+  for (const Node& node : graph.nodes) {
+    const std::string unit = ModuleUnit(node.scope);
+    const size_t dot = unit.rfind('.');
+    if (dot != std::string::npos && dot + 1 < unit.size() &&
+        std::all_of(unit.begin() + dot + 1, unit.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      units.insert(unit);
+    }
+  }
+  return static_cast<int>(units.size());
+}
+
+// Plans every stage of `layout`; false when a stage cannot fit.
+bool PlanLayout(const Graph& graph, const PlannerOptions& planner, LayoutRow* row) {
+  std::vector<RankRun> runs = MakeRuns(graph, row->layout, planner.reserve_bytes);
+  for (const RankRun& run : runs) {
+    if (run.bound.bytes > planner.budget_bytes) return false;
+  }
+  std::map<int, size_t> worst;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    auto [it, inserted] = worst.emplace(runs[i].rank.pp_stage, i);
+    if (!inserted && runs[i].save_all.peak_bytes > runs[it->second].save_all.peak_bytes) {
+      it->second = i;
+    }
+  }
+  for (const auto& [stage, index] : worst) {
+    RankRun& run = runs[index];
+    SaveSet keep = run.keep;
+    if (run.save_all.peak_bytes > planner.budget_bytes) {
+      PlannerResult found = PlanGraph(run.rank.graph, planner);
+      if (!found.fits) return false;
+      keep = found.keep;
+    }
+    for (RankRun& other : runs) {
+      if (other.rank.pp_stage != stage) continue;
+      other.planned = SimulateRank(other.rank.graph, Resize(keep, other.rank.graph),
+                                   planner.reserve_bytes);
+      if (other.planned.peak_bytes > planner.budget_bytes) return false;
+      row->peak_bytes = std::max(row->peak_bytes, other.planned.peak_bytes);
+      const double overhead = other.planned.step_cost > 0
+                                  ? 100.0 * other.planned.recompute_cost / other.planned.step_cost
+                                  : 0.0;
+      row->overhead_percent = std::max(row->overhead_percent, overhead);
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+int RunParallelSearch(const SweepOptions& options, const PlannerOptions& planner,
+                      int gpus, std::ostream& out) {
+  if (gpus < 1) throw InputError("--gpus: must be at least 1", kExitUsage);
+  if (planner.budget_bytes < 0) {
+    throw InputError("sweep --search-parallel: --budget is required", kExitUsage);
+  }
+  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  const int layers = CountLayers(loaded.graph);
+  std::vector<LayoutRow> rows;
+  size_t tried = 0;
+  for (const ParallelLayout& layout : CandidateLayouts(gpus, layers)) {
+    ++tried;
+    LayoutRow row;
+    row.layout = layout;
+    if (PlanLayout(loaded.graph, planner, &row)) rows.push_back(row);
+  }
+  // Cheapest first; then the lower peak; then the layout's order (fewer
+  // stages, 1f1b before gpipe, lower ZeRO stage).
+  std::stable_sort(rows.begin(), rows.end(), [](const LayoutRow& a, const LayoutRow& b) {
+    if (a.overhead_percent != b.overhead_percent) return a.overhead_percent < b.overhead_percent;
+    return a.peak_bytes < b.peak_bytes;
+  });
+  if (options.json) {
+    ordered_json j;
+    j["command"] = "sweep";
+    j["graph"] = options.graph_path;
+    j["gpus"] = gpus;
+    j["budget_bytes"] = planner.budget_bytes;
+    j["layouts_tried"] = tried;
+    ordered_json list = ordered_json::array();
+    for (const LayoutRow& row : rows) {
+      ordered_json r = LayoutJson(row.layout);
+      r["peak_bytes"] = row.peak_bytes;
+      r["recompute_overhead_percent"] = row.overhead_percent;
+      list.push_back(std::move(r));
+    }
+    j["layouts"] = std::move(list);
+    out << j.dump(2) << '\n';
+    return kExitOk;
+  }
+  out << "ckptplan sweep --search-parallel: " << options.graph_path << ", " << gpus
+      << " GPUs, budget " << FormatBytes(planner.budget_bytes) << " per rank: " << rows.size()
+      << " of " << tried << " layouts fit (tp 1, pp <= 8, 1f1b with microbatches = pp)\n";
+  char line[160];
+  std::snprintf(line, sizeof(line), "  %4s %4s %4s %4s %4s %-6s %12s %10s\n", "dp", "tp", "pp",
+                "zero", "mb", "sched", "peak", "recompute");
+  out << line;
+  for (const LayoutRow& row : rows) {
+    const ParallelLayout& l = row.layout;
+    std::snprintf(line, sizeof(line), "  %4d %4d %4d %4d %4d %-6s %12s %9.2f%%\n", l.dp, l.tp,
+                  l.pp, l.zero, l.microbatches, l.schedule.c_str(),
+                  FormatBytes(row.peak_bytes).c_str(), row.overhead_percent);
+    out << line;
+  }
   return kExitOk;
 }
 

@@ -75,10 +75,9 @@ TEST_CASE("pipeline stages hold the activations their schedule keeps in flight")
   layout.microbatches = 3;
   CHECK(AssignStages(graph, 2) == std::vector<int>{0, 1, 1, 0});
   // Stage 0, 1F1B (F0 F1 B0 F2 B1 B2): resident w0 4 + three microbatches'
-  // x 30 = 34. a0 of each microbatch is kept until its backward starts
-  // (the pp_recv of its gradient reads it): two in flight. At B0's receive:
-  // a0 of microbatches 0 and 1 (200) + the received da0 (100): 334; at B1's,
-  // a0 of 1 and 2, da0 and now g0 4: 338, the peak.
+  // x 30 = 34. a0 of each microbatch is held until its backward has run:
+  // two in flight. At B0's b0: a0 of microbatches 0 and 1 (200), the
+  // received da0 (100) and g0 4: 338; B1's b0 holds the same.
   CHECK(StagePeak(graph, layout, 0) == 338);
   // Stage 1 (F0 B0 F1 B1 ...): resident w1 4; at b1: the received a0 100,
   // a1 50, da0 100, g1 4: 258, whatever the microbatch count.
@@ -86,10 +85,10 @@ TEST_CASE("pipeline stages hold the activations their schedule keeps in flight")
   layout.microbatches = 6;
   CHECK(StagePeak(graph, layout, 1) == 258);
   layout.microbatches = 3;
-  // GPipe holds all three: stage 0 at B0's receive 34 + 300 + 100 = 434;
+  // GPipe holds all three: stage 0 at B0's b0 34 + 300 + 100 + g0 4 = 438;
   // stage 1 at b1 of microbatch 0: 4 + 3 x (100 + 50) + 100 + 4 = 558.
   layout.schedule = "gpipe";
-  CHECK(StagePeak(graph, layout, 0) == 434);
+  CHECK(StagePeak(graph, layout, 0) == 438);
   CHECK(StagePeak(graph, layout, 1) == 558);
   // --pp-free-outputs: a0 is freed once sent; stage 0's peak is b0's
   // 34 + da0 100 + g0 4 = 138.

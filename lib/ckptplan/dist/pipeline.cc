@@ -178,7 +178,12 @@ class StageBuilder {
         copy.outputs.push_back(GradientOutput(m, t, &copy.inputs));
         continue;
       }
-      const TensorId alias = tensor.alias_of == kNoId ? kNoId : Get(m, tensor.alias_of);
+      TensorId alias = kNoId;
+      if (tensor.alias_of != kNoId && in_.tensors[tensor.alias_of].kind == TensorKind::kGradient) {
+        alias = grad_root_.at(in_.StorageRoot(tensor.alias_of));  // a view of a gradient
+      } else if (tensor.alias_of != kNoId) {
+        alias = Get(m, tensor.alias_of);
+      }
       map_[m][t] = Add(Prefix(m) + tensor.name, tensor.bytes, tensor.kind, alias);
       copy.outputs.push_back(map_[m][t]);
     }
@@ -222,11 +227,13 @@ class StageBuilder {
   }
 
   void Backward(int m) {
-    // Reading the sent activations here keeps them until this backward
-    // starts, unless the stage frees them once sent.
-    Recv(m, recv_grad_, layout_.pp_free_outputs ? std::vector<TensorId>{} : send_, "gradients");
+    Recv(m, recv_grad_, {}, "gradients");
     for (NodeId n : backward_) Copy(m, n);
     Send(m, send_grad_, Phase::kBackward, "gradients");
+    // The schedule holds the sent activations until this microbatch's
+    // backward has run (the backward call takes them), unless the stage
+    // freed them once sent.
+    if (!layout_.pp_free_outputs) Send(m, send_, Phase::kBackward, "release");
   }
 
   // The stage's part of each optimizer node: its own parameters and
@@ -285,6 +292,28 @@ class StageBuilder {
   int accumulations_ = 0;
 };
 
+// A backward node without a layer scope (exported graphs give backward
+// nodes no scope) runs where what it reads was made: the last stage of the
+// forward tensors it reads; else of the parameters it reads (their first
+// forward reader's stage); else of the backward node that made its first
+// gradient input; else the last stage, where the backward starts.
+int BackwardStage(const Graph& graph, NodeId n, const std::vector<int>& stage_of,
+                  const std::vector<int>& param_stage, int stages) {
+  int forward = -1, param = -1, inherited = -1;
+  for (TensorId t : graph.nodes[n].inputs) {
+    const TensorId root = graph.StorageRoot(t);
+    const NodeId p = graph.tensors[t].producer;
+    if (p != kNoId && graph.nodes[p].phase == Phase::kForward) {
+      forward = std::max(forward, stage_of[p]);
+    } else if (param_stage[root] >= 0) {
+      param = std::max(param, param_stage[root]);
+    } else if (p != kNoId && inherited < 0 && stage_of[p] >= 0) {
+      inherited = stage_of[p];
+    }
+  }
+  return forward >= 0 ? forward : param >= 0 ? param : inherited >= 0 ? inherited : stages - 1;
+}
+
 }  // namespace
 
 std::vector<int> AssignStages(const Graph& graph, int stages) {
@@ -315,26 +344,27 @@ std::vector<int> AssignStages(const Graph& graph, int stages) {
     ++index;
   }
   std::vector<int> stage_of(graph.nodes.size(), stages - 1);
-  std::map<std::string, int> unit_stage;  // non-layer units, from the forward
+  std::vector<int> param_stage(graph.tensors.size(), -1);  // first forward reader's
   bool seen_layer = false;
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     if (node.phase == Phase::kOptimizer) {
       stage_of[n] = -1;
-      continue;
-    }
-    if (layer_of[n] >= 0) {
+    } else if (layer_of[n] >= 0) {
       stage_of[n] = stage_of_layer[layer_of[n]];
-      if (node.phase == Phase::kForward) seen_layer = true;
-      continue;
-    }
-    const std::string unit = ModuleUnit(node.scope);
-    if (node.phase == Phase::kForward) {
-      auto [it, inserted] = unit_stage.emplace(unit, seen_layer ? stages - 1 : 0);
-      stage_of[n] = it->second;
+      seen_layer = seen_layer || node.phase == Phase::kForward;
+    } else if (node.phase == Phase::kForward) {
+      // Before the first layer: embeddings; after: final norm, head, loss.
+      stage_of[n] = seen_layer ? stages - 1 : 0;
     } else {
-      auto it = unit_stage.find(unit);
-      stage_of[n] = it != unit_stage.end() ? it->second : stages - 1;
+      stage_of[n] = BackwardStage(graph, n, stage_of, param_stage, stages);
+    }
+    if (node.phase != Phase::kForward) continue;
+    for (TensorId t : node.inputs) {
+      const TensorId root = graph.StorageRoot(t);
+      if (graph.tensors[root].kind == TensorKind::kParameter && param_stage[root] < 0) {
+        param_stage[root] = stage_of[n];
+      }
     }
   }
   return stage_of;

@@ -14,9 +14,11 @@ namespace ckptplan {
 /// Which pipeline stage each node of the one-microbatch graph runs on
 /// (optimizer nodes: -1, every stage runs its part). Layers are the module
 /// scopes "<name>.<index>" (h.0, layers.3, ...), split evenly, the earlier
-/// stages taking one more when they do not divide; nodes of other scopes go
-/// to the first stage when their scope first runs before the first layer
-/// (embeddings) and to the last otherwise (final norm, head, loss).
+/// stages taking one more when they do not divide. Other forward nodes go to
+/// the first stage before the first layer (embeddings) and to the last after
+/// it (final norm, head, loss); other backward nodes to the last stage of the
+/// forward tensors they read, else of the parameters they read, else of the
+/// node that made their first input, else the last stage.
 /// Throws InputError when the graph has fewer layers than `stages`.
 std::vector<int> AssignStages(const Graph& graph, int stages);
 
@@ -36,7 +38,8 @@ std::vector<ScheduleSlot> StageSchedule(const std::string& schedule, int stages,
 /// (and, in backward, the gradients from the next one), a `pp_send` node
 /// reading what it sends, and its own optimizer part at the end. Without
 /// --pp-free-outputs the sent activations stay live until that
-/// microbatch's backward starts (Megatron keeps them for the backward call).
+/// microbatch's backward has run (a `pp_send_release` node reads them last:
+/// Megatron passes them to the backward call).
 /// Parameters are the ones the stage's nodes read; TrainingState's extra
 /// bytes are scaled by the stage's share of the parameter bytes.
 Graph StageGraph(const Graph& graph, const ParallelLayout& layout, int stage,

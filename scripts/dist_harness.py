@@ -93,21 +93,7 @@ def worker(rank, world, config, port, results):
         with record_function("ckptplan_step2"):
             step()
         dist.barrier()
-    events = prof.profiler.kineto_results.events()
-    window = [e for e in events if e.name() == "ckptplan_step2"][0]
-    begin, end = window.start_us(), window.start_us() + window.duration_us()
-    memory = sorted(((e.start_us(), e.nbytes()) for e in events if e.name() == "[memory]"),
-                    key=lambda e: e[0])
-    running = peak = 0
-    start = None  # bytes live when the measured step starts
-    for ts, nbytes in memory:
-        if ts > end:
-            break
-        if ts >= begin and start is None:
-            start = running
-        running += nbytes
-        if ts >= begin:
-            peak = max(peak, running)
+    peak, start = step_peak(prof)
     # What is live at the step's start besides the tensors we can name is
     # DDP's buckets (one copy of the gradients) and a little bookkeeping. More
     # means the profiler lost a free event (seen: one event fewer, a block of
@@ -119,6 +105,27 @@ def worker(rank, world, config, port, results):
     unnamed = (start or 0) - named
     results[rank] = (peak, unnamed <= param_bytes + (64 << 10), unnamed)
     dist.destroy_process_group()
+
+
+def step_peak(prof, name="ckptplan_step2"):
+    """(peak, live at start) of the window `name` in a memory profile: the
+    running sum of every allocation and free, in time order."""
+    events = prof.profiler.kineto_results.events()
+    window = [e for e in events if e.name() == name][0]
+    begin, end = window.start_us(), window.start_us() + window.duration_us()
+    memory = sorted(((e.start_us(), e.nbytes()) for e in events if e.name() == "[memory]"),
+                    key=lambda e: e[0])
+    running = peak = 0
+    start = None
+    for ts, nbytes in memory:
+        if ts > end:
+            break
+        if ts >= begin and start is None:
+            start = running
+        running += nbytes
+        if ts >= begin:
+            peak = max(peak, running)
+    return peak, start
 
 
 def opt_state(opt):

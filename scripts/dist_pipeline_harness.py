@@ -110,18 +110,7 @@ def worker(rank, world, sched, m, port, results):
         with record_function("ckptplan_step2"):
             step()
         dist.barrier()
-    events = prof.profiler.kineto_results.events()
-    window = [e for e in events if e.name() == "ckptplan_step2"][0]
-    begin, end = window.start_us(), window.start_us() + window.duration_us()
-    memory = sorted(((e.start_us(), e.nbytes()) for e in events if e.name() == "[memory]"),
-                    key=lambda e: e[0])
-    running = peak = 0
-    for ts, nbytes in memory:
-        if ts > end:
-            break
-        running += nbytes
-        if ts >= begin:
-            peak = max(peak, running)
+    peak, _ = dist_harness.step_peak(prof)
     results[rank] = peak
     dist.destroy_process_group()
 

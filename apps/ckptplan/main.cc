@@ -41,6 +41,31 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
   command->add_option("--top", options->top, "Tensors to list at the peak")->capture_default_str();
 }
 
+// The parallel layout (docs/distributed.md); --bucket-cap is a size, parsed
+// after CLI11 like the others.
+void AddParallel(CLI::App* command, ParallelLayout* l, std::string* bucket_cap) {
+  const char* group = "Parallel layout (docs/distributed.md)";
+  command->add_option("--dp", l->dp, "Data-parallel ranks")->group(group);
+  command->add_option("--zero", l->zero, "ZeRO stage: 0 DDP, 1 optimizer state, 2 +gradients, "
+                      "3 +parameters (FSDP full shard)")->group(group);
+  command->add_option("--zero-partition", l->zero_partition,
+                      "flat (DeepSpeed/FSDP) or params (ZeroRedundancyOptimizer, --zero 1)")
+      ->group(group);
+  command->add_option("--grad-buckets", l->grad_buckets,
+                      "DDP buckets: copy (default) or view (gradient_as_bucket_view)")->group(group);
+  command->add_option("--bucket-cap", *bucket_cap, "DDP bucket cap, e.g. 25MiB")->group(group);
+  command->add_option("--tp", l->tp, "Tensor-parallel degree")->group(group);
+  command->add_flag("--sp", l->sp, "Sequence parallelism with --tp")->group(group);
+  command->add_option("--tp-embedding", l->tp_embedding, "vocab or replicated")->group(group);
+  command->add_option("--pp", l->pp, "Pipeline stages")->group(group);
+  command->add_option("--microbatches", l->microbatches, "Pipeline microbatches")->group(group);
+  command->add_option("--schedule", l->schedule, "gpipe, 1f1b or interleaved")->group(group);
+  command->add_option("--virtual-stages", l->virtual_stages, "Model chunks per stage (interleaved)")
+      ->group(group);
+  command->add_flag("--pp-free-outputs", l->pp_free_outputs,
+                    "A stage frees its output's data once sent")->group(group);
+}
+
 void AddSearch(CLI::App* command, SearchFlags* flags) {
   command->add_option_function<std::string>(
       "--strategy",
@@ -83,6 +108,8 @@ int main(int argc, char** argv) {
       ->required();
   plan_cmd->add_option("-o,--output", plan.output_path, "Write the plan file here");
   AddSearch(plan_cmd, &plan);
+  std::string plan_bucket_cap, simulate_bucket_cap;
+  AddParallel(plan_cmd, &plan.layout, &plan_bucket_cap);
   // Hidden (empty group): debugging and benchmarks.
   plan_cmd->add_option("--planner", plan.planner, "incremental or reference")->group("");
   plan_cmd->add_flag("--timings", plan.timings, "Print timings to stderr")->group("");
@@ -99,6 +126,13 @@ int main(int argc, char** argv) {
   sweep_cmd->add_option("--to", sweep_to, "Largest budget, e.g. 80GiB");
   sweep_cmd->add_option("--steps", sweep_steps, "Budgets from --from to --to, evenly spaced");
   sweep_cmd->add_option("--budgets", sweep_budgets, "Comma-separated budgets, e.g. 20GiB,40GiB");
+  bool search_parallel = false;
+  int search_gpus = 0;
+  std::string search_budget;
+  sweep_cmd->add_flag("--search-parallel", search_parallel,
+                      "List the parallel layouts of --gpus ranks that fit --budget per rank");
+  sweep_cmd->add_option("--gpus", search_gpus, "Ranks for --search-parallel");
+  sweep_cmd->add_option("--budget", search_budget, "Budget per rank for --search-parallel");
 
   SimulateOptions simulate;
   SizeFlags simulate_sizes;
@@ -106,6 +140,7 @@ int main(int argc, char** argv) {
       app.add_subcommand("simulate", "Show where memory goes in one training step");
   AddCommon(simulate_cmd, &simulate, &simulate_sizes);
   simulate_cmd->add_option("--plan", simulate.plan_path, "Apply this plan file");
+  AddParallel(simulate_cmd, &simulate.layout, &simulate_bucket_cap);
 
   GenerateOptions generate;
   CLI::App* generate_cmd =
@@ -230,6 +265,12 @@ int main(int argc, char** argv) {
       }
       return RunCheck(check, std::cout, std::cerr);
     }
+    if (!plan_bucket_cap.empty()) {
+      plan.layout.bucket_cap_bytes = ParseSize(plan_bucket_cap, "--bucket-cap");
+    }
+    if (!simulate_bucket_cap.empty()) {
+      simulate.layout.bucket_cap_bytes = ParseSize(simulate_bucket_cap, "--bucket-cap");
+    }
     if (plan_cmd->parsed()) {
       plan.budget_bytes = ParseSize(plan_sizes.budget, "--budget");
       if (!plan_sizes.reserve.empty()) plan.reserve_bytes = ParseSize(plan_sizes.reserve, "--reserve");
@@ -241,6 +282,13 @@ int main(int argc, char** argv) {
     }
     if (sweep_cmd->parsed()) {
       if (!sweep_sizes.reserve.empty()) sweep.reserve_bytes = ParseSize(sweep_sizes.reserve, "--reserve");
+      if (search_parallel) {
+        if (search_budget.empty()) {
+          throw InputError("sweep --search-parallel: --budget is required", kExitUsage);
+        }
+        return RunSweepParallel(sweep, search_gpus, ParseSize(search_budget, "--budget"),
+                                std::cout);
+      }
       if (!sweep_budgets.empty()) {
         if (!sweep_from.empty() || !sweep_to.empty() || sweep_steps != 0) {
           throw InputError("sweep: give either --budgets or --from/--to/--steps", kExitUsage);

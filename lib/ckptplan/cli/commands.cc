@@ -12,6 +12,7 @@
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/text_escape.h"
+#include "ckptplan/cli/distributed.h"
 #include "ckptplan/plan/incremental.h"
 #include "ckptplan/emit/json_writer.h"
 #include "ckptplan/emit/export.h"
@@ -110,6 +111,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
                      kExitUsage);
   }
   planner_options.reference_greedy = options.planner == "reference";
+  if (!options.layout.IsSingleDevice()) return RunDistributedPlan(options, planner_options, out);
   auto clock = std::chrono::steady_clock::now();
   const LoadOptions load = ResolveLoad(options.load, std::nullopt, nullptr);
   LoadedGraph loaded = LoadGraph(options.graph_path, load);
@@ -162,6 +164,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
 
 int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   if (options.reserve_bytes) CheckReserve(*options.reserve_bytes, "--reserve");
+  if (!options.layout.IsSingleDevice()) return RunDistributedSimulate(options, out);
   const LoadOptions load =
       options.plan_path.empty()
           ? ResolveLoad(options.load, std::nullopt, nullptr)
@@ -265,6 +268,15 @@ int RunSweep(const SweepOptions& options, std::ostream& out) {
     out << EscapeControls(SweepText(loaded.graph, options.graph_path, sweep));
   }
   return kExitOk;
+}
+
+int RunSweepParallel(const SweepOptions& options, int gpus, int64_t budget_bytes,
+                     std::ostream& out) {
+  const int64_t reserve_bytes = options.reserve_bytes.value_or(0);
+  CheckReserve(reserve_bytes, "--reserve");
+  PlannerOptions planner_options = MakePlannerOptions(options, reserve_bytes);
+  planner_options.budget_bytes = budget_bytes;
+  return RunParallelSearch(options, planner_options, gpus, out);
 }
 
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {

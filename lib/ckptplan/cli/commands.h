@@ -11,6 +11,7 @@
 
 #include "ckptplan/cli/flags.h"
 #include "ckptplan/emit/export.h"
+#include "ckptplan/dist/layout.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/plan/plan_outcome.h"
 #include "ckptplan/plan/planner.h"
@@ -29,6 +30,7 @@ struct CommonOptions {
   std::string trace_path;         ///< Chrome Trace Event / Perfetto JSON; empty: none
   std::string timeline_csv_path;  ///< CSV timeline; empty: none
   size_t top = 10;            ///< tensors listed at the peak
+  ParallelLayout layout;      ///< --dp, --zero, ...: one device by default
 };
 
 /// How plans are searched for (see planner.h and recompute_policy.h).
@@ -78,6 +80,9 @@ struct ExportOptions {
 int RunPlan(const PlanOptions& options, std::ostream& out);
 int RunSimulate(const SimulateOptions& options, std::ostream& out);
 int RunSweep(const SweepOptions& options, std::ostream& out);
+/// `sweep --search-parallel --gpus G --budget B` (distributed.h).
+int RunSweepParallel(const SweepOptions& options, int gpus, int64_t budget_bytes,
+                     std::ostream& out);
 int RunGenerate(const GenerateOptions& options, std::ostream& out);
 /// Writes the framework's file to output_path (report on `out`) or, without
 /// one, the file on `out` and the report on `err`.

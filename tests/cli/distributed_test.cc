@@ -1,0 +1,79 @@
+// `plan` and `simulate` with a parallel layout: the "ranks" array and the
+// plan file's stages (docs/distributed.md).
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli_util.h"
+
+namespace ckptplan {
+namespace {
+
+using testing::RunCli;
+using testing::ScratchDir;
+using testing::Slurp;
+
+std::string SmallTransformer(const std::string& dir) {
+  const std::string path = dir + "/t.json";
+  REQUIRE(RunCli("generate transformer --layers 2 --hidden 64 --heads 4 --seq 32 --batch 2 "
+                 "--vocab 256 -o " + path).code == 0);
+  return path;
+}
+
+TEST_CASE("simulate --json with a layout: peak_bytes is the highest of the ranks") {
+  const std::string graph = SmallTransformer(ScratchDir("dist_sim"));
+  auto one = RunCli("simulate " + graph + " --json");
+  auto ddp = RunCli("simulate " + graph + " --json --dp 4");
+  auto zero = RunCli("simulate " + graph + " --json --dp 4 --zero 1 --zero-partition params");
+  REQUIRE(one.code == 0);
+  REQUIRE(ddp.code == 0);
+  REQUIRE(zero.code == 0);
+  auto j1 = nlohmann::json::parse(one.out), jd = nlohmann::json::parse(ddp.out),
+       jz = nlohmann::json::parse(zero.out);
+  // DDP copy mode adds the buckets: one more copy of the fp32 gradients,
+  // i.e. the parameters' bytes, resident as buffers.
+  REQUIRE(jd["ranks"].size() == 1);
+  CHECK(jd["ranks"][0]["count"] == 4);
+  CHECK(jd["ranks"][0]["peak_breakdown"]["buffers"].get<int64_t>() ==
+        j1["peak_breakdown"]["buffers"].get<int64_t>() +
+            j1["peak_breakdown"]["parameters"].get<int64_t>());
+  // ZeroRedundancyOptimizer: ranks differ; counts cover the 4 ranks.
+  int64_t highest = 0, count = 0;
+  for (const auto& rank : jz["ranks"]) {
+    for (const char* key : {"pp_stage", "tp_rank", "dp_rank", "count", "peak_bytes"}) {
+      CHECK(rank.contains(key));
+    }
+    highest = std::max(highest, rank["peak_bytes"].get<int64_t>());
+    count += rank["count"].get<int64_t>();
+  }
+  CHECK(count == 4);
+  CHECK(jz["ranks"].size() > 1);
+  CHECK(jz["peak_bytes"] == highest);
+}
+
+TEST_CASE("plan with --zero 3 writes each stage's decisions; simulate --plan agrees") {
+  const std::string dir = ScratchDir("dist_plan");
+  const std::string graph = SmallTransformer(dir);
+  auto save_all = nlohmann::json::parse(RunCli("simulate " + graph + " --json --dp 2 --zero 3").out);
+  const int64_t budget = save_all["peak_bytes"].get<int64_t>() * 9 / 10;
+  auto plan = RunCli("plan " + graph + " --dp 2 --zero 3 --json --budget " +
+                     std::to_string(budget) + " -o " + dir + "/plan.json");
+  REQUIRE(plan.code == 0);
+  auto file = nlohmann::json::parse(Slurp(dir + "/plan.json"));
+  CHECK(file["parallel"]["zero"] == 3);
+  REQUIRE(file["stages"].size() == 1);
+  CHECK(file["stages"][0]["predicted_peak_bytes"].get<int64_t>() <= budget);
+  auto again = nlohmann::json::parse(
+      RunCli("simulate " + graph + " --json --dp 2 --zero 3 --plan " + dir + "/plan.json").out);
+  CHECK(again["peak_bytes"] == file["stages"][0]["predicted_peak_bytes"]);
+}
+
+TEST_CASE("layout flags out of range exit 2") {
+  const std::string graph = SmallTransformer(ScratchDir("dist_usage"));
+  CHECK(RunCli("simulate " + graph + " --dp 0").code == 2);
+  CHECK(RunCli("simulate " + graph + " --dp 2 --zero 4").code == 2);
+  CHECK(RunCli("simulate " + graph + " --dp 2 --zero 2 --zero-partition params").code == 2);
+  CHECK(RunCli("simulate " + graph + " --dp 2 --grad-buckets flat").code == 2);
+}
+
+}  // namespace
+}  // namespace ckptplan

@@ -1,4 +1,5 @@
-// Small hand-made graphs, and references, shared by the tests.
+// Graphs and references for the simulator's and planner's tests: steps made
+// of parts, random steps, small transformers, and reference computations.
 #ifndef CKPTPLAN_TESTS_TEST_GRAPHS_H_
 #define CKPTPLAN_TESTS_TEST_GRAPHS_H_
 
@@ -8,35 +9,11 @@
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
-#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/ir/synth.h"
 #include "ckptplan/sim/simulator.h"
-#include "ckptplan/ingest/synth.h"
+#include "ir_graphs.h"
 
 namespace ckptplan::testing {
-
-inline Graph FromJson(const std::string& text) { return ParseJsonGraph(text, "test.json"); }
-
-inline TensorId Id(const Graph& graph, const std::string& name) {
-  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
-    if (graph.tensors[t].name == name) return t;
-  }
-  return kNoId;
-}
-
-// x -> f -> a -> g -> b -> h -> loss; the backward reads b (h_bwd) and a
-// (g_bwd). Resident: x 100 + w 8 + Adam state 2 params x 8 B = 124 bytes.
-inline const char* kChainGraph = R"({"format":"ckptplan.graph","version":1,
-"training":{"optimizer":"adam"},
-"tensors":[{"id":"x","bytes":100,"kind":"input"},{"id":"w","bytes":8,"kind":"parameter"},
- {"id":"a","bytes":1000},{"id":"b","bytes":2000},{"id":"loss","bytes":4},
- {"id":"db","bytes":2000},{"id":"da","bytes":1000},{"id":"dw","bytes":8,"kind":"gradient"}],
-"nodes":[{"id":"f","op":"matmul","phase":"forward","inputs":["x","w"],"outputs":["a"],"flops":100},
- {"id":"g","op":"matmul","phase":"forward","inputs":["a"],"outputs":["b"],"flops":200},
- {"id":"h","op":"loss","phase":"forward","inputs":["b"],"outputs":["loss"],"flops":10},
- {"id":"h_bwd","op":"loss_bwd","phase":"backward","inputs":["b"],"outputs":["db"],"flops":10},
- {"id":"g_bwd","op":"mm_bwd","phase":"backward","inputs":["db","a"],"outputs":["da"],"flops":400},
- {"id":"f_bwd","op":"mm_bwd","phase":"backward","inputs":["da","x"],"outputs":["dw"],"flops":200},
- {"id":"opt","op":"adam","phase":"optimizer","inputs":["w","dw"],"outputs":[]}]})";
 
 // The steps of `parts` run one after another, as gradient accumulation runs
 // microbatches: tensors and nodes are renamed "pI." and nothing is shared, so

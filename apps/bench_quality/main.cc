@@ -14,10 +14,12 @@
 
 #include "bench_quality/exhaustive.h"
 #include "ckptplan/ingest/loader.h"
+#include "ckptplan/ir/cost.h"
 #include "ckptplan/plan/planner.h"
 #include "ckptplan/plan/selector.h"
 #include "ckptplan/plan/strategies.h"
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/cost.h"
+#include "ckptplan/ir/synth.h"
 
 namespace {
 
@@ -92,7 +94,7 @@ struct Checks {
 };
 
 double Percent(int64_t part, int64_t whole) {
-  return 100.0 * static_cast<double>(part) / static_cast<double>(whole);
+  return ckptplan::Percent(static_cast<double>(part), static_cast<double>(whole));
 }
 
 // Lowest peak each search reaches when asked for the lower bound itself.
@@ -153,7 +155,7 @@ void BenchGraph(const NamedGraph& named, Checks* checks) {
                              : optimum ? step_cost + optimum->recompute_cost
                                        : step_cost;
     std::printf("%-22s %4zu %4d%% %5.0f%% %s", named.name.c_str(), k, percent,
-                100.0 * static_cast<double>(ours.peak) / static_cast<double>(save_all.peak_bytes),
+                Percent(ours.peak, save_all.peak_bytes),
                 ours.fits ? "yes" : "NO ");
     for (const PlannerResult& plan : plans) Cell(plan, step_cost, reference);
     if (!small) {

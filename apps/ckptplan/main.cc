@@ -39,6 +39,19 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
   command->add_option("--device", load.device,
                       "ONNX: roofline preset: h100, h200, a100, v100, l4, mi300x, cpu")
       ->capture_default_str();
+  command->add_option_function<std::string>(
+      "--optimizer-impl",
+      [&load](const std::string& v) { load.optimizer_impl = ParseOptimizerImpl(v); },
+      "ONNX: for-loop, foreach or fused (default: PyTorch's pick for --device)")
+      ->check(CLI::IsMember({"for-loop", "foreach", "fused"}));
+  command->add_option_function<std::string>(
+      "--loss", [&load](const std::string& v) { load.loss = ParseLossKind(v); },
+      "ONNX: append a loss to a graph that ends at logits: cross-entropy, mean or none")
+      ->check(CLI::IsMember({"cross-entropy", "mean", "none"}));
+  command->add_option("--dropout-mask-bytes", load.dropout_mask_bytes,
+                      "ONNX: bytes per Dropout mask element: 1 (native_dropout) or 4")
+      ->check(CLI::IsMember({1, 4}))
+      ->capture_default_str();
   command->add_option("--reserve", sizes->reserve,
                       "Bytes held back all step (e.g. 1GiB): CUDA context, fragmentation");
   command->add_flag("--json", options->json, "Print the summary as JSON on stdout");

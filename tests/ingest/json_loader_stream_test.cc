@@ -5,8 +5,6 @@
 
 #include "ckptplan/base/errors.h"
 #include "ckptplan/ingest/json_loader.h"
-#include "ckptplan/emit/json_writer.h"
-#include "ckptplan/ingest/synth.h"
 
 namespace ckptplan {
 namespace {
@@ -69,24 +67,6 @@ TEST_CASE("documents the stream does not expect take the DOM path") {
 TEST_CASE("malformed JSON inside an entry names the byte") {
   std::string text = "{" + std::string(kHeader) + R"(,"tensors":[{"id":"x",}]})";
   CHECK(Message(text).find("g.json: malformed JSON at byte") != std::string::npos);
-}
-
-TEST_CASE("a generated transformer round-trips through the stream") {
-  TransformerOptions options;
-  options.layers = 2;
-  options.microbatches = 2;
-  Graph graph = TransformerGraph(options);
-  Graph loaded = ParseJsonGraph(GraphToJson(graph), "t.json");
-  REQUIRE(loaded.nodes.size() == graph.nodes.size());
-  REQUIRE(loaded.tensors.size() == graph.tensors.size());
-  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
-    CHECK(loaded.nodes[n].inputs == graph.nodes[n].inputs);
-    CHECK(loaded.nodes[n].outputs == graph.nodes[n].outputs);
-  }
-  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
-    CHECK(loaded.tensors[t].alias_of == graph.tensors[t].alias_of);
-    CHECK(loaded.tensors[t].bytes == graph.tensors[t].bytes);
-  }
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <limits>
 #include <random>
 
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 #include "test_graphs.h"
 #include "tiny_graph.h"
 

@@ -9,7 +9,7 @@
 #include "ckptplan/ingest/json_loader.h"
 #include "ckptplan/plan/selector.h"
 #include "ckptplan/sim/simulator.h"
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 #include "test_graphs.h"
 
 namespace ckptplan {

@@ -6,7 +6,7 @@
 
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/plan/selector.h"
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 #include "tiny_graph.h"
 
 namespace ckptplan {

@@ -2,7 +2,7 @@
 
 #include <doctest/doctest.h>
 
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 #include "test_graphs.h"
 #include "tiny_graph.h"
 

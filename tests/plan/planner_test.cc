@@ -8,7 +8,7 @@
 #include "ckptplan/base/errors.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/plan/selector.h"
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 #include "cli_util.h"
 
 namespace ckptplan {

@@ -15,14 +15,6 @@ using testing::TinyGraph;
 // save-all peak 510 at f3_bwd; f1 costs 5, f2 and f3 cost 1.
 constexpr const char* kChain = testing::kTinyChain;
 
-TEST_CASE("strategies: scope blocks") {
-  CHECK(ScopeBlock("h.0.attn") == "h.0");
-  CHECK(ScopeBlock("layers/3/mlp") == "layers/3");
-  CHECK(ScopeBlock("ln_f") == "ln_f");
-  CHECK(ScopeBlock("encoder.block") == "encoder");
-  CHECK(ScopeBlock("") == "");
-}
-
 TEST_CASE("strategies: names round-trip") {
   for (Strategy s : AllStrategies()) {
     Strategy parsed;

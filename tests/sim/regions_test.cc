@@ -7,17 +7,16 @@
 
 #include "ckptplan/sim/regions.h"
 #include "ckptplan/sim/simulator.h"
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 #include "test_graphs.h"
 
 namespace ckptplan {
 namespace {
 
 using testing::Concatenate;
-using testing::FromJson;
 
 TEST_CASE("two chained steps are two regions, each simulated on its own") {
-  Graph one = FromJson(testing::kChainGraph);
+  Graph one = testing::ChainGraph();
   Graph graph = Concatenate({one, one});
   SimContext context(graph);
   std::vector<Region> regions = FindRegions(context);
@@ -53,7 +52,7 @@ TEST_CASE("two chained steps are two regions, each simulated on its own") {
 }
 
 TEST_CASE("a step whose activations cross every cut is one region") {
-  Graph graph = FromJson(testing::kChainGraph);
+  Graph graph = testing::ChainGraph();
   std::vector<Region> regions = FindRegions(SimContext(graph));
   REQUIRE(regions.size() == 1);
   CHECK(regions[0].first == 0);
@@ -64,7 +63,7 @@ TEST_CASE("regions that are copies of one another share a shape") {
   // Four chain steps (7 nodes, 8 tensors each) cut after each part's g_bwd:
   // [0, 5) is p0's f..g_bwd; [5, 12) and [12, 19) are p0 (p1)'s f_bwd, opt
   // and p1 (p2)'s f..g_bwd; [19, 28) is p2's tail and all of p3.
-  Graph one = FromJson(testing::kChainGraph);
+  Graph one = testing::ChainGraph();
   Graph graph = Concatenate({one, one, one, one});
   SimContext context(graph);
   std::vector<Region> regions = FindRegions(context);

@@ -5,22 +5,23 @@
 #include <numeric>
 #include <random>
 
-#include "ckptplan/ingest/synth.h"
-
+#include "ckptplan/base/limits.h"
+#include "ckptplan/ir/synth.h"
 #include "test_graphs.h"
 
 namespace ckptplan {
 namespace {
 
-using testing::FromJson;
+using testing::GraphBuilder;
 using testing::Id;
+constexpr Phase F = Phase::kForward, B = Phase::kBackward, O = Phase::kOptimizer;
 
 int64_t At(const SimResult& sim, uint32_t step, Category category) {
   return sim.by_category[step][static_cast<size_t>(category)];
 }
 
 TEST_CASE("save-all timeline of the chain graph, step by step") {
-  Graph graph = FromJson(testing::kChainGraph);
+  Graph graph = testing::ChainGraph();
   SimResult sim = Simulate(graph, SaveAll(graph), {0, true});
   // Resident 124 = x 100 + w 8 + Adam 2 params x 8 B.
   // f:     124 + a 1000                      = 1124
@@ -44,7 +45,7 @@ TEST_CASE("save-all timeline of the chain graph, step by step") {
 }
 
 TEST_CASE("dropping a recomputes it before g_bwd and lowers the peak") {
-  Graph graph = FromJson(testing::kChainGraph);
+  Graph graph = testing::ChainGraph();
   SaveSet keep = SaveAll(graph);
   keep[Id(graph, "a")] = 0;
   SimResult sim = Simulate(graph, keep, {0, true});
@@ -64,18 +65,18 @@ TEST_CASE("dropping a recomputes it before g_bwd and lowers the peak") {
 TEST_CASE("a recompute chain re-runs missing ancestors and counts their cost") {
   // x -> f -> a -> g(relu) -> b -> h -> loss. The backward reads only b, so
   // a is no candidate: recomputing b needs f then g. SGD: no optimizer state.
-  Graph graph = FromJson(R"({"format":"ckptplan.graph","version":1,
-"training":{"optimizer":"sgd"},
-"tensors":[{"id":"x","bytes":100,"kind":"input"},{"id":"w","bytes":8,"kind":"parameter"},
- {"id":"a","bytes":1000},{"id":"b","bytes":2000},{"id":"loss","bytes":4},
- {"id":"db","bytes":2000},{"id":"da","bytes":1000},{"id":"dw","bytes":8,"kind":"gradient"}],
-"nodes":[{"id":"f","op":"matmul","phase":"forward","inputs":["x","w"],"outputs":["a"],"flops":100},
- {"id":"g","op":"relu","phase":"forward","inputs":["a"],"outputs":["b"],"flops":200},
- {"id":"h","op":"loss","phase":"forward","inputs":["b"],"outputs":["loss"],"flops":10},
- {"id":"h_bwd","op":"loss_bwd","phase":"backward","inputs":["b"],"outputs":["db"],"flops":10},
- {"id":"g_bwd","op":"relu_bwd","phase":"backward","inputs":["db","b"],"outputs":["da"],"flops":400},
- {"id":"f_bwd","op":"mm_bwd","phase":"backward","inputs":["da","x","w"],"outputs":["dw"],"flops":200},
- {"id":"opt","op":"sgd","phase":"optimizer","inputs":["w","dw"],"outputs":[]}]})");
+  GraphBuilder b;
+  b.Tensor("x", 100, TensorKind::kInput).Tensor("w", 8, TensorKind::kParameter);
+  b.Tensor("a", 1000).Tensor("b", 2000).Tensor("loss", 4).Tensor("db", 2000).Tensor("da", 1000);
+  b.Tensor("dw", 8, TensorKind::kGradient);
+  b.Node("f", "matmul", F, {"x", "w"}, {"a"}, 100).Node("g", "relu", F, {"a"}, {"b"}, 200);
+  b.Node("h", "loss", F, {"b"}, {"loss"}, 10).Node("h_bwd", "loss_bwd", B, {"b"}, {"db"}, 10);
+  b.Node("g_bwd", "relu_bwd", B, {"db", "b"}, {"da"}, 400);
+  b.Node("f_bwd", "mm_bwd", B, {"da", "x", "w"}, {"dw"}, 200);
+  b.Node("opt", "sgd", O, {"w", "dw"}, {});
+  b.training().optimizer = "sgd";
+  b.training().parameter_count = 2;
+  Graph graph = b.Build();
   CHECK(SaveCandidates(graph) == std::vector<TensorId>{Id(graph, "b")});
   SaveSet keep = SaveAll(graph);
   keep[Id(graph, "b")] = 0;
@@ -100,15 +101,14 @@ TEST_CASE("a recompute chain re-runs missing ancestors and counts their cost") {
 TEST_CASE("aliases share storage, workspace lives one step, reserve is constant") {
   // v is a view of a (no bytes of its own); the backward reads v, so a's
   // storage stays; node g needs 500 B of workspace while it runs.
-  Graph graph = FromJson(R"({"format":"ckptplan.graph","version":1,
-"tensors":[{"id":"x","bytes":10,"kind":"input"},
- {"id":"a","bytes":1000},{"id":"v","shape":[250],"dtype":"float32","alias_of":"a"},
- {"id":"b","bytes":300},{"id":"db","bytes":300},{"id":"dx","bytes":10}],
-"nodes":[{"id":"f","op":"exp","phase":"forward","inputs":["x"],"outputs":["a"]},
- {"id":"view","op":"view","phase":"forward","inputs":["a"],"outputs":["v"]},
- {"id":"g","op":"sum","phase":"forward","inputs":["v"],"outputs":["b"],"workspace_bytes":500},
- {"id":"g_bwd","op":"sum_bwd","phase":"backward","inputs":["b"],"outputs":["db"]},
- {"id":"f_bwd","op":"exp_bwd","phase":"backward","inputs":["db","v"],"outputs":["dx"]}]})");
+  GraphBuilder b;
+  b.Tensor("x", 10, TensorKind::kInput).Tensor("a", 1000);
+  b.Tensor("v", 1000, TensorKind::kActivation, "a");  // 250 float32, a's storage
+  b.Tensor("b", 300).Tensor("db", 300).Tensor("dx", 10);
+  b.Node("f", "exp", F, {"x"}, {"a"}).Node("view", "view", F, {"a"}, {"v"});
+  b.Node("g", "sum", F, {"v"}, {"b"}, -1, 500);
+  b.Node("g_bwd", "sum_bwd", B, {"b"}, {"db"}).Node("f_bwd", "exp_bwd", B, {"db", "v"}, {"dx"});
+  Graph graph = b.Build();
   SimResult sim = Simulate(graph, SaveAll(graph), {64, true});
   // Resident: x 10 + reserve 64 = 74.
   // f: a 1000 -> 1074; view: a (v adds nothing) -> 1074;
@@ -123,12 +123,19 @@ TEST_CASE("aliases share storage, workspace lives one step, reserve is constant"
 TEST_CASE("implicit gradients and optimizer state from the training block") {
   // 1000 parameters given only as a count: fp32 params 4000 B, AdamW state
   // 8000 B, and bf16 gradients 2000 B that appear at the first backward node.
-  Graph graph = FromJson(R"({"format":"ckptplan.graph","version":1,
-"training":{"optimizer":"adamw","parameter_count":1000,"gradient_dtype":"bfloat16"},
-"tensors":[{"id":"x","bytes":10,"kind":"input"},{"id":"a","bytes":100},{"id":"da","bytes":100}],
-"nodes":[{"id":"f","op":"exp","phase":"forward","inputs":["x"],"outputs":["a"]},
- {"id":"f_bwd","op":"exp_bwd","phase":"backward","inputs":["a"],"outputs":["da"]},
- {"id":"step","op":"adamw","phase":"optimizer","inputs":[],"outputs":[]}]})");
+  // (json_loader_test checks the loader derives these from a training block
+  // {"optimizer":"adamw","parameter_count":1000,"gradient_dtype":"bfloat16"}.)
+  GraphBuilder b;
+  b.Tensor("x", 10, TensorKind::kInput).Tensor("a", 100).Tensor("da", 100);
+  b.Node("f", "exp", F, {"x"}, {"a"}).Node("f_bwd", "exp_bwd", B, {"a"}, {"da"});
+  b.Node("step", "adamw", O, {}, {});
+  TrainingState& training = b.training();
+  training.optimizer = "adamw";
+  training.parameter_count = 1000;
+  training.extra_parameter_bytes = 4000;    // 1000 x fp32
+  training.extra_optimizer_bytes = 8000;    // 1000 x 8 B of moments
+  training.implicit_gradient_bytes = 2000;  // 1000 x bf16
+  Graph graph = b.Build();
   SimResult sim = Simulate(graph, SaveAll(graph), {0, true});
   // f: 10 + 4000 + 8000 + a 100 = 12110
   // f_bwd: 12010 + a + da 100 + gradients 2000 = 14210
@@ -140,8 +147,29 @@ TEST_CASE("implicit gradients and optimizer state from the training block") {
   CHECK(At(sim, 0, Category::kOptimizerState) == 8000);
 }
 
+TEST_CASE("the largest accepted graph and reserve simulate without overflow") {
+  // x 2^59 (input) + a 2^58 + loss 2^57 + da 2^57 = 2^60 bytes: the limit.
+  GraphBuilder b;  // Build() validates against the default Limits
+  b.Tensor("x", int64_t{1} << 59, TensorKind::kInput).Tensor("a", int64_t{1} << 58);
+  b.Tensor("loss", int64_t{1} << 57).Tensor("da", int64_t{1} << 57);
+  b.Node("f", "f", F, {"x"}, {"a"}).Node("l", "l", F, {"a"}, {"loss"});
+  b.Node("lb", "lb", B, {"loss", "a"}, {"da"});
+  Graph graph = b.Build();
+  SimOptions options;
+  options.reserve_bytes = kMaxReserveBytes;  // 2^62
+  CHECK_NOTHROW(CheckReserve(options.reserve_bytes, "--reserve"));
+  SimResult sim = Simulate(graph, SaveAll(graph), options);
+  // At lb everything is live: 2^60 graph bytes + 2^62 reserve.
+  CHECK(sim.peak_bytes == (int64_t{1} << 60) + (int64_t{1} << 62));
+  // Recomputing a: the original is freed after l and a copy is made before
+  // lb, so lb again holds x + a + loss + da + reserve = 2^60 + 2^62.
+  SaveSet keep = SaveAll(graph);
+  keep[testing::Id(graph, "a")] = 0;
+  CHECK(Simulate(graph, keep, options).peak_bytes == (int64_t{1} << 60) + (int64_t{1} << 62));
+}
+
 TEST_CASE("lower bound is resident state plus the largest single step") {
-  Graph graph = FromJson(testing::kChainGraph);
+  Graph graph = testing::ChainGraph();
   LowerBound bound = ComputeLowerBound(graph, 0);
   // h_bwd needs b 2000 + db 2000; g_bwd needs db + a + da = 4000 too, the
   // first such node wins: 124 + 4000 = 4124.

@@ -7,14 +7,11 @@
 #include <cstdlib>
 #include <cstdio>
 #include <cstring>
-#include <new>
 #include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <openssl/evp.h>
 
 #include "ckptplan/base/errors.h"
 
@@ -122,39 +119,6 @@ void WriteFileAtomic(const std::string& path, std::string_view content) {
   if (std::rename(temp.name.c_str(), path.c_str()) != 0) {
     abandon("renaming the temp file over it", errno);
   }
-}
-
-Sha256::Sha256() : context_(EVP_MD_CTX_new()) {
-  auto* context = static_cast<EVP_MD_CTX*>(context_);
-  if (context == nullptr || EVP_DigestInit_ex(context, EVP_sha256(), nullptr) != 1) {
-    EVP_MD_CTX_free(context);
-    throw std::bad_alloc();
-  }
-}
-
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_)); }
-
-void Sha256::Update(std::string_view piece) {
-  EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(context_), piece.data(), piece.size());
-}
-
-std::string Sha256::HexDigest() {
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(context_), digest, &length);
-  static const char kHex[] = "0123456789abcdef";
-  std::string hex;
-  for (unsigned int i = 0; i < length; ++i) {
-    hex += kHex[digest[i] >> 4];
-    hex += kHex[digest[i] & 15];
-  }
-  return hex;
-}
-
-std::string Sha256Hex(std::string_view data) {
-  Sha256 sha;
-  sha.Update(data);
-  return sha.HexDigest();
 }
 
 }  // namespace ckptplan

@@ -16,24 +16,6 @@ namespace ckptplan {
 /// CKPTPLAN_KILL_WRITE_AFTER=N sends the process SIGKILL there.
 void WriteFileAtomic(const std::string& path, std::string_view content);
 
-/// Lower-case hex SHA-256 of `data`.
-std::string Sha256Hex(std::string_view data);
-
-/// SHA-256 of data that arrives in pieces.
-class Sha256 {
- public:
-  Sha256();
-  ~Sha256();
-  Sha256(const Sha256&) = delete;
-  Sha256& operator=(const Sha256&) = delete;
-  void Update(std::string_view piece);
-  /// Lower-case hex digest of everything updated so far; call once.
-  std::string HexDigest();
-
- private:
-  void* context_;  // EVP_MD_CTX
-};
-
 }  // namespace ckptplan
 
 #endif  // CKPTPLAN_OUTPUT_FILE_H_

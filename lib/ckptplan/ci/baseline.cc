@@ -3,7 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptplan/base/errors.h"
-#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/base/file_io.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/problems.h"
 #include "ckptplan/emit/report.h"

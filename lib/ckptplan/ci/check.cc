@@ -7,12 +7,12 @@
 
 #include "ckptplan/ci/check_report.h"
 #include "ckptplan/ci/ci_report.h"
-#include "ckptplan/cli/commands.h"
 #include "ckptplan/base/errors.h"
-#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/base/file_io.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/output_file.h"
 #include "ckptplan/base/problems.h"
+#include "ckptplan/plan/plan_outcome.h"
 #include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {

@@ -8,7 +8,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptplan/base/errors.h"
-#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/base/file_io.h"
+#include "ckptplan/base/json_document.h"
 #include "ckptplan/base/problems.h"
 #include "ckptplan/base/size.h"
 

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "ckptplan/base/size.h"
+#include "ckptplan/ir/cost.h"
 
 namespace ckptplan {
 namespace {
@@ -31,7 +32,7 @@ std::string SignedBytes(int64_t delta) {
 
 std::string Percent(int64_t delta, int64_t base) {
   if (base <= 0) return "n/a";
-  return Format("%+.2f%%", 100.0 * static_cast<double>(delta) / static_cast<double>(base));
+  return Format("%+.2f%%", ckptplan::Percent(static_cast<double>(delta), static_cast<double>(base)));
 }
 
 // "+8.0 MiB (+8388608 B, +9.52%)"
@@ -177,8 +178,9 @@ std::string CheckDetailText(const GraphCheck& check, size_t top) {
           (headroom >= 0 ? "headroom " + FormatBytes(headroom)
                          : "over by " + FormatBytes(-headroom)) +
           (now.budget_bytes > 0
-               ? Format(" (%.2f%% of the budget)", 100.0 * static_cast<double>(std::abs(headroom)) /
-                                                       static_cast<double>(now.budget_bytes))
+               ? Format(" (%.2f%% of the budget)",
+                        ckptplan::Percent(static_cast<double>(std::abs(headroom)),
+                                          static_cast<double>(now.budget_bytes)))
                : ""));
   if (check.baseline) {
     const PeakRecord& before = *check.baseline;

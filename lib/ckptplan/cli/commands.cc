@@ -13,7 +13,8 @@
 #include "ckptplan/plan/incremental.h"
 #include "ckptplan/emit/json_writer.h"
 #include "ckptplan/emit/export.h"
-#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/base/file_io.h"
+#include "ckptplan/base/json_document.h"
 #include "ckptplan/base/output_file.h"
 #include "ckptplan/emit/plan_io.h"
 #include "ckptplan/plan/planner.h"
@@ -22,20 +23,11 @@
 #include "ckptplan/sim/simulator.h"
 #include "ckptplan/base/size.h"
 #include "ckptplan/plan/sweep.h"
+#include "ckptplan/emit/sweep_report.h"
 #include "ckptplan/emit/trace.h"
 
 namespace ckptplan {
 namespace {
-
-// `per_step`: categories at every step (timelines and reports), not only at
-// the peak.
-SimResult SimulateRecorded(const Graph& graph, const SaveSet& keep, int64_t reserve,
-                           bool per_step = true) {
-  SimOptions options;
-  options.reserve_bytes = reserve;
-  options.record_categories = per_step;
-  return Simulate(graph, keep, options);
-}
 
 void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::ostream& out) {
   if (json) {
@@ -117,29 +109,6 @@ std::string PlanGraphFile(const std::string& plan_path) {
 }
 
 }  // namespace
-
-PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool per_step) {
-  PlanOutcome outcome;
-  outcome.bound = ComputeLowerBound(graph, options.reserve_bytes);
-  auto clock = std::chrono::steady_clock::now();
-  outcome.found = PlanGraph(graph, options);
-  outcome.plan_seconds = SecondsSince(clock);
-  clock = std::chrono::steady_clock::now();
-  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes, per_step);
-  outcome.simulate_seconds = SecondsSince(clock);
-  outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes, per_step);
-  if (outcome.found.fits) return outcome;
-  const LowerBound& bound = outcome.bound;
-  const int64_t budget_bytes = options.budget_bytes;
-  outcome.infeasible =
-      budget_bytes < bound.bytes
-          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
-                DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
-          : "the lowest peak reached is " + FormatBytes(outcome.planned.peak_bytes) +
-                " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
-                FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
-  return outcome;
-}
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);

@@ -9,9 +9,10 @@
 #include <vector>
 
 #include "ckptplan/ingest/loader.h"
+#include "ckptplan/plan/plan_outcome.h"
 #include "ckptplan/plan/planner.h"
 #include "ckptplan/sim/simulator.h"
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 
 namespace ckptplan {
 
@@ -68,21 +69,6 @@ struct ExportOptions {
   std::string output_path;  ///< empty: stdout
   LoadOptions load;
 };
-/// The planning path `plan` and `check` share: PlanGraph (planner.h) with
-/// `options`, then save-all and the plan simulated with categories recorded
-/// at every step (`per_step`) or at the peak only.
-/// Never throws for an unreachable budget: `infeasible` says why instead.
-struct PlanOutcome {
-  LowerBound bound;
-  PlannerResult found;     ///< the plan; the lowest peak found if it does not fit
-  SimResult save_all;
-  SimResult planned;       ///< simulation of found.keep
-  std::string infeasible;  ///< why no plan fits the budget; empty when found.fits
-  double plan_seconds = 0;      ///< PlanGraph alone
-  double simulate_seconds = 0;  ///< the save-all simulation alone
-};
-PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool per_step = true);
-
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output
 /// files are written only on success, atomically.

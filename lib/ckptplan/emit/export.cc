@@ -13,6 +13,8 @@
 
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/size.h"
+#include "ckptplan/ir/cost.h"
+#include "ckptplan/ir/scope.h"
 
 namespace ckptplan {
 namespace {
@@ -22,56 +24,9 @@ using nlohmann::ordered_json;
 constexpr std::string_view kTargetNames[] = {"pytorch-sac", "jax", "megatron", "torchtitan",
                                              "deepspeed"};
 
-bool Inside(const std::string& scope, const std::string& root) {
-  if (root.empty()) return true;
-  return scope == root ||
-         (scope.size() > root.size() && scope.compare(0, root.size(), root) == 0 &&
-          scope[root.size()] == '/');
-}
-
-std::vector<std::string> SplitScope(const std::string& scope) {
-  std::vector<std::string> parts;
-  std::string part;
-  std::istringstream in(scope);
-  while (std::getline(in, part, '/')) {
-    if (!part.empty()) parts.push_back(part);
-  }
-  return parts;
-}
-
-// "h.0" -> true: a list entry, which is what a layer of a stack is.
-bool IsIndexed(const std::string& component) {
-  size_t dot = component.rfind('.');
-  if (dot == std::string::npos || dot == 0 || dot + 1 == component.size()) return false;
-  return std::all_of(component.begin() + dot + 1, component.end(),
-                     [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
-}
-
 std::string Lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
-}
-
-std::string FormatCost(double cost, CostUnit unit) {
-  char buffer[64];
-  if (unit == CostUnit::kMicroseconds) {
-    std::snprintf(buffer, sizeof buffer, "%.1f us", cost);
-  } else {
-    const char* prefixes[] = {"", "K", "M", "G", "T", "P", "E"};
-    int i = 0;
-    while (std::fabs(cost) >= 1000 && i < 6) {
-      cost /= 1000;
-      ++i;
-    }
-    std::snprintf(buffer, sizeof buffer, "%.1f %sFLOP", cost, prefixes[i]);
-  }
-  return buffer;
-}
-
-std::string Percent(double part, double whole) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof buffer, "%.2f%%", whole > 0 ? 100.0 * part / whole : 0.0);
-  return buffer;
 }
 
 // Where each candidate comes from, and the module structure over scopes.
@@ -88,15 +43,12 @@ class Structure {
       if (node.scope.empty()) continue;
       std::vector<std::string> parts = SplitScope(node.scope);
       std::string prefix;
-      bool in_layer = false;
       for (size_t i = 0; i < parts.size(); ++i) {
         prefix += (i ? "/" : "") + parts[i];
         if (seen_scopes_.insert(prefix).second) scopes_.push_back(prefix);
-        if (!in_layer && IsIndexed(parts[i])) {
-          in_layer = true;
-          if (seen_layers_.insert(prefix).second) layers_.push_back(prefix);
-        }
       }
+      const std::string layer = ScopeLayer(node.scope);
+      if (!layer.empty() && seen_layers_.insert(layer).second) layers_.push_back(layer);
     }
   }
 
@@ -109,9 +61,9 @@ class Structure {
   std::vector<TensorId> Internal(const std::string& scope) const {
     std::vector<TensorId> out;
     for (TensorId t : candidates_) {
-      if (producer_scope_[t].empty() || !Inside(producer_scope_[t], scope)) continue;
+      if (producer_scope_[t].empty() || !ScopeInside(producer_scope_[t], scope)) continue;
       bool escapes = false;
-      for (const std::string* reader : readers_[t]) escapes |= !Inside(*reader, scope);
+      for (const std::string* reader : readers_[t]) escapes |= !ScopeInside(*reader, scope);
       if (!escapes) out.push_back(t);
     }
     return out;
@@ -228,7 +180,7 @@ std::vector<Expressed> MegatronOptions(const Exporter& ex) {
   std::map<std::string, std::set<TensorId>> by_module;
   for (const std::string& layer : s.layers()) {
     for (const std::string& scope : s.scopes()) {
-      if (scope.size() <= layer.size() || !Inside(scope, layer)) continue;
+      if (scope.size() <= layer.size() || !ScopeInside(scope, layer)) continue;
       std::string rest = scope.substr(layer.size() + 1);
       if (rest.find('/') != std::string::npos) continue;  // children of the layer only
       for (TensorId t : s.Internal(scope)) {
@@ -326,7 +278,7 @@ std::vector<Expressed> DeepSpeedOptions(const Exporter& ex, const std::set<Tenso
   std::set<std::string> exact;
   for (const std::string& scope : by_depth) {
     bool covered = false;
-    for (const std::string& m : exact) covered |= Inside(scope, m);
+    for (const std::string& m : exact) covered |= ScopeInside(scope, m);
     if (covered) continue;
     std::vector<TensorId> internal = s.Internal(scope);
     if (internal.empty()) continue;
@@ -350,7 +302,7 @@ std::vector<Expressed> DeepSpeedOptions(const Exporter& ex, const std::set<Tenso
   // A module inside another wrapped one adds nothing.
   for (auto it = wrapped.begin(); it != wrapped.end();) {
     bool nested = false;
-    for (const std::string& m : wrapped) nested |= m != *it && Inside(*it, m);
+    for (const std::string& m : wrapped) nested |= m != *it && ScopeInside(*it, m);
     it = nested ? wrapped.erase(it) : std::next(it);
   }
   std::vector<Expressed> options;
@@ -467,7 +419,7 @@ std::string Report(const ExportResult& result, ExportTarget target, const Export
   report << "export " << ToString(target) << ": " << input.plan_path << " ("
          << result.plan.dropped << " of " << num_candidates
          << " candidates recomputed, peak " << FormatBytes(result.plan.peak_bytes)
-         << ", recompute " << FormatCost(result.plan.recompute_cost, unit) << ")\n";
+         << ", recompute " << CostText(unit, result.plan.recompute_cost) << ")\n";
   if (result.exact) {
     report << ToString(target) << " takes the plan exactly: " << result.chosen.label << "\n";
   } else {
@@ -477,9 +429,9 @@ std::string Report(const ExportResult& result, ExportTarget target, const Export
            << "  peak " << FormatBytes(result.chosen.peak_bytes) << " (" << result.chosen.peak_bytes
            << " B; plan " << result.plan.peak_bytes << " B, budget " << input.budget_bytes
            << " B)\n"
-           << "  recompute " << FormatCost(result.chosen.recompute_cost, unit) << ", "
-           << (given_up >= 0 ? "+" : "") << FormatCost(given_up, unit) << " vs the plan ("
-           << (given_up >= 0 ? "+" : "") << Percent(given_up, step_cost) << " of the step)\n"
+           << "  recompute " << CostText(unit, result.chosen.recompute_cost) << ", "
+           << (given_up >= 0 ? "+" : "") << CostText(unit, given_up) << " vs the plan ("
+           << (given_up >= 0 ? "+" : "") << PercentText(given_up, step_cost) << " of the step)\n"
            << "  " << result.chosen.dropped << " candidates recomputed (plan: "
            << result.plan.dropped << ")\n";
   }

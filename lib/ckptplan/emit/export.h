@@ -4,8 +4,8 @@
 // layers, so the plan is rounded to the expressible plan that fits the budget
 // with the least recompute cost, re-simulated with Simulate().
 //
-// Module structure comes from node scopes ("h.0/attn/c_attn"): a layer is the
-// scope prefix up to the first component that ends in ".<number>"; a module's
+// Module structure comes from node scopes ("h.0/attn/c_attn"): a layer is
+// ScopeLayer's (ir/scope.h), the prefix up to the deepest numbered component; a module's
 // internal tensors are the candidates its forward nodes make that no forward
 // node outside it reads (its outputs stay saved, as checkpointing keeps the
 // next module's input).

@@ -4,7 +4,9 @@
 #include <unordered_map>
 
 #include "ckptplan/base/errors.h"
-#include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/ir/cost.h"
+#include "ckptplan/base/file_io.h"
+#include "ckptplan/base/json_document.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/problems.h"
 
@@ -75,8 +77,7 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
   plan["cost_unit"] = ToString(graph.cost_unit);
   plan["step_cost"] = planned.step_cost;
   plan["recompute_cost"] = planned.recompute_cost;
-  plan["recompute_overhead_percent"] =
-      planned.step_cost > 0 ? 100.0 * planned.recompute_cost / planned.step_cost : 0.0;
+  plan["recompute_overhead_percent"] = Percent(planned.recompute_cost, planned.step_cost);
   ordered_json decisions = ordered_json::array();
   for (const Decision& decision : MakeDecisions(graph, *record.keep, planned)) {
     ordered_json entry;

@@ -29,35 +29,6 @@ std::vector<LiveTensor> LiveAt(const Graph& graph, const SimResult& sim, uint32_
   return live;
 }
 
-std::string DescribeLowerBound(const Graph& graph, const LowerBound& bound) {
-  std::string text;
-  for (size_t c = 0; c < kNumCategories; ++c) {
-    if (bound.resident[c] == 0) continue;
-    text += std::string(ToString(static_cast<Category>(c))) + " " +
-            FormatBytes(bound.resident[c]) + " + ";
-  }
-  if (bound.gradients > 0) text += "gradients " + FormatBytes(bound.gradients) + " + ";
-  text += "largest single step " + FormatBytes(bound.step_bytes);
-  if (bound.node != kNoId) text += " (node '" + graph.nodes[bound.node].name + "')";
-  return text;
-}
-
-std::string CostText(CostUnit unit, double cost) {
-  char buffer[64];
-  if (unit == CostUnit::kMicroseconds) {
-    std::snprintf(buffer, sizeof(buffer), "%.1f us", cost);
-  } else {
-    static const char* kPrefixes[] = {"", "K", "M", "G", "T", "P", "E"};
-    int prefix = 0;
-    while (cost >= 1000.0 && prefix < 6) {
-      cost /= 1000.0;
-      ++prefix;
-    }
-    std::snprintf(buffer, sizeof(buffer), "%.1f %sFLOP", cost, kPrefixes[prefix]);
-  }
-  return buffer;
-}
-
 namespace {
 
 std::string CostText(const Graph& graph, double cost) { return CostText(graph.cost_unit, cost); }
@@ -70,9 +41,7 @@ std::string StepText(const Graph& graph, const SimResult& sim, uint32_t step) {
          ")";
 }
 
-double OverheadPercent(const SimResult& sim) {
-  return sim.step_cost > 0 ? 100.0 * sim.recompute_cost / sim.step_cost : 0.0;
-}
+double OverheadPercent(const SimResult& sim) { return Percent(sim.recompute_cost, sim.step_cost); }
 
 void Line(std::ostringstream& out, const char* format, const std::string& a,
           const std::string& b = "") {

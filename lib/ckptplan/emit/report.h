@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ckptplan/ir/cost.h"
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/sim/simulator.h"
 
@@ -40,13 +41,6 @@ nlohmann::ordered_json SummaryJson(const Graph& graph, const Summary& summary);
 
 /// One row per step with bytes per category (needs record_categories).
 nlohmann::ordered_json TimelineJson(const Graph& graph, const SimResult& sim);
-
-/// "parameters 14.0 GiB + optimizer_state 28.0 GiB + ... + largest single
-/// step 3.1 GiB (node 'x')".
-std::string DescribeLowerBound(const Graph& graph, const LowerBound& bound);
-
-/// A cost in `unit`: "12.5 us" or "3.4 GFLOP".
-std::string CostText(CostUnit unit, double cost);
 
 }  // namespace ckptplan
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "ckptplan/emit/plan_io.h"
+#include "ckptplan/ir/cost.h"
 #include "ckptplan/emit/report.h"
 #include "ckptplan/base/size.h"
 
@@ -121,7 +122,7 @@ std::string Number(double value) {
 }
 
 std::string PercentOf(int64_t part, int64_t whole) {
-  return whole > 0 ? Fixed(100.0 * static_cast<double>(part) / static_cast<double>(whole), 1) + "%"
+  return whole > 0 ? Fixed(Percent(static_cast<double>(part), static_cast<double>(whole)), 1) + "%"
                    : "-";
 }
 
@@ -305,8 +306,7 @@ std::string KeyFigures(const Graph& graph, const HtmlReportInput& input) {
            " (" + PercentOf(save_all.peak_bytes - planned.peak_bytes, save_all.peak_bytes) +
            ")</td></tr>";
   }
-  std::string overhead =
-      planned.step_cost > 0 ? Fixed(100.0 * planned.recompute_cost / planned.step_cost, 2) : "0.00";
+  const std::string overhead = Fixed(Percent(planned.recompute_cost, planned.step_cost), 2);
   out += row("recompute cost", "<td class=\"num\">" +
                                    CostText(graph.cost_unit, planned.recompute_cost) + "</td><td>" +
                                    overhead + "% of the step's " +

@@ -12,8 +12,10 @@
 #include <nlohmann/json.hpp>
 
 #include "ckptplan/base/errors.h"
-#include "ckptplan/base/output_file.h"
+#include "ckptplan/base/file_io.h"
+#include "ckptplan/base/json_document.h"
 #include "ckptplan/base/problems.h"
+#include "ckptplan/base/sha256.h"
 
 namespace ckptplan {
 namespace {
@@ -564,42 +566,6 @@ class StreamHandler {
 
 }  // namespace
 
-std::string ReadFile(const std::string& path) {
-  // One allocation of the file's size: a stringstream would hold up to three
-  // copies of a large graph at once.
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw IoError(path + ": cannot open file for reading");
-  std::string text;
-  const std::streamoff size = in.tellg();
-  if (size > 0) {
-    text.resize(static_cast<size_t>(size));
-    in.seekg(0);
-    in.read(text.data(), size);
-    if (!in || in.gcount() != size) throw IoError(path + ": read failed");
-  } else {
-    // Not seekable (a pipe): read it in pieces.
-    in.clear();
-    in.seekg(0);
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    if (in.bad()) throw IoError(path + ": read failed");
-    text = buffer.str();
-  }
-  return text;
-}
-
-json ParseJsonDocument(std::string_view text, const std::string& source) {
-  CheckJsonDepth(text, Limits().max_depth, source);
-  try {
-    return json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw InputError(source + ": malformed JSON at byte " + std::to_string(e.byte) + ": " +
-                     e.what());
-  } catch (const json::exception& e) {  // e.g. a number too large for a double
-    throw InputError(source + ": malformed JSON: " + e.what());
-  }
-}
-
 Graph ParseJsonGraph(std::string_view text, const std::string& source, const Limits& limits) {
   CheckJsonDepth(text, limits.max_depth, source);
   {
@@ -611,15 +577,7 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source, const Lim
       return loader.Finish();
     }
   }
-  json root;
-  try {
-    root = json::parse(text.begin(), text.end());
-  } catch (const json::parse_error& e) {
-    throw InputError(source + ": malformed JSON at byte " + std::to_string(e.byte) +
-                     ": " + e.what());
-  } catch (const json::exception& e) {  // e.g. a number too large for a double
-    throw InputError(source + ": malformed JSON: " + e.what());
-  }
+  const json root = ParseJsonDocument(text, source, limits.max_depth);
   return Loader(source, limits).RunDom(root);
 }
 

@@ -5,8 +5,6 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/base/limits.h"
 
@@ -23,15 +21,6 @@ Graph ParseJsonGraph(std::string_view text, const std::string& source,
 /// *sha256_hex, when given, to the file's SHA-256.
 Graph LoadJsonGraph(const std::string& path, const Limits& limits = Limits(),
                     std::string* sha256_hex = nullptr);
-
-/// Reads a whole file; throws IoError naming `path` on failure.
-std::string ReadFile(const std::string& path);
-
-/// Parses `text` as one JSON document after the nesting-depth pre-scan
-/// (Limits().max_depth), turning nlohmann's exceptions into InputError
-/// ("SOURCE: malformed JSON at byte N: ..."). For the small files ckptplan
-/// reads whole: plans, configs.
-nlohmann::json ParseJsonDocument(std::string_view text, const std::string& source);
 
 }  // namespace ckptplan
 

@@ -21,7 +21,7 @@
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/ingest/onnx_shapes.h"
-#include "ckptplan/base/output_file.h"
+#include "ckptplan/base/sha256.h"
 #include "ckptplan/ingest/op_rules.h"
 #include "ckptplan/base/problems.h"
 
@@ -230,7 +230,44 @@ struct ForwardOp {
   std::vector<std::string> outputs;
   const NodeProto* proto = nullptr;
   bool folded = false;  // every output's value is known at load time
+  bool relayout = false;  // a Concat of parameter views: a parameter itself
 };
+
+// ---- strides of views (what eager PyTorch can view and what it copies) ----
+
+std::vector<int64_t> ContiguousStrides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> strides(dims.size(), 1);
+  for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = SaturatingMul(strides[i], dims[i]);
+  return strides;
+}
+
+// Strides of `new_dims` viewing a tensor of `dims` and `strides` without a
+// copy (ATen's computeStride, behind view and reshape); false when the
+// layout cannot be viewed so and reshape copies.
+bool ViewStrides(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                 const std::vector<int64_t>& new_dims, std::vector<int64_t>* out) {
+  out->assign(new_dims.size(), 1);
+  if (dims.empty()) return true;
+  int64_t view_d = static_cast<int64_t>(new_dims.size()) - 1;
+  int64_t chunk_base = strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    tensor_numel *= dims[d];
+    if (d == 0 || (dims[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || new_dims[view_d] == 1)) {
+        (*out)[view_d] = view_numel * chunk_base;
+        view_numel *= new_dims[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return false;
+      if (d > 0) {
+        chunk_base = strides[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  return view_d == -1;
+}
 
 std::string ScopeOf(const std::string& node_name) {
   size_t begin = node_name.empty() || node_name[0] != '/' ? 0 : 1;
@@ -251,6 +288,8 @@ class Builder {
 
   Graph Run() {
     CollectOps();
+    AppendLoss();
+    MakeIdentityDropouts();
     FuseGelu();
     FuseSilu();
     DecideFolding();
@@ -261,6 +300,8 @@ class Builder {
     } else {
       EmitForward();
       EmitBackward();
+      EmitOptimizerStep();
+      MakeFoldedValuesPerStep();
     }
     SetTraining();
     graph_.Finalize();
@@ -289,10 +330,82 @@ class Builder {
     for (const ForwardOp& op : ops_) {
       for (const std::string& in : op.inputs) ++consumers_[in];
     }
-    for (const auto& out : model_.graph().output()) ++consumers_[out.name()];
+    for (const auto& out : model_.graph().output()) {
+      ++consumers_[out.name()];
+      outputs_.push_back(out.name());
+    }
   }
 
-  const TensorShape* Shape(const std::string& name) const { return shapes_.Find(name); }
+  const TensorShape* Shape(const std::string& name) const {
+    auto it = added_shapes_.find(name);
+    return it != added_shapes_.end() ? &it->second : shapes_.Find(name);
+  }
+
+  // Outputs a training step cannot start its backward from as they are: the
+  // floating ones with more than one element (logits, not a loss).
+  std::vector<std::string> NonScalarOutputs() const {
+    std::vector<std::string> found;
+    for (const std::string& out : outputs_) {
+      const TensorShape* s = Shape(out);
+      if (s && IsFloatingType(s->elem_type) && s->Known() && s->Elements() > 1) {
+        found.push_back(out);
+      }
+    }
+    return found;
+  }
+
+  // A graph that ends at logits misses the loss users train with: warn, or
+  // append the one --loss names (cross-entropy over the last dim against
+  // int64 targets, a new graph input; or the mean of the output).
+  void AppendLoss() {
+    if (HasOwnBackward()) return;
+    std::vector<std::string> logits = NonScalarOutputs();
+    if (logits.empty() || options_.loss == LossKind::kNone) return;
+    if (!options_.loss) {
+      spdlog::warn("{}: the graph ends at output '{}' ({} elements), not at a loss: the loss "
+                   "(e.g. SoftmaxCrossEntropyLoss) is missing, so its saved log-probabilities "
+                   "and gradients are not counted; pass --loss cross-entropy or --loss mean to "
+                   "append one (--loss none to train on the output as it is)",
+                   graph_.source, logits[0], Shape(logits[0])->Elements());
+      return;
+    }
+    if (logits.size() > 1) {
+      throw InputError(graph_.source + ": --loss: the graph has " +
+                           std::to_string(logits.size()) + " non-scalar outputs ('" + logits[0] +
+                           "', '" + logits[1] + "'...); expected one to append the loss to",
+                       kExitUsage);
+    }
+    const std::string& out = logits[0];
+    const TensorShape& shape = *Shape(out);
+    ForwardOp loss;
+    loss.outputs = {out + ".loss"};
+    TensorShape scalar;
+    scalar.elem_type = shape.elem_type;
+    scalar.has_rank = true;
+    added_shapes_[loss.outputs[0]] = scalar;
+    if (*options_.loss == LossKind::kCrossEntropy) {
+      std::string targets = out + ".targets";
+      TensorShape target_shape;
+      target_shape.elem_type = TensorProto::INT64;
+      target_shape.has_rank = true;
+      target_shape.dims.assign(shape.dims.begin(), shape.dims.end() - (shape.dims.empty() ? 0 : 1));
+      added_shapes_[targets] = target_shape;
+      added_inputs_.push_back(targets);
+      loss.name = "loss/SoftmaxCrossEntropyLoss";
+      loss.op = "SoftmaxCrossEntropyLoss";
+      loss.inputs = {out, targets};
+    } else {
+      loss.name = "loss/ReduceMean";
+      loss.op = "ReduceMean";
+      loss.inputs = {out};
+    }
+    loss.scope = "loss";
+    ++consumers_[out];
+    for (const std::string& in : loss.inputs) ++consumers_[in];
+    ++consumers_[loss.outputs[0]];
+    outputs_ = {loss.outputs[0]};
+    ops_.push_back(std::move(loss));
+  }
 
   bool ScalarNear(const std::string& name, double want) const {
     const TensorShape* s = Shape(name);
@@ -366,6 +479,24 @@ class Builder {
     RemoveFusedAway();
   }
 
+  // Dropout with ratio 0, or not in training mode, returns its input: an
+  // Identity (a view, no mask), unless something reads its mask.
+  void MakeIdentityDropouts() {
+    for (ForwardOp& op : ops_) {
+      if (op.op != "Dropout" || op.inputs.empty() || op.inputs[0].empty()) continue;
+      bool zero_ratio = op.inputs.size() > 1 && !op.inputs[1].empty() &&
+                        ScalarNear(op.inputs[1], 0.0);
+      bool training = op.inputs.size() > 2 && !op.inputs[2].empty() &&
+                      !ScalarNear(op.inputs[2], 0.0);
+      bool mask_read = op.outputs.size() > 1 && !op.outputs[1].empty() &&
+                       consumers_[op.outputs[1]] > 0;
+      if ((!zero_ratio && training) || mask_read) continue;
+      op.op = "Identity";
+      op.inputs.resize(1);
+      op.outputs.resize(1);
+    }
+  }
+
   void RemoveFusedAway() {
     ops_.erase(std::remove_if(ops_.begin(), ops_.end(),
                               [](const ForwardOp& op) { return op.op.empty(); }),
@@ -404,7 +535,7 @@ class Builder {
   // Parameters: floating initializers on a differentiable path to an output.
   void ClassifyInitializers() {
     std::unordered_map<std::string, bool> needs;
-    for (const auto& out : model_.graph().output()) needs[out.name()] = true;
+    for (const std::string& out : outputs_) needs[out] = true;
     for (auto it = ops_.rbegin(); it != ops_.rend(); ++it) {
       if (it->folded) continue;
       bool any = false;
@@ -425,6 +556,32 @@ class Builder {
       if (IsFloatingType(init.data_type()) && needs_grad_.count(init.name()) && !frozen) {
         parameters_.insert(init.name());
       }
+    }
+    MarkParameterRelayouts();
+  }
+
+  // Exporters re-lay parameters out for ONNX (torch reorders LSTM/GRU gates
+  // with Slice + Concat of the weights): a Concat of views of parameters is
+  // a parameter laid out anew, which eager PyTorch never allocates. Its
+  // output is a resident parameter of no bytes of its own whose gradient
+  // stands for the gradients of the parameters it is made of (the same
+  // bytes, as the slices partition them); no nodes are emitted for it.
+  void MarkParameterRelayouts() {
+    std::set<std::string> rooted(parameters_.begin(), parameters_.end());
+    for (ForwardOp& op : ops_) {
+      if (op.folded || op.inputs.empty() || op.outputs.empty()) continue;
+      const OpRule& rule = Rule(op);
+      if (rule.view && rooted.count(op.inputs[0])) {
+        rooted.insert(op.outputs[0]);
+        continue;
+      }
+      if (op.op != "Concat") continue;
+      bool all = true;
+      for (const std::string& in : op.inputs) all &= in.empty() || rooted.count(in) > 0;
+      if (!all) continue;
+      op.relayout = true;
+      rooted.insert(op.outputs[0]);
+      relayouts_.insert(op.outputs[0]);
     }
   }
 
@@ -474,6 +631,9 @@ class Builder {
       AddTensor(input.name(), SaturatingMul(Elements(input.name()), ElementBytes(input.name())),
                 TensorKind::kInput);
     }
+    for (const std::string& input : added_inputs_) {
+      AddTensor(input, SaturatingMul(Elements(input), ElementBytes(input)), TensorKind::kInput);
+    }
     for (const TensorProto& init : graph.initializer()) {
       if (ids_.count(init.name())) continue;
       TensorKind kind = parameters_.count(init.name()) ? TensorKind::kParameter : TensorKind::kBuffer;
@@ -486,9 +646,16 @@ class Builder {
       for (size_t i = 0; i < op.outputs.size(); ++i) {
         const std::string& out = op.outputs[i];
         if (out.empty() || ids_.count(out)) continue;
+        if (op.relayout) {
+          AddTensor(out, 0, TensorKind::kParameter);
+          continue;
+        }
         const TensorShape* shape = Shape(out);
         uint32_t element_bytes = stats && i > 0 && shape ? OnnxElementBytes(shape->elem_type)
                                                          : ElementBytes(out);
+        // Dropout's mask: a bool per element (native_dropout) or the float
+        // noise CPU eager F.dropout multiplies by (--dropout-mask-bytes).
+        if (op.op == "Dropout" && i == 1) element_bytes = options_.dropout_mask_bytes;
         AddTensor(out, SaturatingMul(Elements(out), element_bytes),
                   op.folded ? TensorKind::kBuffer : TensorKind::kActivation);
       }
@@ -529,6 +696,16 @@ class Builder {
       }
       return out * window;
     }
+    if (op.op == "LSTM" || op.op == "GRU") {
+      // Per step: gates = X W^T + H R^T, G gates of `hidden` each.
+      std::vector<int64_t> w = dims(1), r = dims(2);
+      double gates_x = 1, gates_h = 1;
+      for (int64_t d : w) gates_x *= d;
+      for (int64_t d : r) gates_h *= d;
+      std::vector<int64_t> x = dims(0);
+      double steps_batch = x.size() == 3 ? static_cast<double>(x[0]) * x[1] : 1;
+      return 2.0 * steps_batch * (gates_x + gates_h) + 10.0 * out;
+    }
     if (op.op.rfind("Reduce", 0) == 0 || op.op.rfind("Global", 0) == 0) return in;
     if (op.op == "LayerNormalization" || op.op == "BatchNormalization") return in * 8;
     return out * rule.flops_per_element;
@@ -559,6 +736,204 @@ class Builder {
                        ? 0
                        : RooflineMicros(device_, flops, bytes, IsMatrixOp(op),
                                         precision_.sixteen_bit);
+  }
+
+  // Scratch a convolution allocates while it runs, by --device; see
+  // docs/onnx-fidelity.md for the measurements behind it. cpu: PyTorch runs
+  // fp32 Conv through oneDNN (mkldnn_convolution; torch 1.13, one thread:
+  // 1x1 unstrided kernels on batches under 16 take the native path, no
+  // scratch). oneDNN reorders plain tensors to a layout blocked by 16
+  // channels (padded up to a multiple of 16) and back; an input with fewer
+  // than 16 channels stays plain. Forward: reordered input and weight and
+  // the blocked output, then the blocked output with the plain one.
+  // Backward: the blocked input gradient beside the reordered output
+  // gradient and weight, then the plain input gradient beside the reordered
+  // output gradient, input and weight gradient. ConvTranspose runs
+  // slow_conv_transpose2d: a column buffer of one sample (C_out x kernel x
+  // input spatial) and a ones vector of the output's spatial size. GPU
+  // presets: 0, as cuDNN's workspace depends on the algorithm it picks at
+  // run time (hold it back with --reserve).
+  int64_t ConvWorkspace(const ForwardOp& op, Phase phase, bool input_grad = true) const {
+    if (options_.device != "cpu" || op.inputs.size() < 2 || op.outputs.empty()) return 0;
+    const TensorShape* x = Shape(op.inputs[0]);
+    const TensorShape* w = Shape(op.inputs[1]);
+    const TensorShape* y = Shape(op.outputs[0]);
+    if (!x || !w || !y || x->dims.size() < 3 || w->dims.size() != x->dims.size()) return 0;
+    const int64_t bytes = precision_.activation_bytes;
+    int64_t kernel = 1, spatial_x = 1, spatial_y = 1;
+    for (size_t i = 2; i < w->dims.size(); ++i) {
+      kernel = SaturatingMul(kernel, w->dims[i]);
+      spatial_x = SaturatingMul(spatial_x, x->dims[i]);
+      spatial_y = SaturatingMul(spatial_y, y->dims[i]);
+    }
+    const int64_t batch = x->dims[0];
+    if (op.op == "ConvTranspose") {
+      int64_t columns = SaturatingMul(SaturatingMul(w->dims[1], kernel), spatial_x);
+      return SaturatingMul(SaturatingAdd(columns, spatial_y), bytes);
+    }
+    if (op.op != "Conv") return 0;
+    bool strided = false;
+    for (const auto& attr : op.proto->attribute()) {
+      if (attr.name() == "strides") for (int64_t v : attr.ints()) strided |= v != 1;
+    }
+    if (kernel == 1 && !strided && batch < 16) return 0;  // native path
+    auto pad = [](int64_t c) { return (c + 15) / 16 * 16; };
+    const int64_t c_in = x->dims[1], c_out = y->dims[1];
+    const bool blocked_in = c_in >= 16;
+    const int64_t c_in_r = blocked_in ? pad(c_in) : c_in;
+    auto tensor = [&](int64_t c, int64_t spatial) {
+      return SaturatingMul(SaturatingMul(SaturatingMul(batch, c), spatial), bytes);
+    };
+    const int64_t x_plain = tensor(c_in, spatial_x), y_plain = tensor(c_out, spatial_y);
+    const int64_t x_r = tensor(c_in_r, spatial_x), y_r = tensor(pad(c_out), spatial_y);
+    const int64_t group_in = w->dims[1];
+    const int64_t w_plain = SaturatingMul(SaturatingMul(c_out, group_in), kernel * bytes);
+    const int64_t w_r = SaturatingMul(SaturatingMul(pad(c_out), blocked_in ? pad(group_in)
+                                                                            : group_in),
+                                      kernel * bytes);
+    if (phase == Phase::kForward) {
+      int64_t held = std::max(SaturatingAdd(SaturatingAdd(blocked_in ? x_r : 0, w_r), y_r),
+                              SaturatingAdd(y_r, y_plain));
+      return std::max<int64_t>(0, held - y_plain);
+    }
+    const int64_t gx = input_grad ? x_plain : 0;
+    const int64_t w_data = SaturatingMul(SaturatingMul(pad(c_out), pad(group_in)), kernel * bytes);
+    const int64_t data = input_grad ? std::max(SaturatingAdd(SaturatingAdd(y_r, w_data),
+                                                             tensor(pad(c_in), spatial_x)),
+                                               SaturatingAdd(tensor(pad(c_in), spatial_x), gx))
+                                    : 0;
+    const int64_t weights = SaturatingAdd(SaturatingAdd(gx, y_r),
+                                          SaturatingAdd(blocked_in ? x_r : x_plain, w_r));
+    return std::max<int64_t>(0, std::max(data, weights) - gx - w_plain);
+  }
+
+  // LSTM/GRU on CPU: the input's share of every step's gates, X W^T for the
+  // whole sequence (G = 4 or 3 gates of `hidden` per step), is computed
+  // before the first step and freed after the last; the backward stacks its
+  // gradient, the same size, before the input weights' gradient.
+  int64_t RecurrentWorkspace(const ForwardOp& op) const {
+    if ((op.op != "LSTM" && op.op != "GRU") || op.outputs.empty()) return 0;
+    const int64_t gates = op.op == "LSTM" ? 4 : 3;
+    return SaturatingMul(Elements(op.outputs[0]), gates * precision_.activation_bytes);
+  }
+
+  // Cast to the input's own dtype returns the input (eager's .to() of a
+  // tensor already of that type): an alias, and its gradient passes through.
+  bool IsSameTypeCast(const ForwardOp& op) const {
+    if (op.op != "Cast" || op.inputs.empty() || op.outputs.empty()) return false;
+    const TensorShape* in = Shape(op.inputs[0]);
+    const TensorShape* out = Shape(op.outputs[0]);
+    return in && out && in->elem_type != 0 && in->elem_type == out->elem_type;
+  }
+
+  // Gather of an activation at a 0-d index (x[:, 0]) is eager's select: a
+  // view that keeps its whole base alive while the view is saved; its
+  // backward makes a gradient of the base's size.
+  bool IsSelect(const ForwardOp& op) {
+    if (op.op != "Gather" || op.inputs.size() < 2 || op.outputs.empty()) return false;
+    const TensorShape* index = Shape(op.inputs[1]);
+    const TensorShape* data = Shape(op.inputs[0]);
+    if (!index || !index->has_rank || !index->dims.empty() || !data || !data->Known()) {
+      return false;
+    }
+    if (initializers_.count(op.inputs[0]) || folded_outputs_.count(op.inputs[0])) return false;
+    int64_t axis = 0;
+    for (const auto& attr : op.proto->attribute()) if (attr.name() == "axis") axis = attr.i();
+    const int64_t rank = static_cast<int64_t>(data->dims.size());
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    std::vector<int64_t> strides = StridesOf(op.inputs[0]);
+    strides.erase(strides.begin() + axis);
+    strides_[op.outputs[0]] = std::move(strides);
+    return true;
+  }
+
+  // Strides of `name` relative to its storage: a view's as TrackView found
+  // them, anything else's contiguous.
+  std::vector<int64_t> StridesOf(const std::string& name) const {
+    auto it = strides_.find(name);
+    if (it != strides_.end()) return it->second;
+    const TensorShape* s = Shape(name);
+    return s ? ContiguousStrides(s->dims) : std::vector<int64_t>{};
+  }
+
+  // Records the strides of view `out` of op.inputs[0]; false when eager
+  // PyTorch cannot view it so and copies (reshape of a transposed tensor):
+  // then `out` is a tensor of its own.
+  bool TrackView(const ForwardOp& op, const std::string& out) {
+    const TensorShape* in_shape = Shape(op.inputs[0]);
+    const TensorShape* out_shape = Shape(out);
+    if (!in_shape || !out_shape || !in_shape->Known() || !out_shape->Known()) return true;
+    std::vector<int64_t> in = StridesOf(op.inputs[0]);
+    std::vector<int64_t> strides;
+    if (op.op == "Transpose") {
+      std::vector<int64_t> perm;
+      for (const auto& attr : op.proto->attribute()) {
+        if (attr.name() == "perm") perm.assign(attr.ints().begin(), attr.ints().end());
+      }
+      if (perm.empty()) for (size_t i = in.size(); i-- > 0;) perm.push_back(i);
+      for (int64_t p : perm) {
+        if (p < 0 || p >= static_cast<int64_t>(in.size())) return true;
+        strides.push_back(in[p]);
+      }
+    } else if (op.op == "Slice" || op.op == "Split") {
+      strides = in;
+    } else if (!ViewStrides(in_shape->dims, in, out_shape->dims, &strides)) {
+      return false;  // Reshape, Flatten, (Un)Squeeze that cannot view: a copy
+    }
+    if (strides.size() != out_shape->dims.size()) return true;
+    strides_[out] = std::move(strides);
+    return true;
+  }
+
+  // A matrix product's operand eager PyTorch cannot fold into the shape the
+  // kernel takes without a copy: matmul reshapes an N-d operand to
+  // [batch, rows, cols] (or [rows, cols] against a 2-d weight) and mm takes
+  // row- or column-major matrices. Such an operand is copied, and the copy
+  // is what the backward keeps (LSTM/GRU: X goes through one such matmul).
+  bool NeedsContiguousCopy(const std::string& name, bool batched) const {
+    const TensorShape* s = Shape(name);
+    if (!strides_.count(name) || !s || !s->Known() || s->dims.size() < 2) return false;
+    const std::vector<int64_t>& dims = s->dims;
+    std::vector<int64_t> strides = StridesOf(name);
+    const size_t rank = dims.size();
+    if (rank == 2 || batched) {
+      std::vector<int64_t> folded;
+      int64_t lead = 1;
+      for (size_t i = 0; i + 2 < rank; ++i) lead *= dims[i];
+      if (rank > 2) folded.push_back(lead);
+      folded.push_back(dims[rank - 2]);
+      folded.push_back(dims[rank - 1]);
+      std::vector<int64_t> view;
+      if (!ViewStrides(dims, strides, folded, &view)) return true;
+      // The last two dims: row-major or column-major.
+      int64_t r = view[view.size() - 2], c = view.back();
+      bool row = c == 1 || folded.back() == 1, col = r == 1 || folded[folded.size() - 2] == 1;
+      return !row && !col;
+    }
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < rank; ++i) rows *= dims[i];
+    std::vector<int64_t> view;
+    return !ViewStrides(dims, strides, {rows, dims[rank - 1]}, &view);
+  }
+
+  void AddContiguousCopies(const ForwardOp& op, Node& node) {
+    std::vector<size_t> operands;
+    if (op.op == "MatMul") operands = {0, 1};
+    if (op.op == "Gemm" || op.op == "LSTM" || op.op == "GRU") operands = {0};
+    for (size_t i : operands) {
+      if (i >= op.inputs.size() || op.inputs[i].empty()) continue;
+      const TensorShape* a = Shape(op.inputs[0]);
+      const TensorShape* b = op.inputs.size() > 1 ? Shape(op.inputs[1]) : nullptr;
+      bool batched = op.op == "MatMul" && a && b && a->dims.size() > 2 && b->dims.size() > 2;
+      if (op.op == "LSTM" || op.op == "GRU") batched = false;
+      if (!NeedsContiguousCopy(op.inputs[i], batched)) continue;
+      const std::string& in = op.inputs[i];
+      TensorId copy = AddTensor(in + ":contiguous", SaturatingMul(Elements(in), ElementBytes(in)),
+                                TensorKind::kActivation);
+      node.outputs.push_back(copy);
+      contiguous_copies_[op.name + "#" + std::to_string(i)] = copy;
+    }
   }
 
   // ---- forward ----
@@ -602,8 +977,29 @@ class Builder {
         break;
       case SavedExtra::kDropoutMask:
         if (op.outputs.size() > 1 && !op.outputs[1].empty()) break;
-        extras.push_back(AddTensor(out + ".mask", elements, TensorKind::kActivation));
+        extras.push_back(AddTensor(out + ".mask",
+                                   SaturatingMul(elements, options_.dropout_mask_bytes),
+                                   TensorKind::kActivation));
         break;
+      case SavedExtra::kLogProbs:
+        extras.push_back(AddTensor(out + ".total_weight", 4, TensorKind::kActivation));
+        if (op.outputs.size() > 1 && !op.outputs[1].empty()) break;
+        extras.push_back(AddTensor(out + ".log_prob",
+                                   SaturatingMul(Elements(op.inputs[0]),
+                                                 precision_.activation_bytes),
+                                   TensorKind::kActivation));
+        break;
+      case SavedExtra::kRecurrentSteps: {
+        // Y: [seq, directions, batch, hidden]. The last step's values apart:
+        // the backward frees them after its first step back.
+        const TensorShape* y = Shape(out);
+        int64_t seq = y && !y->dims.empty() ? std::max<int64_t>(y->dims[0], 1) : 1;
+        int64_t step = SaturatingMul(elements / seq, 7 * precision_.activation_bytes);
+        extras.push_back(AddTensor(out + ".steps", SaturatingMul(step, seq - 1),
+                                   TensorKind::kActivation));
+        extras.push_back(AddTensor(out + ".last_step", step, TensorKind::kActivation));
+        break;
+      }
       case SavedExtra::kNone:
         break;
     }
@@ -615,7 +1011,7 @@ class Builder {
     extras_.resize(ops_.size());
     for (size_t i = 0; i < ops_.size(); ++i) {
       const ForwardOp& op = ops_[i];
-      if (op.folded) continue;
+      if (op.folded || op.relayout) continue;
       const OpRule& rule = Rule(op);
       if (&rule == &FallbackOpRule()) fallback_ops_.insert(op.op);
       Node node;
@@ -630,11 +1026,16 @@ class Builder {
         if (out.empty()) continue;
         TensorId t = Id(out);
         node.outputs.push_back(t);
-        if (rule.view && !op.inputs.empty() && !op.inputs[0].empty()) {
+        if (rule.view && !op.inputs.empty() && !op.inputs[0].empty() && TrackView(op, out)) {
+          graph_.tensors[t].alias_of = Id(op.inputs[0]);
+        }
+        if ((IsSelect(op) || IsSameTypeCast(op)) && out == op.outputs[0]) {
           graph_.tensors[t].alias_of = Id(op.inputs[0]);
         }
       }
+      AddContiguousCopies(op, node);
       extras_[i] = AddExtras(op, rule, node);
+      node.workspace_bytes = ConvWorkspace(op, Phase::kForward) + RecurrentWorkspace(op);
       SetCost(node, ForwardFlops(op, rule), op.op);
       forward_flops_.push_back(node.flops);
       node_of_op_.push_back(graph_.nodes.size());
@@ -647,8 +1048,9 @@ class Builder {
 
   void PropagateRequiresGrad() {
     requires_grad_ = parameters_;
+    requires_grad_.insert(relayouts_.begin(), relayouts_.end());
     for (const ForwardOp& op : ops_) {
-      if (op.folded) continue;
+      if (op.folded || op.relayout) continue;
       const OpRule& rule = Rule(op);
       bool any = false;
       for (size_t i = 0; i < op.inputs.size(); ++i) {
@@ -661,23 +1063,36 @@ class Builder {
     }
   }
 
-  // Gradient of `name` made (or accumulated in place) by backward node `node`.
-  void MakeGradient(const std::string& name, TensorId view_of, Node& node) {
+  // Gradient of `name` made by backward node `node`. `same_as` is a gradient
+  // the contribution is (a view's, or Add's incoming gradient passed
+  // through), kNoId when the node computes a new one. The gradient of a
+  // parameter or of a view of one (Transpose(W) into MatMul) is the
+  // parameter's gradient: resident to the step's end, accumulated in place
+  // (AccumulateGrad), the contribution live while the node runs. Any other
+  // tensor's second contribution is summed out of place (autograd's
+  // InputBuffer): old, new and sum are live at once; a new buffer replaces
+  // the old, which is freed after this node.
+  void MakeGradient(const std::string& name, TensorId same_as, Node& node) {
     TensorId forward = Id(name);
-    bool parameter = graph_.tensors[forward].kind == TensorKind::kParameter;
+    const TensorId root = graph_.StorageRoot(forward);
+    bool parameter = graph_.tensors[root].kind == TensorKind::kParameter &&
+                     Elements(name) == Elements(graph_.tensors[root].name);
     TensorKind kind = parameter ? TensorKind::kGradient : TensorKind::kActivation;
     int64_t bytes = SaturatingMul(Elements(name), parameter ? precision_.gradient_bytes
                                                               : precision_.activation_bytes);
+    if (same_as != kNoId && graph_.tensors[graph_.StorageRoot(same_as)].bytes != bytes) {
+      same_as = kNoId;  // not the same size: a new buffer (e.g. a broadcast's reduction)
+    }
     auto it = grad_.find(name);
     TensorId grad;
-    if (it != grad_.end()) {
-      // Several consumers: accumulate into the existing gradient.
-      grad = AddTensor(name + ".grad", 0, kind);
-      graph_.tensors[grad].alias_of = it->second;
-      node.inputs.push_back(it->second);
+    if (it == grad_.end()) {
+      grad = AddTensor(name + ".grad", same_as == kNoId ? bytes : 0, kind);
+      if (same_as != kNoId) graph_.tensors[grad].alias_of = same_as;
     } else {
-      grad = AddTensor(name + ".grad", bytes, kind);
-      if (view_of != kNoId && !parameter) graph_.tensors[grad].alias_of = view_of;
+      node.inputs.push_back(it->second);
+      if (same_as == kNoId) node.workspace_bytes = SaturatingAdd(node.workspace_bytes, bytes);
+      grad = AddTensor(name + ".grad", parameter ? 0 : bytes, kind);
+      if (parameter) graph_.tensors[grad].alias_of = it->second;
     }
     node.outputs.push_back(grad);
     grad_[name] = grad;
@@ -689,8 +1104,8 @@ class Builder {
     seed.name = "backward/seed";
     seed.op = "LossGrad";
     seed.phase = Phase::kBackward;
-    for (const auto& out : model_.graph().output()) {
-      if (RequiresGrad(out.name())) MakeGradient(out.name(), kNoId, seed);
+    for (const std::string& out : outputs_) {
+      if (RequiresGrad(out)) MakeGradient(out, kNoId, seed);
     }
     seed.flops = 0;
     seed.time_us = 0;
@@ -698,7 +1113,7 @@ class Builder {
     size_t emitted = node_of_op_.size();
     for (size_t i = ops_.size(); i-- > 0;) {
       const ForwardOp& op = ops_[i];
-      if (op.folded) continue;
+      if (op.folded || op.relayout) continue;
       --emitted;
       EmitBackwardNode(op, extras_[i], forward_flops_[emitted]);
     }
@@ -730,11 +1145,76 @@ class Builder {
     }
     if (grad_inputs.empty()) return;
     SaveForBackward(op, rule, grad_inputs, extras, node);
+    if (op.op == "LSTM" || op.op == "GRU") {
+      EmitRecurrentBackward(op, grad_inputs, extras, forward_flops * rule.backward_flops_ratio,
+                            node);
+      return;
+    }
     for (size_t i : grad_inputs) {
-      MakeGradient(op.inputs[i], rule.view ? output_grad : kNoId, node);
+      bool passes = rule.view || rule.passes_gradient || IsSameTypeCast(op);
+      MakeGradient(op.inputs[i], passes ? output_grad : kNoId, node);
+    }
+    bool input_grad = std::find(grad_inputs.begin(), grad_inputs.end(), 0) != grad_inputs.end();
+    node.workspace_bytes = SaturatingAdd(node.workspace_bytes,
+                                         ConvWorkspace(op, Phase::kBackward, input_grad));
+    for (size_t i = 0; i < op.inputs.size() && i < 32; ++i) {
+      if (!((rule.backward_temporaries >> i) & 1) || op.inputs[i].empty()) continue;
+      node.workspace_bytes = SaturatingAdd(
+          node.workspace_bytes, SaturatingMul(Elements(op.inputs[i]), precision_.activation_bytes));
     }
     SetCost(node, forward_flops * rule.backward_flops_ratio, op.op);
     graph_.nodes.push_back(std::move(node));
+  }
+
+  // LSTM/GRU's backward in three nodes, as autograd walks it. The last
+  // timestep first (reading the outputs' gradients and that step's saved
+  // values, released after it). Then back through the other steps (`node`):
+  // each step's contribution to the hidden weights' gradient is summed out of
+  // place into the running one, so 2 x R sit beside it, with the step's gate
+  // gradients (batch x G x hidden). Then the input side, from the stacked gate
+  // gradients of the whole sequence (workspace) and X: the gradients of X, W
+  // and B.
+  void EmitRecurrentBackward(const ForwardOp& op, const std::vector<size_t>& grad_inputs,
+                             const std::vector<TensorId>& extras, double flops, Node& node) {
+    TensorId last_step = extras.empty() ? kNoId : extras.back();
+    Node first;
+    first.name = op.name + ".backward/last_step";
+    first.op = op.op + "StepGrad";
+    first.scope = op.scope;
+    first.phase = Phase::kBackward;
+    for (const std::string& out : op.outputs) {
+      auto it = out.empty() ? grad_.end() : grad_.find(out);
+      if (it != grad_.end()) first.inputs.push_back(it->second);
+    }
+    if (last_step != kNoId) first.inputs.push_back(last_step);
+    node.inputs.erase(std::remove(node.inputs.begin(), node.inputs.end(), last_step),
+                      node.inputs.end());
+    SetCost(first, 0, op.op);
+    graph_.nodes.push_back(std::move(first));
+    Node input;
+    input.name = op.name + ".backward/input";
+    input.op = op.op + "InputGrad";
+    input.scope = op.scope;
+    input.phase = Phase::kBackward;
+    auto copy = contiguous_copies_.find(op.name + "#0");
+    input.inputs.push_back(copy != contiguous_copies_.end() ? copy->second : Id(op.inputs[0]));
+    for (size_t i : grad_inputs) {
+      bool input_side = i == 0 || i == 1 || i == 3;  // X, W, B
+      MakeGradient(op.inputs[i], kNoId, input_side ? input : node);
+      if (i == 2) {
+        const int64_t gates = op.op == "LSTM" ? 4 : 3;
+        const TensorShape* y = Shape(op.outputs[0]);
+        int64_t seq = y && !y->dims.empty() ? std::max<int64_t>(y->dims[0], 1) : 1;
+        node.workspace_bytes = SaturatingAdd(
+            SaturatingMul(Elements(op.inputs[2]), 2 * precision_.gradient_bytes),
+            SaturatingMul(Elements(op.outputs[0]) / seq, gates * precision_.activation_bytes));
+      }
+    }
+    input.workspace_bytes = RecurrentWorkspace(op);
+    SetCost(node, flops / 2, op.op);
+    SetCost(input, flops / 2, op.op);
+    graph_.nodes.push_back(std::move(node));
+    graph_.nodes.push_back(std::move(input));
   }
 
   void SaveForBackward(const ForwardOp& op, const OpRule& rule,
@@ -751,17 +1231,131 @@ class Builder {
       if (!saved && ((rule.saved_inputs_for_others >> i) & 1)) {
         for (size_t j : grad_inputs) saved |= j != i;
       }
-      if (saved) save(Id(op.inputs[i]));
+      if (!saved) continue;
+      auto copy = contiguous_copies_.find(op.name + "#" + std::to_string(i));
+      save(copy != contiguous_copies_.end() ? copy->second : Id(op.inputs[i]));
     }
     for (size_t i = 0; i < op.outputs.size() && i < 32; ++i) {
       // ONNX-provided extras: Dropout's mask, MaxPool's indices, LayerNorm's
       // Mean/InvStdDev (BatchNorm's extra outputs are running stats).
+      // (BatchNorm's extra outputs are running stats, LSTM/GRU's the last
+      // hidden and cell states.)
       bool onnx_extra = i > 0 && rule.extra != SavedExtra::kNone &&
-                        rule.extra != SavedExtra::kChannelStats;
+                        rule.extra != SavedExtra::kChannelStats &&
+                        rule.extra != SavedExtra::kRecurrentSteps;
       bool saved = ((rule.saved_outputs >> i) & 1) || onnx_extra;
       if (saved && !op.outputs[i].empty()) save(Id(op.outputs[i]));
     }
     for (TensorId t : extras) save(t);
+  }
+
+  // Values folded at load time (shape arithmetic, scalars, masks built from
+  // constants) are what eager PyTorch computes each step, not buffers: one the
+  // backward reads (a mask Where keeps, positions an embedding keeps) is an
+  // activation made by a "Constant" node right before its first reader;
+  // any other (shapes, scalars: Python values in eager) costs nothing.
+  void MakeFoldedValuesPerStep() {
+    std::vector<NodeId> first_reader(graph_.tensors.size(), kNoId);
+    std::vector<uint8_t> backward_read(graph_.tensors.size(), 0);
+    for (NodeId n = 0; n < graph_.nodes.size(); ++n) {
+      for (TensorId t : graph_.nodes[n].inputs) {
+        if (first_reader[t] == kNoId) first_reader[t] = n;
+        backward_read[t] |= graph_.nodes[n].phase != Phase::kForward;
+      }
+    }
+    std::vector<std::pair<NodeId, TensorId>> made;  // (before node, tensor)
+    for (const std::string& name : folded_outputs_) {
+      auto it = ids_.find(name);
+      if (it == ids_.end() || initializers_.count(name)) continue;
+      Tensor& tensor = graph_.tensors[it->second];
+      if (tensor.kind != TensorKind::kBuffer || tensor.alias_of != kNoId) continue;
+      // A scalar is a Python number in eager code (mul by a Scalar keeps no
+      // tensor).
+      if (!backward_read[it->second] || first_reader[it->second] == kNoId ||
+          Elements(name) <= 1) {
+        tensor.bytes = 0;
+        continue;
+      }
+      tensor.kind = TensorKind::kActivation;
+      made.emplace_back(first_reader[it->second], it->second);
+    }
+    // Insert from the back so earlier positions stay valid; ties by tensor id.
+    std::sort(made.begin(), made.end());
+    for (auto it = made.rbegin(); it != made.rend(); ++it) {
+      Node node;
+      node.name = graph_.tensors[it->second].name + ":constant";
+      node.op = "Constant";
+      node.scope = graph_.nodes[it->first].scope;
+      node.phase = Phase::kForward;
+      node.outputs = {it->second};
+      node.flops = 0;
+      node.time_us = 0;
+      graph_.nodes.insert(graph_.nodes.begin() + it->first, std::move(node));
+    }
+  }
+
+  // ---- the optimizer step ----
+  OptimizerImpl Impl() const {
+    if (options_.optimizer_impl) return *options_.optimizer_impl;
+    // PyTorch 2.x (_default_to_fused_or_foreach) picks foreach when every
+    // parameter is on CUDA, the per-parameter loop otherwise; fused is opt-in.
+    return options_.device == "cpu" ? OptimizerImpl::kForLoop : OptimizerImpl::kForeach;
+  }
+
+  // Adam/AdamW's step after the backward, as nodes whose temporaries are
+  // what torch.optim allocates (exp_avg and exp_avg_sq update in place; the
+  // 0-d fp32 `step` of each parameter is optimizer state):
+  // - for-loop: per parameter, denom = (exp_avg_sq.sqrt() / c).add_(eps):
+  //   the sqrt and the quotient (2 x the parameter, fp32) live at once while
+  //   the previous parameter's denom is still bound, so node i makes denom_i,
+  //   has the sqrt as workspace and reads denom_{i-1};
+  // - foreach: one node over the group holding sqrt(exp_avg_sq) for every
+  //   parameter (div_ and add_ run in place);
+  // - fused: one node, no temporaries.
+  // SGD (with or without momentum) updates in place: no nodes.
+  void EmitOptimizerStep() {
+    const std::string& optimizer = options_.optimizer;
+    if (optimizer != "adam" && optimizer != "adamw") return;
+    std::vector<std::string> params;
+    for (const TensorProto& init : model_.graph().initializer()) {
+      if (parameters_.count(init.name())) params.push_back(init.name());
+    }
+    for (const std::string& name : params) {
+      AddTensor(name + ".step", 4, TensorKind::kOptimizerState);
+    }
+    const OptimizerImpl impl = Impl();
+    auto state_bytes = [&](const std::string& name) { return SaturatingMul(Elements(name), 4); };
+    if (impl != OptimizerImpl::kForLoop) {
+      Node node;
+      node.name = "optimizer/" + optimizer + (impl == OptimizerImpl::kFused ? ".fused" : ".foreach");
+      node.op = optimizer == "adam" ? "Adam" : "AdamW";
+      node.phase = Phase::kOptimizer;
+      for (const std::string& name : params) {
+        node.inputs.push_back(Id(name));
+        if (grad_.count(name)) node.inputs.push_back(grad_.at(name));
+        if (impl == OptimizerImpl::kForeach) {
+          node.workspace_bytes = SaturatingAdd(node.workspace_bytes, state_bytes(name));
+        }
+      }
+      SetCost(node, 0, node.op);
+      graph_.nodes.push_back(std::move(node));
+      return;
+    }
+    TensorId previous_denom = kNoId;
+    for (const std::string& name : params) {
+      Node node;
+      node.name = "optimizer/" + name;
+      node.op = optimizer == "adam" ? "Adam" : "AdamW";
+      node.phase = Phase::kOptimizer;
+      node.inputs.push_back(Id(name));
+      if (grad_.count(name)) node.inputs.push_back(grad_.at(name));
+      if (previous_denom != kNoId) node.inputs.push_back(previous_denom);
+      previous_denom = AddTensor(name + ".denom", state_bytes(name), TensorKind::kActivation);
+      node.outputs.push_back(previous_denom);
+      node.workspace_bytes = state_bytes(name);
+      SetCost(node, 12.0 * static_cast<double>(Elements(name)), node.op);
+      graph_.nodes.push_back(std::move(node));
+    }
   }
 
   // ---- models that already hold their backward ----
@@ -846,9 +1440,15 @@ class Builder {
   const DeviceSpec& device_;
   Graph graph_;
   std::vector<ForwardOp> ops_;
+  std::vector<std::string> outputs_;  // the step's outputs: the model's, or the appended loss
+  std::unordered_map<std::string, TensorShape> added_shapes_;  // of what AppendLoss adds
+  std::vector<std::string> added_inputs_;                      // e.g. the loss's targets
   std::unordered_map<std::string, int> consumers_;
   std::unordered_map<std::string, bool> needs_grad_;
   std::set<std::string> initializers_, parameters_, folded_outputs_, requires_grad_;
+  std::set<std::string> relayouts_;
+  std::unordered_map<std::string, std::vector<int64_t>> strides_;  // of views
+  std::unordered_map<std::string, TensorId> contiguous_copies_;    // "<op>#<input>"  // Concat outputs that are parameters laid out anew
   std::set<std::string> fallback_ops_;
   std::unordered_map<std::string, TensorId> ids_;
   std::unordered_map<std::string, TensorId> grad_;  // latest gradient of a forward tensor
@@ -866,6 +1466,11 @@ Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
   ParsePrecision(options.precision);
   ParseOptimizer(options.optimizer);
   FindDevice(options.device);
+  if (options.dropout_mask_bytes != 1 && options.dropout_mask_bytes != 4) {
+    throw InputError("--dropout-mask-bytes: " + std::to_string(options.dropout_mask_bytes) +
+                         " (expected 1 or 4)",
+                     kExitUsage);
+  }
   ShapeBindings bindings = ParseShapeBindings(options.dims, options.input_shapes);
   // Parse a copy without the weights (hundreds of MB are never copied); bytes
   // that are not well-formed go to the real parser for its error message.

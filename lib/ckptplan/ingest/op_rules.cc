@@ -69,17 +69,46 @@ constexpr OpRule WithSaved(OpRule rule, uint32_t saved_inputs) {
   return rule;
 }
 
+// Normalisations: the affine scale (input 1) and bias (input 2) are trained
+// parameters with gradients and optimizer state, not buffers.
+constexpr OpRule Trained(OpRule rule) {
+  rule.differentiable_inputs |= kIn1 | kIn2;
+  return rule;
+}
+
+// CPU eager PyTorch runs LSTM and GRU as per-timestep cells that autograd
+// records op by op (ATen RNN.cpp, LSTMCell / GRUCell after one matmul of the
+// whole input). Per step and direction they keep 7 x batch x hidden values:
+// LSTM the 4 gate activations (one buffer the sigmoid_/tanh_ views share),
+// tanh(c_t), h_{t-1} and c_{t-1}; GRU the 3 hidden-gate activations, copies
+// of two operands multiplied in place (the new gate's hidden part, h - n),
+// the new gate and h_{t-1}. Both keep X for the input weights' gradient.
+constexpr OpRule Recurrent(std::string_view op, uint32_t differentiable) {
+  OpRule rule{op};
+  rule.differentiable_inputs = differentiable;
+  rule.saved_inputs = kIn0;
+  rule.extra = SavedExtra::kRecurrentSteps;
+  rule.backward_flops_ratio = 2;
+  return rule;
+}
+
 // Sorted by op name (FindOpRule binary-searches; tests check the order).
 constexpr std::array kRules = {
     Unary("Abs", true, false),
-    KeepsNothing("Add", kIn0 | kIn1),
+    // AddBackward returns its incoming gradient for both inputs (a
+    // broadcast input gets a reduction of it).
+    [] {
+      OpRule rule = KeepsNothing("Add", kIn0 | kIn1);
+      rule.passes_gradient = true;
+      return rule;
+    }(),
     NoGradient("And"),
     NoGradient("ArgMax"),
     NoGradient("ArgMin"),
     KeepsNothing("AveragePool", kIn0),
     // Training mode: keeps its input and per-channel save_mean/save_invstd;
     // the scale is a parameter (resident). Running stats get no gradient.
-    WithExtra(WithSaved(Unary("BatchNormalization", true, false, 8, 2), kIn1),
+    WithExtra(Trained(WithSaved(Unary("BatchNormalization", true, false, 8, 2), kIn1)),
               SavedExtra::kChannelStats),
     KeepsNothing("Cast", kIn0),
     KeepsNothing("Ceil", 0),
@@ -105,6 +134,8 @@ constexpr std::array kRules = {
     KeepsNothing("Expand", kIn0, 0),
     View("Flatten"),
     KeepsNothing("Floor", 0),
+    // X, W, R, B, initial_h (input 4 is sequence_lens).
+    Recurrent("GRU", kIn0 | kIn1 | kIn2 | (1u << 3) | (1u << 5)),
     // Embedding keeps its int64 indices (input 1); the table is a parameter.
     WithSaved(KeepsNothing("Gather", kIn0, 0), kIn1),
     WithSaved(KeepsNothing("GatherElements", kIn0, 0), kIn1),
@@ -115,16 +146,18 @@ constexpr std::array kRules = {
     Unary("GlobalMaxPool", true, true),
     NoGradient("Greater"),
     NoGradient("GreaterOrEqual"),
-    WithSaved(Unary("GroupNormalization", true, false, 8, 2), kIn1),
+    Trained(WithSaved(Unary("GroupNormalization", true, false, 8, 2), kIn1)),
     Unary("HardSigmoid", true, false),
     Unary("HardSwish", true, false),
     View("Identity"),
-    WithExtra(WithSaved(Unary("InstanceNormalization", true, false, 8, 2), kIn1),
+    WithExtra(Trained(WithSaved(Unary("InstanceNormalization", true, false, 8, 2), kIn1)),
               SavedExtra::kRowStats),
     NoGradient("IsInf"),
     NoGradient("IsNaN"),
+    // X, W, R, B, initial_h, initial_c, P (input 4 is sequence_lens).
+    Recurrent("LSTM", kIn0 | kIn1 | kIn2 | (1u << 3) | (1u << 5) | (1u << 6) | (1u << 7)),
     // Keeps its input, weight and per-row mean and rstd (fp32).
-    WithExtra(WithSaved(Unary("LayerNormalization", true, false, 8, 2), kIn1),
+    WithExtra(Trained(WithSaved(Unary("LayerNormalization", true, false, 8, 2), kIn1)),
               SavedExtra::kRowStats),
     Unary("LeakyRelu", true, false),
     NoGradient("Less"),
@@ -170,10 +203,15 @@ constexpr std::array kRules = {
     NoGradient("Size"),
     View("Slice"),
     Unary("Softmax", false, true, 5, 2),
+    // log_softmax + nll_loss: keeps the targets, the log-probabilities and
+    // total_weight; its backward makes the gradient of the log-probabilities
+    // (a temporary the size of the scores) and from it the scores' gradient.
     [] {
       OpRule rule = Unary("SoftmaxCrossEntropyLoss", false, false, 6, 1);
       rule.saved_inputs = kIn1;  // targets; log-prob output 1 is kept below
       rule.saved_outputs = 1u << 1;
+      rule.extra = SavedExtra::kLogProbs;
+      rule.backward_temporaries = kIn0;
       return rule;
     }(),
     Unary("Softplus", true, false, 4),

@@ -18,6 +18,12 @@ enum class SavedExtra : uint8_t {
   kChannelStats,  ///< BatchNorm (training): save_mean, save_invstd, 2 fp32 per channel
   kPoolIndices,   ///< MaxPool: int64 argmax index per output element
   kDropoutMask,   ///< Dropout: 1-byte mask per element (ONNX output 1 when present)
+  /// SoftmaxCrossEntropyLoss: the fp32 total_weight (4 bytes), and the
+  /// log-probabilities (one per score) unless ONNX output 1 holds them.
+  kLogProbs,
+  /// LSTM/GRU: what the per-timestep cells keep, 7 x batch x hidden values
+  /// a step and direction (op_rules.cc).
+  kRecurrentSteps,
 };
 
 struct OpRule {
@@ -25,6 +31,9 @@ struct OpRule {
   /// Output 0 shares input 0's storage (a view): no bytes, no cost; its
   /// gradient is a view of the output's gradient.
   bool view = false;
+  /// The backward hands its incoming gradient to its inputs as it is (Add):
+  /// an input of the output's size gets that gradient, no new buffer.
+  bool passes_gradient = false;
   /// Inputs that receive a gradient (bit i: input i).
   uint32_t differentiable_inputs = 0;
   /// Inputs saved whenever the node has a backward.
@@ -35,6 +44,10 @@ struct OpRule {
   /// Outputs saved (bit i: output i).
   uint32_t saved_outputs = 0;
   SavedExtra extra = SavedExtra::kNone;
+  /// Inputs (bit i: input i) the size of which the backward allocates a
+  /// temporary of, live while it runs (e.g. the gradient of the
+  /// log-probabilities inside cross-entropy's backward).
+  uint32_t backward_temporaries = 0;
   /// Forward FLOPs per output element, for ops not costed from their
   /// operands' shapes (MatMul, Gemm, Conv, pools, reductions are).
   double flops_per_element = 1;

@@ -5,16 +5,13 @@
 #include <cstdint>
 #include <map>
 
+#include "ckptplan/ir/scope.h"
+
 namespace ckptplan {
 namespace {
 
 constexpr std::string_view kNames[] = {"ckptplan",         "greedy",        "save-all",
                                        "scope-checkpoint", "sqrt-segments", "knapsack"};
-
-bool IsDigits(std::string_view text) {
-  return !text.empty() &&
-         std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
 
 }  // namespace
 
@@ -55,16 +52,6 @@ SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group)
     if (group[p] != kNoId && !read_outside[t]) keep[t] = 0;
   }
   return keep;
-}
-
-std::string ScopeBlock(std::string_view scope) {
-  size_t first = scope.find_first_of("./");
-  if (first == std::string_view::npos) return std::string(scope);
-  size_t second = scope.find_first_of("./", first + 1);
-  std::string_view next = scope.substr(
-      first + 1, second == std::string_view::npos ? std::string_view::npos : second - first - 1);
-  if (IsDigits(next)) return std::string(scope.substr(0, second));
-  return std::string(scope.substr(0, first));
 }
 
 SaveSet ScopeCheckpointPlan(const Graph& graph) {

@@ -33,13 +33,8 @@ const std::vector<Strategy>& AllStrategies();
 /// checkpoint input, which torch.utils.checkpoint keeps).
 SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group);
 
-/// The block a scope belongs to: its first component, plus the next one when
-/// that is a layer index ("h.0.attn" -> "h.0", "layers/3/mlp" -> "layers/3",
-/// "ln_f" -> "ln_f"). Components are separated by '.' or '/'.
-std::string ScopeBlock(std::string_view scope);
-
-/// Full checkpointing of every scope block (nodes without scope are not
-/// checkpointed). Equal to SaveAll when no node has a scope.
+/// Full checkpointing of every scope block (ScopeBlock, ir/scope.h; nodes
+/// without scope are not checkpointed). Equal to SaveAll when no node has a scope.
 SaveSet ScopeCheckpointPlan(const Graph& graph);
 
 /// The forward nodes cut into `segments` runs of (nearly) equal node count,

@@ -8,7 +8,6 @@
 #define CKPTPLAN_SWEEP_H_
 
 #include <cstdint>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,11 +48,6 @@ struct SweepResult {
 /// Plans every budget with `options` (its budget_bytes is ignored).
 SweepResult RunSweep(const Graph& graph, std::vector<int64_t> budgets,
                      const PlannerOptions& options);
-
-/// Table: budget, peak, recompute cost and % of the step, feasible, method.
-std::string SweepText(const Graph& graph, const std::string& graph_path, const SweepResult& sweep);
-nlohmann::ordered_json SweepJson(const Graph& graph, const std::string& graph_path,
-                                 const SweepResult& sweep);
 
 }  // namespace ckptplan
 

@@ -7,6 +7,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "ckptplan/base/size.h"
+
 namespace ckptplan {
 namespace {
 
@@ -559,6 +561,19 @@ LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes) {
     }
   }
   return bound;
+}
+
+std::string DescribeLowerBound(const Graph& graph, const LowerBound& bound) {
+  std::string text;
+  for (size_t c = 0; c < kNumCategories; ++c) {
+    if (bound.resident[c] == 0) continue;
+    text += std::string(ToString(static_cast<Category>(c))) + " " +
+            FormatBytes(bound.resident[c]) + " + ";
+  }
+  if (bound.gradients > 0) text += "gradients " + FormatBytes(bound.gradients) + " + ";
+  text += "largest single step " + FormatBytes(bound.step_bytes);
+  if (bound.node != kNoId) text += " (node '" + graph.nodes[bound.node].name + "')";
+  return text;
 }
 
 }  // namespace ckptplan

@@ -19,6 +19,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
@@ -217,6 +218,9 @@ struct LowerBound {
   NodeId node = kNoId;
 };
 LowerBound ComputeLowerBound(const Graph& graph, int64_t reserve_bytes);
+/// "parameters 14.0 GiB + optimizer_state 28.0 GiB + ... + largest single
+/// step 3.1 GiB (node 'x')".
+std::string DescribeLowerBound(const Graph& graph, const LowerBound& bound);
 
 /// A range of nodes [first, end) that no plan connects to the rest of the
 /// step: every storage a forward node makes or reads is made and last read

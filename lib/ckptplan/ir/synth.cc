@@ -1,4 +1,4 @@
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 
 #include <algorithm>
 #include <random>

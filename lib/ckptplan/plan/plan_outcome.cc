@@ -1,0 +1,41 @@
+#include "ckptplan/plan/plan_outcome.h"
+
+#include <chrono>
+
+#include "ckptplan/base/console.h"
+#include "ckptplan/base/size.h"
+
+namespace ckptplan {
+
+SimResult SimulateRecorded(const Graph& graph, const SaveSet& keep, int64_t reserve,
+                           bool per_step) {
+  SimOptions options;
+  options.reserve_bytes = reserve;
+  options.record_categories = per_step;
+  return Simulate(graph, keep, options);
+}
+
+PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool per_step) {
+  PlanOutcome outcome;
+  outcome.bound = ComputeLowerBound(graph, options.reserve_bytes);
+  auto clock = std::chrono::steady_clock::now();
+  outcome.found = PlanGraph(graph, options);
+  outcome.plan_seconds = SecondsSince(clock);
+  clock = std::chrono::steady_clock::now();
+  outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes, per_step);
+  outcome.simulate_seconds = SecondsSince(clock);
+  outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes, per_step);
+  if (outcome.found.fits) return outcome;
+  const LowerBound& bound = outcome.bound;
+  const int64_t budget_bytes = options.budget_bytes;
+  outcome.infeasible =
+      budget_bytes < bound.bytes
+          ? "no plan can fit: the lower bound is " + FormatBytes(bound.bytes) + " = " +
+                DescribeLowerBound(graph, bound) + " > budget " + FormatBytes(budget_bytes)
+          : "the lowest peak reached is " + FormatBytes(outcome.planned.peak_bytes) +
+                " > budget " + FormatBytes(budget_bytes) + " (lower bound " +
+                FormatBytes(bound.bytes) + " = " + DescribeLowerBound(graph, bound) + ")";
+  return outcome;
+}
+
+}  // namespace ckptplan

@@ -14,6 +14,17 @@ Usage: /usr/bin/python3 scripts/bench_scale.py [--binary build/ckptplan]
        [--sizes 1e3,1e4,1e5,1e6] [--runs 3] [--big-runs 1] [--small-runs 21]
        [--fraction 0.5]
        [--plan-timeout 600] [--workdir DIR] [--strategy ckptplan|greedy]
+
+With --deep, one-region graphs instead (one microbatch, so the planner
+cannot split the step): `generate transformer --layers L` and random layered
+DAGs (`generate random --layers N --width 10 --max-inputs 3 --min-bytes 1000
+--max-bytes 100000`) of about
+--deep-sizes nodes, each with both strategies at each of --fractions of the
+save-all peak. It prints the plan's CPU time (median of --runs), peak RSS,
+drops, recompute overhead (recompute cost / the step's cost) and, per graph
+family and strategy, the growth exponent fitted (least squares on logs) to
+the plan times from 10^4 nodes up. A plan that runs past --plan-timeout is
+shown as such and the sizes above it are skipped.
 """
 import argparse
 import os
@@ -48,6 +59,92 @@ def timings(binary, graph, budget, timeout, strategy):
     return {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.e+-]+)", line)}
 
 
+# One-region shapes: nodes per transformer layer and per random layer.
+TRANSFORMER_NODES_PER_LAYER = 144.2
+RANDOM_WIDTH = 10
+RANDOM_NODES_PER_LAYER = 19.75
+
+
+def deep_graph(binary, workdir, family, size):
+    """Generates (once) a one-region graph of about `size` nodes."""
+    if family == "transformer":
+        layers = max(1, round(size / TRANSFORMER_NODES_PER_LAYER))
+        args = ["transformer", "--layers", str(layers)]
+    else:
+        layers = max(2, round(size / RANDOM_NODES_PER_LAYER))
+        # Activations of 1 kB to 100 kB, so that they, not the parameters
+        # and optimizer state, set the peak.
+        args = ["random", "--layers", str(layers), "--width", str(RANDOM_WIDTH),
+                "--max-inputs", "3", "--min-bytes", "1000", "--max-bytes", "100000"]
+    graph = os.path.join(workdir, "deep2_%s_%d.json" % (family, layers))
+    if not os.path.exists(graph):
+        subprocess.run([binary, "generate"] + args + ["-o", graph], check=True,
+                       stdout=subprocess.DEVNULL)
+    return graph, "%s --layers %d" % (family, layers)
+
+
+def fit_exponent(points):
+    """Least-squares slope of log(time) on log(nodes)."""
+    import math
+    points = [(math.log(n), math.log(t)) for n, t in points if t and t > 0]
+    if len(points) < 2:
+        return None
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else None
+
+
+def deep(args, workdir):
+    fractions = [float(f) for f in args.fractions.split(",")]
+    sizes = [int(float(s)) for s in args.deep_sizes.split(",")]
+    print("| graph | nodes | strategy | budget | plan CPU s | plan wall s | peak RSS | RSS/node "
+          "| drops | recompute overhead | fits | runs |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    fits = {}
+    for family in args.families.split(","):
+        for strategy in ("ckptplan", "greedy"):
+            for fraction in fractions:
+                timed_out = False
+                for size in sizes:
+                    if timed_out:
+                        break
+                    graph, label = deep_graph(args.binary, workdir, family, size)
+                    probe = timings(args.binary, graph, 2**62, None, "save-all")
+                    budget = int(probe["save_all_peak"] * fraction)
+                    samples = []
+                    runs = args.big_runs if probe["nodes"] >= 500000 else args.runs
+                    for _ in range(runs):
+                        sample = timings(args.binary, graph, budget, args.plan_timeout, strategy)
+                        if sample is None:
+                            timed_out = True
+                            break
+                        samples.append(sample)
+                    nodes = int(probe["nodes"])
+                    if not samples:
+                        print("| %s | %d | %s | %g%% | > %g (timeout) | | | | | | | 0/%d |"
+                              % (label, nodes, strategy, 100 * fraction, args.plan_timeout, runs))
+                        continue
+                    med = lambda key: statistics.median(s[key] for s in samples)
+                    rss = max(s["rss_kib"] for s in samples) * 1024
+                    overhead = med("recompute_cost") / max(med("step_cost"), 1e-300)
+                    fits.setdefault((family, strategy, fraction), []).append(
+                        (nodes, med("plan_cpu_s")))
+                    print("| %s | %d | %s | %g%% | %.3f | %.3f | %.1f MiB | %.0f B | %d | %.2f%% "
+                          "| %s | %d/%d |"
+                          % (label, nodes, strategy, 100 * fraction, med("plan_cpu_s"),
+                             med("plan_s"), rss / 2**20, rss / nodes, int(med("drops")),
+                             100 * overhead, "yes" if all(s["fits"] for s in samples) else "no",
+                             len(samples), runs))
+                    sys.stdout.flush()
+    print("\n| graph | strategy | budget | growth exponent (plan CPU, 10^4 nodes and up) |")
+    print("|---|---|---:|---:|")
+    for (family, strategy, fraction), points in fits.items():
+        exponent = fit_exponent([p for p in points if p[0] >= 9000])
+        print("| %s | %s | %g%% | %s |" % (family, strategy, 100 * fraction,
+                                            "-" if exponent is None else "%.2f" % exponent))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", default="build/ckptplan")
@@ -60,9 +157,17 @@ def main():
     parser.add_argument("--workdir", default=None)
     parser.add_argument("--strategy", default="ckptplan",
                         help="plan --strategy: ckptplan (the default search) or greedy")
+    parser.add_argument("--deep", action="store_true",
+                        help="one-region graphs, both strategies (see above)")
+    parser.add_argument("--deep-sizes", default="1e3,1e4,3e4,1e5,1e6")
+    parser.add_argument("--families", default="transformer,random")
+    parser.add_argument("--fractions", default="0.5,0.8")
     args = parser.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="ckptplan_bench_")
     os.makedirs(workdir, exist_ok=True)
+    if args.deep:
+        deep(args, workdir)
+        return
 
     rows = []
     for size in args.sizes.split(","):

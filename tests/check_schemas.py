@@ -13,14 +13,25 @@ try:
     import jsonschema
 except ImportError:
     print("SKIP: python3-jsonschema is not installed (scripts/setup.sh --tests installs it)")
-    sys.exit(0)
+    sys.exit(77)  # ctest reports it as skipped (SKIP_RETURN_CODE), never as a pass
+
+
+def schema_store():
+    """Every schema by its $id, so one may $ref another without a network."""
+    store = {}
+    for path in glob.glob("schemas/*.schema.json"):
+        with open(path) as f:
+            schema = json.load(f)
+        store[schema["$id"]] = schema
+    return store
 
 
 def validate(schema_name, document, what, quiet=False):
     with open(f"schemas/{schema_name}") as f:
         schema = json.load(f)
     jsonschema.Draft202012Validator.check_schema(schema)
-    errors = list(jsonschema.Draft202012Validator(schema).iter_errors(document))
+    resolver = jsonschema.RefResolver.from_schema(schema, store=schema_store())
+    errors = list(jsonschema.Draft202012Validator(schema, resolver=resolver).iter_errors(document))
     for error in [] if quiet else errors:
         print(f"FAIL {what}: {error.json_path}: {error.message}")
     return len(errors)
@@ -40,6 +51,16 @@ def main():
         subprocess.run([binary, "plan", "sample_graphs/transformer_block.json", "--budget", "320MiB",
                         "-o", f"{tmp}/plan.json", "--timeline", f"{tmp}/timeline.json"],
                        check=True, stdout=subprocess.DEVNULL)
+        # A plan from an ONNX model records its load settings ("load").
+        subprocess.run([binary, "plan", "sample_graphs/gpt2_tiny.onnx", "--dim", "batch=2", "--dim", "seq=64",
+                        "--budget", "4MiB", "-o", f"{tmp}/onnx_plan.json"], check=True, stdout=subprocess.DEVNULL)
+        with open(f"{tmp}/onnx_plan.json") as f:
+            onnx_plan = json.load(f)
+        if "load" not in onnx_plan:
+            print("FAIL onnx_plan.json: no \"load\" object")
+            failures += 1
+        failures += validate("plan.schema.json", onnx_plan, "onnx_plan.json")
+        checked += 1
         for schema, name in (("plan.schema.json", "plan.json"), ("timeline.schema.json", "timeline.json")):
             with open(f"{tmp}/{name}") as f:
                 failures += validate(schema, json.load(f), name)
@@ -53,7 +74,9 @@ def main():
         config = {"format": "ckptplan.check", "version": 1, "baseline": "memory-baseline.json",
                   "defaults": {"budget": "40GiB", "tolerance": "2%"},
                   "graphs": [{"graph": "sample_graphs/mlp.json", "key": "mlp", "budget": 1073741824,
-                              "reserve": "1GiB", "tolerance": "256MiB", "no_plan": True}]}
+                              "reserve": "1GiB", "tolerance": "256MiB", "no_plan": True},
+                             {"graph": "sample_graphs/gpt2_tiny.onnx", "key": "gpt2",
+                              "load": {"dims": {"batch": 2, "seq": 64}, "precision": "bf16-mixed"}}]}
         failures += validate("check-config.schema.json", config, "check config")
         checked += 2
     # A document that breaks the schema must be caught (the check can fail).
@@ -64,6 +87,12 @@ def main():
     broken_baseline = {"format": "ckptplan.baseline", "version": 1, "graphs": {"m": {"mode": "eager"}}}
     if validate("baseline.schema.json", broken_baseline, "broken baseline", quiet=True) == 0:
         print("FAIL: the baseline schema accepted an entry without figures")
+        failures += 1
+    # The config's "load" is the plan schema's, through a $ref between files.
+    broken_config = {"format": "ckptplan.check", "version": 1,
+                     "graphs": [{"graph": "m.onnx", "load": {"precision": "fp8"}}]}
+    if validate("check-config.schema.json", broken_config, "broken config", quiet=True) == 0:
+        print("FAIL: the check config schema accepted an unknown precision in \"load\"")
         failures += 1
     print(f"{checked - min(failures, checked)} passed, {failures} failed")
     return 1 if failures else 0

@@ -8,9 +8,9 @@
 
 #include "ckptplan/ci/check.h"
 #include "ckptplan/cli/commands.h"
+#include "ckptplan/cli/flags.h"
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/errors.h"
-#include <malloc.h>
 #include "ckptplan/base/size.h"
 #include "ckptplan/plan/sweep.h"
 
@@ -26,32 +26,7 @@ struct SizeFlags {
 void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
   command->add_option("graph", options->graph_path, "Graph file: JSON graph format v1 or .onnx")
       ->required();
-  LoadOptions& load = options->load;
-  command->add_option("--dim", load.dims, "ONNX: bind a symbolic dim, e.g. --dim seq=4096");
-  command->add_option("--input-shape", load.input_shapes,
-                      "ONNX: shape of a graph input, e.g. input_ids:8x4096");
-  command->add_option("--frozen", load.frozen, "ONNX: initializers (glob) that are not trained");
-  command->add_option("--precision", load.precision, "ONNX: fp32, bf16-mixed or fp16-mixed")
-      ->capture_default_str();
-  command->add_option("--optimizer", load.optimizer,
-                      "ONNX: adamw, adam, sgd, sgd-momentum or none")
-      ->capture_default_str();
-  command->add_option("--device", load.device,
-                      "ONNX: roofline preset: h100, h200, a100, v100, l4, mi300x, cpu")
-      ->capture_default_str();
-  command->add_option_function<std::string>(
-      "--optimizer-impl",
-      [&load](const std::string& v) { load.optimizer_impl = ParseOptimizerImpl(v); },
-      "ONNX: for-loop, foreach or fused (default: PyTorch's pick for --device)")
-      ->check(CLI::IsMember({"for-loop", "foreach", "fused"}));
-  command->add_option_function<std::string>(
-      "--loss", [&load](const std::string& v) { load.loss = ParseLossKind(v); },
-      "ONNX: append a loss to a graph that ends at logits: cross-entropy, mean or none")
-      ->check(CLI::IsMember({"cross-entropy", "mean", "none"}));
-  command->add_option("--dropout-mask-bytes", load.dropout_mask_bytes,
-                      "ONNX: bytes per Dropout mask element: 1 (native_dropout) or 4")
-      ->check(CLI::IsMember({1, 4}))
-      ->capture_default_str();
+  AddLoadFlags(command, &options->load);
   command->add_option("--reserve", sizes->reserve,
                       "Bytes held back all step (e.g. 1GiB): CUDA context, fragmentation");
   command->add_flag("--json", options->json, "Print the summary as JSON on stdout");
@@ -64,21 +39,23 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
   command->add_option("--timeline-csv", options->timeline_csv_path,
                       "Write the memory timeline (one row per step) to this CSV file");
   command->add_option("--top", options->top, "Tensors to list at the peak")->capture_default_str();
-  Limits& limits = options->load.limits;
-  command->add_option("--max-nodes", limits.max_nodes, "Reject graphs with more nodes")
-      ->capture_default_str();
-  command->add_option("--max-tensors", limits.max_tensors, "Reject graphs with more tensors")
-      ->capture_default_str();
-  command->add_option("--max-depth", limits.max_depth,
-                      "Reject JSON nested deeper (and ONNX subgraphs deeper)")
-      ->capture_default_str();
 }
 
 void AddSearch(CLI::App* command, SearchFlags* flags) {
-  command->add_option("--strategy", flags->strategy,
-                      "ckptplan (default: best of several searches and the baselines), greedy, "
-                      "save-all, scope-checkpoint, sqrt-segments, knapsack")
-      ->capture_default_str();
+  command->add_option_function<std::string>(
+      "--strategy",
+      [flags](const std::string& name) {
+        if (!ParseStrategy(name, &flags->strategy)) {
+          std::string names;
+          for (Strategy s : AllStrategies()) {
+            names += (names.empty() ? "" : ", ") + std::string(ToString(s));
+          }
+          throw CLI::ValidationError("--strategy", "unknown strategy '" + name +
+                                                       "' (expected one of " + names + ")");
+        }
+      },
+      "ckptplan (default: best of several searches and the baselines), greedy, "
+      "save-all, scope-checkpoint, sqrt-segments, knapsack");
   command->add_option("--start", flags->start, "Greedy start set: mincut or save-all")
       ->capture_default_str();
   command->add_option("--policy", flags->policy_path,
@@ -91,10 +68,6 @@ void AddSearch(CLI::App* command, SearchFlags* flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Large graphs allocate and free big per-step vectors repeatedly; keeping
-  // them in the heap instead of fresh mmap'd pages avoids refaulting them.
-  mallopt(M_MMAP_THRESHOLD, 1 << 30);
-  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   CLI::App app{"ckptplan: plans activation checkpointing to fit a peak-memory budget"};
   app.set_version_flag("--version", "ckptplan " CKPTPLAN_VERSION);
   app.require_subcommand(1);
@@ -167,15 +140,25 @@ int main(int argc, char** argv) {
       "export", "Write a plan in the terms of another framework (rounding where it must)");
   export_cmd->add_option("plan", export_options.plan_path, "Plan file from `ckptplan plan`")
       ->required();
-  export_cmd->add_option("--to", export_options.target,
-                         "pytorch-sac, jax, megatron, torchtitan or deepspeed")
+  export_cmd->add_option_function<std::string>(
+      "--to",
+      [&export_options](const std::string& name) {
+        if (!ParseExportTarget(name, &export_options.target)) {
+          throw CLI::ValidationError("--to", "unknown target '" + name +
+                                                 "' (expected pytorch-sac, jax, megatron, "
+                                                 "torchtitan or deepspeed)");
+        }
+      },
+      "pytorch-sac, jax, megatron, torchtitan or deepspeed")
       ->required();
   export_cmd->add_option("--graph", export_options.graph_path,
                          "Graph the plan was made on (default: the file the plan names)");
   export_cmd->add_option("-o,--output", export_options.output_path,
                          "Write here (default: stdout, with the report on stderr)");
+  AddLoadFlags(export_cmd, &export_options.load);  // override the plan's recorded settings
 
   CheckOptions check;
+  LoadFlags check_load;
   SizeFlags check_sizes;
   bool check_no_plan = false;
   CLI::App* check_cmd = app.add_subcommand(
@@ -192,11 +175,23 @@ int main(int argc, char** argv) {
                       "Check the save-all simulation instead of the plan");
   check_cmd->add_option("--config", check.config_path,
                         "JSON file listing graphs with their own settings");
-  check_cmd->add_option("--annotate", check.annotate,
-                        "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY");
+  check_cmd->add_option_function<std::string>(
+      "--annotate",
+      [&check](const std::string& name) {
+        if (name == "github") {
+          check.annotate = Annotations::kGithub;
+        } else if (name == "none") {
+          check.annotate = Annotations::kNone;
+        } else {
+          throw CLI::ValidationError("--annotate", "unknown format '" + name +
+                                                       "' (expected github or none)");
+        }
+      },
+      "github: workflow commands on stderr, job summary to $GITHUB_STEP_SUMMARY; none");
   check_cmd->add_option("--junit", check.junit_path, "Write a JUnit XML report here");
   check_cmd->add_option("--top", check.top, "Grown tensors to list per graph")
       ->capture_default_str();
+  AddLoadFlags(check_cmd, &check_load);
 
   try {
     app.parse(argc, argv);
@@ -224,6 +219,9 @@ int main(int argc, char** argv) {
         settings.tolerance = ParseTolerance(check_sizes.tolerance, "--tolerance");
       }
       if (check_no_plan) settings.no_plan = true;
+      // Load flags given are one level of the config's precedence, like --budget.
+      if (check_load.AnySetting()) settings.load = ResolveLoad(check_load, std::nullopt, nullptr);
+      check.limits = check_load.limits;
       if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) {
         check.step_summary_path = summary;
       }
@@ -259,6 +257,12 @@ int main(int argc, char** argv) {
       simulate.reserve_bytes = ParseSize(simulate_sizes.reserve, "--reserve");
     }
     return RunSimulate(simulate, std::cout);
+  } catch (const UnresolvedShapesError& e) {
+    std::cerr << "ckptplan: error: " << Printable(e.what()) << '\n';
+    if (std::string hint = LoadErrorHint(e); !hint.empty()) {
+      std::cerr << "ckptplan: " << Printable(hint) << '\n';
+    }
+    return e.exit_code();
   } catch (const InputError& e) {
     std::cerr << "ckptplan: error: " << Printable(e.what()) << '\n';
     return e.exit_code();

@@ -529,3 +529,42 @@ TEST_CASE("growth helpers: categories and tensors ordered by growth") {
 
 }  // namespace
 }  // namespace ckptplan
+
+namespace ckptplan {
+namespace {
+
+// ONNX models in one config each need their own dims: "load" per graph (or
+// in "defaults"), as a plan file records it; load flags are the middle level.
+TEST_CASE("check --config: per-graph \"load\" settings for ONNX models with symbolic dims") {
+  Scratch scratch("check_config_load");
+  const std::string& dir = scratch.dir();
+  const std::string samples = CKPTPLAN_SOURCE_DIR "/sample_graphs/";
+  Write(dir + "/check.json", R"({"format": "ckptplan.check", "version": 1,
+    "defaults": {"budget": "1GiB", "load": {"dims": {"batch": 4}}},
+    "graphs": [{"graph": ")" + samples + R"(gpt2_tiny.onnx", "key": "gpt2",
+                "load": {"dims": {"batch": 2, "seq": 64}, "optimizer": "sgd"}},
+               {"graph": ")" + samples + R"(cnn.onnx", "key": "cnn"}]})");
+  CliResult result = RunIn(dir, "check --config check.json --baseline b.json --update-baseline");
+  REQUIRE(result.code == 0);
+  auto baseline = nlohmann::json::parse(Slurp(dir + "/b.json"));
+  // The same graphs as the flags build: compare with `check --dim ...` runs.
+  auto peak_with = [&](const std::string& args) {
+    CliResult run = RunIn(dir, "check " + args + " --budget 1GiB --baseline f.json --update-baseline");
+    REQUIRE(run.code == 0);
+    auto json = nlohmann::json::parse(Slurp(dir + "/f.json"));
+    return json["graphs"].begin().value()["peak_bytes"].get<int64_t>();
+  };
+  CHECK(baseline["graphs"]["gpt2"]["peak_bytes"] ==
+        peak_with(samples + "gpt2_tiny.onnx --dim batch=2 --dim seq=64 --optimizer sgd"));
+  std::filesystem::remove(dir + "/f.json");
+  CHECK(baseline["graphs"]["cnn"]["peak_bytes"] == peak_with(samples + "cnn.onnx --dim batch=4"));
+  // A malformed "load" names the file, the graph and the field.
+  Write(dir + "/bad.json", R"({"format": "ckptplan.check", "version": 1,
+    "graphs": [{"graph": "x.onnx", "budget": "1GiB", "load": {"precision": "fp8"}}]})");
+  CliResult bad = RunIn(dir, "check --config bad.json");
+  CHECK(bad.code == 4);
+  CHECK(Contains(bad.err, "bad.json: graph 'x.onnx': \"load\".\"precision\": unknown precision 'fp8'"));
+}
+
+}  // namespace
+}  // namespace ckptplan

@@ -64,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                   bound, 10};
   std::string printed = SummaryText(graph, summary) + SummaryJson(graph, summary).dump();
   printed += TimelineJson(graph, planned).dump();
-  PlanRecord record{"fuzz.json", "", bound.bytes, 0, "save-all", &save_all, &planned,
+  PlanRecord record{"fuzz.json", "", bound.bytes, 0, "save-all", nullptr, &save_all, &planned,
                     &greedy.keep, bound};
   const std::string plan_text = PlanToJson(graph, record).dump(2);
   // The plan file we write must read back as the same plan.

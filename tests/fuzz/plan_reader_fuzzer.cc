@@ -1,5 +1,5 @@
-// Fuzzes the plan file reader (`simulate --plan`) against a fixed graph, then
-// simulates whatever plan it accepts.
+// Fuzzes the plan file reader (`simulate --plan`, `export`): its header, then
+// the decisions against a fixed graph, then simulates whatever plan it accepts.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -16,6 +16,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const Graph* graph =
       new Graph(LoadJsonGraph(CKPTPLAN_SOURCE_DIR "/sample_graphs/transformer_block.json"));
   std::string_view text(reinterpret_cast<const char*>(data), size);
+  // The header ("graph"."file", "load") is read before any graph is loaded.
+  try {
+    PlanHeader header = ParsePlanHeader(text, "fuzz-plan.json");
+    if (header.load && header.load->device == nullptr) __builtin_trap();
+  } catch (const InputError&) {
+  }
   LoadedPlan plan;
   try {
     plan = ParsePlan(*graph, text, "fuzz-plan.json");

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/plan/mincut.h"
+#include "ckptplan/plan/planner.h"
 #include "ckptplan/plan/selector.h"
 #include "ckptplan/sim/simulator.h"
 #include "ckptplan/ir/synth.h"
@@ -25,25 +27,36 @@ size_t CheckSamePlans(const Graph& graph, int64_t reserve, const std::string& wh
   sim_options.reserve_bytes = reserve;
   const int64_t save_all = Simulate(graph, SaveAll(graph), sim_options).peak_bytes;
   const int64_t floor = ComputeLowerBound(graph, reserve).bytes;
+  const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
   size_t drops = 0;
-  for (double fraction : {0.0, 0.25, 0.5, 0.75, 0.9}) {
-    GreedyOptions options;
-    options.reserve_bytes = reserve;
-    options.budget_bytes = floor + static_cast<int64_t>(fraction * (save_all - floor));
-    CAPTURE(what);
-    CAPTURE(fraction);
-    GreedyResult reference = GreedyPlan(graph, SaveAll(graph), options);
-    IncrementalStats stats;
-    GreedyResult fast = IncrementalPlan(graph, SaveAll(graph), options, &stats);
-    CHECK(fast.drops == reference.drops);
-    CHECK(fast.keep == reference.keep);
-    CHECK(fast.start_peak == reference.start_peak);
-    CHECK(fast.peak == reference.peak);
-    CHECK(fast.recompute_cost == reference.recompute_cost);
-    CHECK(fast.fits == reference.fits);
-    drops += reference.drops.size();
-    if (regions) *regions = stats.regions;
-    if (shared) *shared += stats.shared_searches + stats.shared_trials;
+  // From save-all at five budgets, from the min-cut set at two.
+  for (const bool from_mincut : {false, true}) {
+    const SaveSet& start = from_mincut ? mincut : SaveAll(graph);
+    for (double fraction : {0.0, 0.25, 0.5, 0.75, 0.9}) {
+      if (from_mincut && fraction != 0.25 && fraction != 0.75) continue;
+      GreedyOptions options;
+      options.reserve_bytes = reserve;
+      options.budget_bytes = floor + static_cast<int64_t>(fraction * (save_all - floor));
+      CAPTURE(what);
+      CAPTURE(fraction);
+      CAPTURE(from_mincut);
+      GreedyResult reference = GreedyPlan(graph, start, options);
+      IncrementalStats stats;
+      // Verify mode: every drop the bounds ruled out is simulated too, and
+      // the planner throws unless its bound held.
+      options.verify = true;
+      GreedyResult fast;
+      CHECK_NOTHROW(fast = IncrementalPlan(graph, start, options, &stats));
+      CHECK(fast.drops == reference.drops);
+      CHECK(fast.keep == reference.keep);
+      CHECK(fast.start_peak == reference.start_peak);
+      CHECK(fast.peak == reference.peak);
+      CHECK(fast.recompute_cost == reference.recompute_cost);
+      CHECK(fast.fits == reference.fits);
+      drops += reference.drops.size();
+      if (regions) *regions = stats.regions;
+      if (shared) *shared += stats.shared_searches + stats.shared_trials;
+    }
   }
   return drops;
 }
@@ -173,6 +186,59 @@ TEST_CASE("incremental planner simulates fewer plans than candidates x drops") {
   // one losing trial per drop here (130 simulations for 93 drops; 222 when
   // every pulled input counted).
   CHECK(stats.simulations < 2 * result.drops.size());
+}
+
+}  // namespace
+}  // namespace ckptplan
+
+namespace ckptplan {
+namespace {
+
+TEST_CASE("plans do not depend on pruning") {
+  // The greedy with and without its bounds, and the default search (whose
+  // local search caps moves considered, not simulations) with and without
+  // the bounds and floors, give the same plans.
+  std::vector<Graph> graphs;
+  for (uint64_t seed = 1; seed <= 24; ++seed) {
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 3 + static_cast<int>(seed % 6);
+    options.width = 1 + static_cast<int>(seed % 4);
+    options.max_inputs = 1 + static_cast<int>(seed % 3);
+    graphs.push_back(RandomTrainingGraph(options));
+  }
+  graphs.push_back(testing::SmallTransformer(2, /*layers=*/2));
+  size_t drops = 0;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    const Graph& graph = graphs[i];
+    const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+    for (double fraction : {0.5, 0.8}) {
+      CAPTURE(i);
+      CAPTURE(fraction);
+      GreedyOptions greedy;
+      greedy.budget_bytes = static_cast<int64_t>(fraction * save_all);
+      GreedyResult pruned = IncrementalPlan(graph, SaveAll(graph), greedy);
+      greedy.prune = false;
+      GreedyResult unpruned = IncrementalPlan(graph, SaveAll(graph), greedy);
+      CHECK(pruned.drops == unpruned.drops);
+      CHECK(pruned.keep == unpruned.keep);
+      drops += pruned.drops.size();
+      PlannerOptions planner;
+      planner.budget_bytes = greedy.budget_bytes;
+      PlannerResult on = PlanGraph(graph, planner);
+      planner.prune = false;
+      PlannerResult off = PlanGraph(graph, planner);
+      CHECK(on.keep == off.keep);
+      CHECK(on.method == off.method);
+      CHECK(on.recompute_cost == off.recompute_cost);
+      planner.prune = true;
+      planner.verify = true;
+      PlannerResult verified;
+      CHECK_NOTHROW(verified = PlanGraph(graph, planner));
+      CHECK(verified.keep == on.keep);
+    }
+  }
+  CHECK(drops > 100);
 }
 
 }  // namespace

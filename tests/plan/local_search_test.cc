@@ -59,8 +59,10 @@ TEST_CASE("local search: makes a fitting plan cheaper without leaving the budget
   // over s, s_bwd and f3_bwd, whose highest node holds x + a + c + dc + db
   // = 410, so 410 + 100 = 510 > 410 without simulating (see ResaveBounds).
   CHECK(result.floored == 1);
-  SUBCASE("a simulation budget stops it early") {
-    options.max_simulations = 1;  // spent on evaluating the start
+  SUBCASE("a cap on moves considered stops it early") {
+    // Re-saving a, the first candidate, is considered; the cap stops the
+    // round at b, before the move is taken.
+    options.max_considered = 1;
     LocalSearchResult stopped = ImprovePlan(graph, keep, options);
     CHECK(stopped.moves == 0);
     CHECK(stopped.keep == keep);

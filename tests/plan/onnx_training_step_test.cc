@@ -99,7 +99,8 @@ class Model {
   std::string Bytes() const { return model_.SerializeAsString(); }
 
   Graph Load(LoadOptions options = {}) const {
-    if (options.device == "h100") options.device = "cpu";  // the measured device
+    // The measured device.
+    if (options.device == &FindDevice("h100")) options.device = &FindDevice("cpu");
     return ParseOnnxGraph(Bytes(), "test.onnx", options);
   }
 
@@ -183,7 +184,7 @@ Model TwoMatMuls() {
 TEST_CASE("Adam's step: for-loop, foreach and fused temporaries, a 4-byte step per tensor") {
   Model m = TwoMatMuls();
   LoadOptions options;
-  options.optimizer = "adam";
+  options.optimizer = Optimizer::kAdam;
   Graph loop = m.Load(options);
   // Resident: parameters A 8*8*4 = 256 + B 8*4*4 = 128 = 384 bytes; x 2*8*4 =
   // 64; optimizer state 8 bytes a parameter (96 parameters: 768) + a 4-byte
@@ -212,12 +213,12 @@ TEST_CASE("Adam's step: for-loop, foreach and fused temporaries, a 4-byte step p
 
   // Without --optimizer-impl a GPU preset picks foreach, as PyTorch 2 does.
   options.optimizer_impl.reset();
-  options.device = "a100";
+  options.device = &FindDevice("a100");
   Graph gpu = ParseOnnxGraph(m.Bytes(), "test.onnx", options);
   CHECK(NodeNamed(gpu, "optimizer/adam.foreach").workspace_bytes == 384);
 
   // SGD updates in place: no optimizer nodes, no step tensors.
-  options.optimizer = "sgd";
+  options.optimizer = Optimizer::kSgd;
   Graph sgd = m.Load(options);
   for (const Node& node : sgd.nodes) CHECK(node.phase != Phase::kOptimizer);
 }
@@ -486,7 +487,7 @@ TEST_CASE("convolution scratch on --device cpu (oneDNN), none on GPU presets") {
   // the plain weight gradient (8*16*9*4 = 4608) the node makes: 20992.
   CHECK(NodeNamed(cpu, "/y.backward").workspace_bytes == 20992);
   LoadOptions gpu;
-  gpu.device = "a100";
+  gpu.device = &FindDevice("a100");
   Graph a100 = ParseOnnxGraph(m.Bytes(), "test.onnx", gpu);
   CHECK(NodeNamed(a100, "/y").workspace_bytes == 0);
 }

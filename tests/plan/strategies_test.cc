@@ -42,6 +42,25 @@ TEST_CASE("strategies: segments keep only tensors that cross a segment boundary"
   CHECK(ScopeCheckpointPlan(graph) == SaveAll(graph));
 }
 
+TEST_CASE("strategies: a module's internal tensors are made and read inside it only") {
+  Graph graph = TinyGraph(kChain);
+  const TensorId a = Id(graph, "a");
+  // Nodes: f1 f2 f3 s (forward), then backward. Module {f1, f2}: a is read by
+  // f2 only (inside); b is read by f3 (outside), so it stays as the input of
+  // the rest; c and l are made outside any module.
+  const uint32_t none = kNoId;
+  std::vector<uint32_t> group(graph.nodes.size(), none);
+  group[0] = group[1] = 0;
+  CHECK(InternalCandidates(graph, group) == std::vector<TensorId>{a});
+  // With f3 in a module of its own, c still escapes it: s, in no module,
+  // reads it.
+  group[2] = 1;
+  CHECK(InternalCandidates(graph, group) == std::vector<TensorId>{a});
+  group[3] = 1;  // s joins f3: c (read by s) and l (read by backward only) are internal
+  CHECK(InternalCandidates(graph, group) ==
+        std::vector<TensorId>{a, Id(graph, "c"), Id(graph, "l")});
+}
+
 TEST_CASE("strategies: knapsack counts saved bytes for the whole step") {
   Graph graph = TinyGraph(kChain);
   const TensorId a = Id(graph, "a"), b = Id(graph, "b"), c = Id(graph, "c"), l = Id(graph, "l");

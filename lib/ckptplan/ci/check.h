@@ -16,6 +16,12 @@
 
 namespace ckptplan {
 
+/// Where `check` writes CI annotations besides its report.
+enum class Annotations : uint8_t {
+  kNone,    ///< the report only
+  kGithub,  ///< GitHub workflow commands on stderr, the job summary file
+};
+
 struct CheckOptions {
   std::vector<std::string> graph_paths;  ///< from the command line, checked first
   std::string config_path;               ///< empty: no config file
@@ -24,11 +30,11 @@ struct CheckOptions {
   CheckSettings settings;
   std::string baseline_path;  ///< empty: the config's, else no baseline
   bool update_baseline = false;
-  std::string annotate;           ///< "" or "github"
+  std::optional<Annotations> annotate;  ///< unset: kNone
   std::string step_summary_path;  ///< $GITHUB_STEP_SUMMARY; written when annotating for github
   std::string junit_path;         ///< empty: none
   size_t top = 5;                 ///< tensors listed as grown
-  LoadOptions load;
+  Limits limits;                  ///< for every graph (settings.load carries no limits)
 };
 
 /// One graph to check with its settings resolved.
@@ -39,6 +45,7 @@ struct CheckTarget {
   int64_t reserve_bytes = 0;
   Tolerance tolerance;  ///< default 0 bytes: any growth fails
   bool no_plan = false;
+  LoadOptions load;  ///< default: LoadOptions{} (the limits come from CheckOptions)
 };
 
 /// Graphs and settings from the command line and the config file; the

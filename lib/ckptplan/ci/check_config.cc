@@ -12,6 +12,7 @@
 #include "ckptplan/base/json_document.h"
 #include "ckptplan/base/problems.h"
 #include "ckptplan/base/size.h"
+#include "ckptplan/emit/plan_io.h"
 
 namespace ckptplan {
 
@@ -99,6 +100,9 @@ CheckSettings ReadSettings(const json& object, const std::string& where, Problem
       }
     }
   }
+  if (auto it = object.find("load"); it != object.end()) {
+    settings.load = ParseLoadJson(*it, where + ": \"load\".", problems);
+  }
   if (auto it = object.find("no_plan"); it != object.end()) {
     if (it->is_boolean()) {
       settings.no_plan = it->get<bool>();
@@ -132,7 +136,7 @@ void ReadGraphs(const json& root, const std::string& folder, Problems* problems,
       problems->Add(where + " must be an object, got " + entry.dump());
       continue;
     }
-    CheckKeys(entry, {"graph", "key", "budget", "reserve", "tolerance", "no_plan"}, where,
+    CheckKeys(entry, {"graph", "key", "budget", "reserve", "tolerance", "no_plan", "load"}, where,
               problems);
     ConfigGraph graph;
     auto path = entry.find("graph");
@@ -184,7 +188,8 @@ CheckConfig ParseCheckConfig(std::string_view text, const std::string& source,
   }
   if (auto defaults = root.find("defaults"); defaults != root.end()) {
     if (defaults->is_object()) {
-      CheckKeys(*defaults, {"budget", "reserve", "tolerance", "no_plan"}, "defaults", &problems);
+      CheckKeys(*defaults, {"budget", "reserve", "tolerance", "no_plan", "load"}, "defaults",
+                &problems);
       config.defaults = ReadSettings(*defaults, "defaults", &problems);
     } else {
       problems.Add("\"defaults\" must be an object, got " + defaults->dump());

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ckptplan/ingest/loader.h"
+
 namespace ckptplan {
 
 /// How far a peak may grow over its baseline before `check` fails: a
@@ -34,6 +36,8 @@ struct CheckSettings {
   std::optional<int64_t> reserve_bytes;
   std::optional<Tolerance> tolerance;
   std::optional<bool> no_plan;
+  /// How to load the graph, as a plan file's "load" (limits not included).
+  std::optional<LoadOptions> load;
 };
 
 struct ConfigGraph {

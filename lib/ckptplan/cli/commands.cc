@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <ctime>
 #include <filesystem>
 #include <iostream>
 
@@ -13,8 +14,6 @@
 #include "ckptplan/plan/incremental.h"
 #include "ckptplan/emit/json_writer.h"
 #include "ckptplan/emit/export.h"
-#include "ckptplan/base/file_io.h"
-#include "ckptplan/base/json_document.h"
 #include "ckptplan/base/output_file.h"
 #include "ckptplan/emit/plan_io.h"
 #include "ckptplan/plan/planner.h"
@@ -40,13 +39,7 @@ void PrintSummary(const Graph& graph, const Summary& summary, bool json, std::os
 PlannerOptions MakePlannerOptions(const SearchFlags& flags, int64_t reserve_bytes) {
   PlannerOptions options;
   options.reserve_bytes = reserve_bytes;
-  if (!ParseStrategy(flags.strategy, &options.strategy)) {
-    std::string names;
-    for (Strategy s : AllStrategies()) names += (names.empty() ? "" : ", ") + std::string(ToString(s));
-    throw InputError("--strategy: unknown strategy '" + flags.strategy + "' (expected one of " +
-                         names + ")",
-                     kExitUsage);
-  }
+  options.strategy = flags.strategy;
   if (flags.start != "mincut" && flags.start != "save-all") {
     throw InputError("--start: unknown start set '" + flags.start +
                          "' (expected mincut or save-all)",
@@ -97,24 +90,25 @@ void RenderReports(const Graph& graph, const CommonOptions& options, const Summa
   }
 }
 
-// The graph file a plan names, for `export` without --graph.
-std::string PlanGraphFile(const std::string& plan_path) {
-  const nlohmann::json root = ParseJsonDocument(ReadFile(plan_path), plan_path);
-  if (root.is_object() && root.contains("graph") && root["graph"].is_object() &&
-      root["graph"].contains("file") && root["graph"]["file"].is_string()) {
-    return root["graph"]["file"].get<std::string>();
-  }
-  throw InputError(plan_path + ": names no graph file (\"graph\": {\"file\": ...}); pass --graph",
-                   kExitUsage);
+// Load settings for a graph a plan was made on: the plan's recorded ones,
+// each flag given overriding its value (with a warning when they differ).
+LoadOptions PlanLoadOptions(const LoadFlags& flags, const PlanHeader& header,
+                            const std::string& plan_path) {
+  std::vector<std::string> conflicts;
+  LoadOptions load = ResolveLoad(flags, header.load, &conflicts);
+  for (const std::string& conflict : conflicts) spdlog::warn("{}: {}", plan_path, conflict);
+  return load;
 }
 
 }  // namespace
 
 int RunPlan(const PlanOptions& options, std::ostream& out) {
-  if (options.budget_bytes < 0) throw InputError("plan: --budget is required", kExitUsage);
-  CheckReserve(options.reserve_bytes, "--reserve");
-  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
-  planner_options.budget_bytes = options.budget_bytes;
+  if (!options.budget_bytes) throw InputError("plan: --budget is required", kExitUsage);
+  const int64_t budget_bytes = *options.budget_bytes;
+  const int64_t reserve_bytes = options.reserve_bytes.value_or(0);
+  CheckReserve(reserve_bytes, "--reserve");
+  PlannerOptions planner_options = MakePlannerOptions(options, reserve_bytes);
+  planner_options.budget_bytes = budget_bytes;
   if (options.planner != "incremental" && options.planner != "reference") {
     throw InputError("--planner: unknown planner '" + options.planner +
                          "' (expected incremental or reference)",
@@ -122,7 +116,8 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   }
   planner_options.reference_greedy = options.planner == "reference";
   auto clock = std::chrono::steady_clock::now();
-  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  const LoadOptions load = ResolveLoad(options.load, std::nullopt, nullptr);
+  LoadedGraph loaded = LoadGraph(options.graph_path, load);
   const double parse_s = SecondsSince(clock);
   const long parse_rss_kib = options.timings ? PeakRssKib() : 0;
   const Graph& graph = loaded.graph;
@@ -140,20 +135,22 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
     for (TensorId t : SaveCandidates(graph)) drops += found.keep[t] == 0;
     // One line for scripts/bench_scale.py; the peak is in exact bytes.
     std::cerr << "timings: parse_s=" << parse_s << " simulate_s=" << outcome.simulate_seconds
-              << " plan_s=" << outcome.plan_seconds << " nodes=" << graph.nodes.size()
+              << " plan_s=" << outcome.plan_seconds << " plan_cpu_s=" << outcome.plan_cpu_seconds
+              << " recompute_cost=" << planned.recompute_cost << " step_cost=" << planned.step_cost
+              << " nodes=" << graph.nodes.size()
               << " drops=" << drops << " save_all_peak=" << save_all.peak_bytes
               << " peak=" << planned.peak_bytes << " fits=" << found.fits
               << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';
   }
   if (!found.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
-  Summary summary{"plan", options.graph_path, options.budget_bytes, options.reserve_bytes,
+  Summary summary{"plan", options.graph_path, budget_bytes, reserve_bytes,
                   &save_all, &planned, &found.keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
   std::string plan_text, timeline_text;
   if (!options.output_path.empty()) {
-    PlanRecord record{options.graph_path, loaded.sha256, options.budget_bytes,
-                      options.reserve_bytes, options.start, &save_all, &planned, &found.keep,
-                      bound};
+    PlanRecord record{options.graph_path, loaded.sha256, budget_bytes, reserve_bytes,
+                      options.start, IsOnnxPath(options.graph_path) ? &load : nullptr,
+                      &save_all, &planned, &found.keep, bound};
     plan_text = PlanToJson(graph, record).dump(2) + "\n";
   }
   if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2) + "\n";
@@ -167,11 +164,15 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
 }
 
 int RunSimulate(const SimulateOptions& options, std::ostream& out) {
-  CheckReserve(options.reserve_bytes, "--reserve");
-  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  if (options.reserve_bytes) CheckReserve(*options.reserve_bytes, "--reserve");
+  const LoadOptions load =
+      options.plan_path.empty()
+          ? ResolveLoad(options.load, std::nullopt, nullptr)
+          : PlanLoadOptions(options.load, ReadPlanHeader(options.plan_path), options.plan_path);
+  LoadedGraph loaded = LoadGraph(options.graph_path, load);
   const Graph& graph = loaded.graph;
   SaveSet keep = SaveAll(graph);
-  int64_t reserve = options.reserve_bytes;
+  int64_t reserve = options.reserve_bytes.value_or(0);
   int64_t budget = -1;
   if (!options.plan_path.empty()) {
     LoadedPlan plan = ReadPlan(graph, options.plan_path);
@@ -181,7 +182,7 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
     }
     keep = std::move(plan.keep);
     budget = plan.budget_bytes;
-    if (reserve == 0) reserve = plan.reserve_bytes;
+    reserve = options.reserve_bytes.value_or(plan.reserve_bytes);
   }
   SimResult save_all = SimulateRecorded(graph, SaveAll(graph), reserve);
   SimResult simulated = SimulateRecorded(graph, keep, reserve);
@@ -234,7 +235,8 @@ int RunGenerate(const GenerateOptions& options, std::ostream& out) {
 }
 
 int RunSweep(const SweepOptions& options, std::ostream& out) {
-  CheckReserve(options.reserve_bytes, "--reserve");
+  const int64_t reserve_bytes = options.reserve_bytes.value_or(0);
+  CheckReserve(reserve_bytes, "--reserve");
   if (options.budgets.empty()) {
     throw InputError("sweep: give --from, --to and --steps, or --budgets", kExitUsage);
   }
@@ -244,14 +246,15 @@ int RunSweep(const SweepOptions& options, std::ostream& out) {
                      "with `plan` (sweep takes --report)",
                      kExitUsage);
   }
-  PlannerOptions planner_options = MakePlannerOptions(options, options.reserve_bytes);
-  LoadedGraph loaded = LoadGraph(options.graph_path, options.load);
+  PlannerOptions planner_options = MakePlannerOptions(options, reserve_bytes);
+  LoadedGraph loaded =
+      LoadGraph(options.graph_path, ResolveLoad(options.load, std::nullopt, nullptr));
   SweepResult sweep = RunSweep(loaded.graph, options.budgets, planner_options);
   if (!options.report_path.empty()) {
     HtmlReportInput input;
     input.command = "sweep";
     input.graph_path = options.graph_path;
-    input.reserve_bytes = options.reserve_bytes;
+    input.reserve_bytes = reserve_bytes;
     for (const SweepRow& row : sweep.rows) {
       input.sweep.push_back({row.budget_bytes, row.peak_bytes, row.recompute_cost, row.feasible});
     }
@@ -266,15 +269,15 @@ int RunSweep(const SweepOptions& options, std::ostream& out) {
 }
 
 int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err) {
-  ExportTarget target;
-  if (!ParseExportTarget(options.target, &target)) {
-    throw InputError("--to: unknown target '" + options.target +
-                         "' (expected pytorch-sac, jax, megatron, torchtitan or deepspeed)",
+  const PlanHeader header = ReadPlanHeader(options.plan_path);
+  std::string graph_path = options.graph_path.empty() ? header.graph_file : options.graph_path;
+  if (graph_path.empty()) {
+    throw InputError(options.plan_path + ": names no graph file (\"graph\": {\"file\": ...}); "
+                     "pass --graph",
                      kExitUsage);
   }
-  std::string graph_path =
-      options.graph_path.empty() ? PlanGraphFile(options.plan_path) : options.graph_path;
-  LoadedGraph loaded = LoadGraph(graph_path, options.load);
+  LoadedGraph loaded =
+      LoadGraph(graph_path, PlanLoadOptions(options.load, header, options.plan_path));
   LoadedPlan plan = ReadPlan(loaded.graph, options.plan_path);
   if (!plan.graph_sha256.empty() && plan.graph_sha256 != loaded.sha256) {
     spdlog::warn("{}: plan was made for a graph with a different digest than {}",
@@ -282,7 +285,7 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
   }
   ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
                     plan.reserve_bytes};
-  ExportResult result = ExportPlan(loaded.graph, input, target);
+  ExportResult result = ExportPlan(loaded.graph, input, options.target);
   if (options.output_path.empty()) {
     out << result.text;
     err << result.report;

@@ -4,10 +4,13 @@
 #define CKPTPLAN_COMMANDS_H_
 
 #include <cstdint>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
+#include "ckptplan/cli/flags.h"
+#include "ckptplan/emit/export.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/plan/plan_outcome.h"
 #include "ckptplan/plan/planner.h"
@@ -18,8 +21,8 @@ namespace ckptplan {
 
 struct CommonOptions {
   std::string graph_path;
-  LoadOptions load;
-  int64_t reserve_bytes = 0;
+  LoadFlags load;
+  std::optional<int64_t> reserve_bytes;  ///< unset: 0, or the plan's (simulate --plan)
   bool json = false;          ///< summary as JSON on stdout
   std::string timeline_path;  ///< empty: none
   std::string report_path;        ///< HTML report; empty: none
@@ -30,14 +33,14 @@ struct CommonOptions {
 
 /// How plans are searched for (see planner.h and recompute_policy.h).
 struct SearchFlags {
-  std::string strategy = "ckptplan";  ///< a strategy name (strategies.h)
+  Strategy strategy = Strategy::kCkptplan;
   std::string start = "mincut";       ///< greedy start: mincut or save-all
   std::string policy_path;            ///< recompute policy file; empty: the default list
   std::string recomputable_ops;       ///< comma-separated ops added to the policy
 };
 
 struct PlanOptions : CommonOptions, SearchFlags {
-  int64_t budget_bytes = -1;
+  std::optional<int64_t> budget_bytes;  ///< required
   std::string output_path;  ///< plan file; empty: none
   /// Greedy implementation: "incremental" (default) or "reference"
   /// (GreedyPlan); same plans, the reference is slower. For debugging.
@@ -65,9 +68,9 @@ struct GenerateOptions {
 struct ExportOptions {
   std::string plan_path;
   std::string graph_path;   ///< empty: the graph file the plan names
-  std::string target;       ///< pytorch-sac, jax, megatron, torchtitan, deepspeed
+  ExportTarget target = ExportTarget::kPytorchSac;
   std::string output_path;  ///< empty: stdout
-  LoadOptions load;
+  LoadFlags load;  ///< overrides the plan's recorded "load"
 };
 /// Each returns an ExitCode and writes the summary to `out`. Bad input throws
 /// InputError / IoError; an infeasible budget throws InfeasibleError. Output

@@ -15,6 +15,7 @@
 #include "ckptplan/base/size.h"
 #include "ckptplan/ir/cost.h"
 #include "ckptplan/ir/scope.h"
+#include "ckptplan/plan/strategies.h"
 
 namespace ckptplan {
 namespace {
@@ -32,14 +33,12 @@ std::string Lower(std::string text) {
 // Where each candidate comes from, and the module structure over scopes.
 class Structure {
  public:
-  explicit Structure(const Graph& graph) {
+  explicit Structure(const Graph& graph) : graph_(graph) {
     candidates_ = SaveCandidates(graph);
     producer_scope_.assign(graph.tensors.size(), "");
-    readers_.resize(graph.tensors.size());
     for (const Node& node : graph.nodes) {
       if (node.phase != Phase::kForward) continue;
       for (TensorId t : node.outputs) producer_scope_[t] = node.scope;
-      for (TensorId t : node.inputs) readers_[t].push_back(&node.scope);
       if (node.scope.empty()) continue;
       std::vector<std::string> parts = SplitScope(node.scope);
       std::string prefix;
@@ -57,22 +56,20 @@ class Structure {
   const std::vector<std::string>& scopes() const { return scopes_; }  ///< first-use order
   const std::string& ProducerScope(TensorId t) const { return producer_scope_[t]; }
 
-  /// Candidates made inside `scope` that no forward node outside it reads.
+  /// The module `scope`'s internal tensors (InternalCandidates, strategies.h).
   std::vector<TensorId> Internal(const std::string& scope) const {
-    std::vector<TensorId> out;
-    for (TensorId t : candidates_) {
-      if (producer_scope_[t].empty() || !ScopeInside(producer_scope_[t], scope)) continue;
-      bool escapes = false;
-      for (const std::string* reader : readers_[t]) escapes |= !ScopeInside(*reader, scope);
-      if (!escapes) out.push_back(t);
+    std::vector<uint32_t> group(graph_.nodes.size(), kNoId);
+    for (NodeId n = 0; n < graph_.nodes.size(); ++n) {
+      const Node& node = graph_.nodes[n];
+      if (node.phase == Phase::kForward && ScopeInside(node.scope, scope)) group[n] = 0;
     }
-    return out;
+    return InternalCandidates(graph_, group);
   }
 
  private:
+  const Graph& graph_;
   std::vector<TensorId> candidates_;
   std::vector<std::string> producer_scope_;
-  std::vector<std::vector<const std::string*>> readers_;
   std::vector<std::string> layers_, scopes_;
   std::set<std::string> seen_layers_, seen_scopes_;
 };

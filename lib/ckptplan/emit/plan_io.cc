@@ -5,6 +5,7 @@
 
 #include "ckptplan/base/errors.h"
 #include "ckptplan/ir/cost.h"
+#include "ckptplan/ir/scope.h"
 #include "ckptplan/base/file_io.h"
 #include "ckptplan/base/json_document.h"
 #include "ckptplan/base/limits.h"
@@ -54,7 +55,136 @@ ordered_json StepJson(const Graph& graph, const SimResult& sim, uint32_t step) {
   return out;
 }
 
+bool PositiveInteger(const nlohmann::json& value) {
+  return value.is_number_integer() && value.get<int64_t>() > 0;
+}
+
 }  // namespace
+
+// Maps are sorted by name (std::map), so the object's key order is too.
+ordered_json LoadJson(const LoadOptions& load) {
+  ordered_json out;
+  out["dims"] = ordered_json::object();
+  for (const auto& [name, value] : load.dims) out["dims"][name] = value;
+  out["input_shapes"] = ordered_json::object();
+  for (const auto& [name, shape] : load.input_shapes) out["input_shapes"][name] = shape;
+  out["frozen"] = load.frozen;
+  out["precision"] = ToString(load.precision);
+  out["optimizer"] = ToString(load.optimizer);
+  out["device"] = load.device->name;
+  if (load.optimizer_impl) out["optimizer_impl"] = ToString(*load.optimizer_impl);
+  if (load.loss) out["loss"] = ToString(*load.loss);
+  out["dropout_mask_bytes"] = load.dropout_mask_bytes;
+  return out;
+}
+
+LoadOptions ParseLoadJson(const nlohmann::json& load, const std::string& where,
+                          Problems* problems) {
+  LoadOptions out;
+  if (!load.is_object()) {
+    problems->Add(where.substr(0, where.size() - 1) + " must be an object");
+    return out;
+  }
+  if (auto it = load.find("dims"); it != load.end()) {
+    if (!it->is_object()) problems->Add(where + "\"dims\" must be an object");
+    const nlohmann::json dims = it->is_object() ? *it : nlohmann::json::object();
+    for (const auto& [name, value] : dims.items()) {
+      if (!PositiveInteger(value)) {
+        problems->Add(where + "\"dims\".\"" + name + "\" must be a positive integer");
+        continue;
+      }
+      out.dims[name] = value.get<int64_t>();
+    }
+  }
+  if (auto it = load.find("input_shapes"); it != load.end()) {
+    if (!it->is_object()) problems->Add(where + "\"input_shapes\" must be an object");
+    const nlohmann::json shapes = it->is_object() ? *it : nlohmann::json::object();
+    for (const auto& [name, shape] : shapes.items()) {
+      bool ok = shape.is_array() && !shape.empty();
+      for (size_t i = 0; ok && i < shape.size(); ++i) ok = PositiveInteger(shape[i]);
+      if (!ok) {
+        problems->Add(where + "\"input_shapes\".\"" + name +
+                     "\" must be a non-empty array of positive integers");
+        continue;
+      }
+      out.input_shapes[name] = shape.get<std::vector<int64_t>>();
+    }
+  }
+  if (auto it = load.find("frozen"); it != load.end()) {
+    bool ok = it->is_array();
+    for (size_t i = 0; ok && i < it->size(); ++i) ok = (*it)[i].is_string();
+    if (ok) {
+      out.frozen = it->get<std::vector<std::string>>();
+    } else {
+      problems->Add(where + "\"frozen\" must be an array of strings");
+    }
+  }
+  auto name = [&](const char* key) -> std::string {
+    auto it = load.find(key);
+    if (it == load.end()) return "";
+    if (!it->is_string()) {
+      problems->Add(std::string(where + "\"") + key + "\" must be a string");
+      return "";
+    }
+    return it->get<std::string>();
+  };
+  if (std::string p = name("precision"); !p.empty() && !ParsePrecision(p, &out.precision)) {
+    problems->Add(where + "\"precision\": unknown precision '" + p + "'");
+  }
+  if (std::string o = name("optimizer"); !o.empty() && !ParseOptimizer(o, &out.optimizer)) {
+    problems->Add(where + "\"optimizer\": unknown optimizer '" + o + "'");
+  }
+  if (std::string d = name("device"); !d.empty()) {
+    if (const DeviceSpec* device = LookupDevice(d)) {
+      out.device = device;
+    } else {
+      problems->Add(where + "\"device\": unknown device '" + d + "'");
+    }
+  }
+  if (std::string i = name("optimizer_impl"); !i.empty()) {
+    OptimizerImpl impl;
+    if (ParseOptimizerImpl(i, &impl)) {
+      out.optimizer_impl = impl;
+    } else {
+      problems->Add(where + "\"optimizer_impl\": unknown implementation '" + i + "'");
+    }
+  }
+  if (std::string l = name("loss"); !l.empty()) {
+    LossKind loss;
+    if (ParseLossKind(l, &loss)) {
+      out.loss = loss;
+    } else {
+      problems->Add(where + "\"loss\": unknown loss '" + l + "'");
+    }
+  }
+  if (auto it = load.find("dropout_mask_bytes"); it != load.end()) {
+    if (it->is_number_integer() && (*it == 1 || *it == 4)) {
+      out.dropout_mask_bytes = it->get<int>();
+    } else {
+      problems->Add(where + "\"dropout_mask_bytes\" must be 1 or 4");
+    }
+  }
+  return out;
+}
+
+PlanHeader ReadPlanHeader(const std::string& path) { return ParsePlanHeader(ReadFile(path), path); }
+
+PlanHeader ParsePlanHeader(std::string_view text, const std::string& source) {
+  const nlohmann::json root = ParseJsonDocument(text, source);
+  Problems problems(source);
+  PlanHeader header;
+  if (!root.is_object()) return header;  // ParsePlan says what is wrong
+  if (auto graph = root.find("graph"); graph != root.end() && graph->is_object()) {
+    if (auto file = graph->find("file"); file != graph->end() && file->is_string()) {
+      header.graph_file = file->get<std::string>();
+    }
+  }
+  if (auto load = root.find("load"); load != root.end()) {
+    header.load = ParseLoadJson(*load, "\"load\".", &problems);
+  }
+  problems.ThrowIfAny();
+  return header;
+}
 
 ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
   const SimResult& planned = *record.planned;
@@ -69,6 +199,7 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
   plan["budget_bytes"] = record.budget_bytes;
   plan["reserve_bytes"] = record.reserve_bytes;
   plan["start"] = record.start;
+  if (record.load) plan["load"] = LoadJson(*record.load);
   plan["save_all_peak_bytes"] = record.save_all->peak_bytes;
   plan["predicted_peak_bytes"] = planned.peak_bytes;
   plan["lower_bound_bytes"] = record.lower_bound.bytes;
@@ -85,6 +216,10 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
     entry["action"] = decision.recompute ? "recompute" : "save";
     entry["bytes"] = decision.bytes;
     entry["recompute_cost"] = decision.recompute_cost;
+    const NodeId producer = graph.tensors[decision.tensor].producer;
+    if (producer != kNoId && !graph.nodes[producer].scope.empty()) {
+      entry["block"] = ScopeBlock(graph.nodes[producer].scope);
+    }
     if (decision.recompute) {
       ordered_json chain = ordered_json::array();
       for (NodeId n : decision.chain) chain.push_back(graph.nodes[n].name);
@@ -93,6 +228,9 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
     decisions.push_back(std::move(entry));
   }
   plan["decisions"] = std::move(decisions);
+  ordered_json dtypes = ordered_json::object();
+  for (const DtypeSize& dtype : DtypeSizes()) dtypes[std::string(dtype.name)] = dtype.bytes;
+  plan["dtype_bytes"] = std::move(dtypes);
   return plan;
 }
 

@@ -2,12 +2,15 @@
 #ifndef CKPTPLAN_PLAN_IO_H_
 #define CKPTPLAN_PLAN_IO_H_
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "ckptplan/base/problems.h"
+#include "ckptplan/ingest/loader.h"
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/sim/simulator.h"
 
@@ -31,6 +34,9 @@ struct PlanRecord {
   int64_t budget_bytes = 0;
   int64_t reserve_bytes = 0;
   std::string start;  ///< start set the selector began from
+  /// Settings the graph was loaded with, written as "load" (limits are not);
+  /// nullptr: none (a JSON graph carries its own).
+  const LoadOptions* load = nullptr;
   const SimResult* save_all = nullptr;
   const SimResult* planned = nullptr;
   const SaveSet* keep = nullptr;
@@ -40,6 +46,27 @@ nlohmann::ordered_json PlanToJson(const Graph& graph, const PlanRecord& record);
 
 /// Peak breakdown at `step` as a JSON object keyed by category name.
 nlohmann::ordered_json BreakdownJson(const SimResult& sim, uint32_t step);
+
+/// The "load" object of plan files and check configs: dims, input_shapes,
+/// frozen, precision, optimizer, device (not the limits).
+nlohmann::ordered_json LoadJson(const LoadOptions& load);
+/// Reads a "load" object; each problem, prefixed with `where` (e.g.
+/// "\"load\"."), goes to `problems`. Absent fields keep their defaults.
+LoadOptions ParseLoadJson(const nlohmann::json& load, const std::string& where,
+                          Problems* problems);
+
+/// What a plan file says before any graph is loaded: the graph to load and
+/// how (so `export` and `simulate --plan` rebuild the graph it was made on).
+struct PlanHeader {
+  std::string graph_file;  ///< "graph"."file"; empty when absent
+  /// The "load" object (default limits), when the plan records one.
+  std::optional<LoadOptions> load;
+};
+/// Reads the header of the plan file at `path`. Throws InputError naming the
+/// file and the field when "load" is malformed, IoError when unreadable.
+PlanHeader ReadPlanHeader(const std::string& path);
+/// ReadPlanHeader on text already read; `source` names it in messages.
+PlanHeader ParsePlanHeader(std::string_view text, const std::string& source);
 
 /// What a plan file says, resolved against `graph`.
 struct LoadedPlan {

@@ -181,7 +181,7 @@ void DropWeightData(onnx::ModelProto& model) {
 
 // ---- precision and optimizer ---------------------------------------------
 
-struct Precision {
+struct PrecisionBytes {
   std::string name;
   uint32_t activation_bytes;  ///< floating activations and their gradients
   uint32_t parameter_bytes;   ///< the copy forward/backward read
@@ -190,25 +190,28 @@ struct Precision {
   bool sixteen_bit;
 };
 
-Precision ParsePrecision(const std::string& name) {
-  if (name == "fp32") return {name, 4, 4, 4, 0, false};
-  if (name == "bf16-mixed" || name == "fp16-mixed") return {name, 2, 2, 2, 4, true};
-  throw InputError("--precision: unknown precision '" + name +
-                       "' (expected fp32, bf16-mixed or fp16-mixed)",
-                   kExitUsage);
+PrecisionBytes BytesOf(Precision precision) {
+  std::string name(ToString(precision));
+  if (precision == Precision::kFp32) return {name, 4, 4, 4, 0, false};
+  return {name, 2, 2, 2, 4, true};  // bf16-mixed, fp16-mixed
 }
 
 // Optimizer state bytes per parameter (fp32 moments) and the graph's name.
-std::pair<std::string, uint32_t> ParseOptimizer(const std::string& name) {
-  if (name == "adamw" || name == "adam") return {name, 8};
-  if (name == "sgd-momentum") return {"sgd_momentum", 4};
-  if (name == "sgd" || name == "none") return {name, 0};
-  throw InputError("--optimizer: unknown optimizer '" + name +
-                       "' (expected adamw, adam, sgd, sgd-momentum or none)",
-                   kExitUsage);
+std::pair<std::string, uint32_t> StateOf(Optimizer optimizer) {
+  switch (optimizer) {
+    case Optimizer::kAdamW:
+    case Optimizer::kAdam:
+      return {std::string(ToString(optimizer)), 8};
+    case Optimizer::kSgdMomentum:
+      return {"sgd_momentum", 4};
+    case Optimizer::kSgd:
+    case Optimizer::kNone:
+      break;
+  }
+  return {std::string(ToString(optimizer)), 0};
 }
 
-std::string FormulaText(const Precision& p, const std::string& optimizer, uint32_t moments) {
+std::string FormulaText(const PrecisionBytes& p, const std::string& optimizer, uint32_t moments) {
   std::string dtype = p.name == "fp32" ? "fp32" : p.name.substr(0, 4);
   std::string text = std::to_string(p.parameter_bytes) + " (" + dtype + " param) + " +
                      std::to_string(p.gradient_bytes) + " (" + dtype + " grad)";
@@ -281,8 +284,8 @@ class Builder {
   Builder(onnx::ModelProto& model, const ShapeTable& shapes, const LoadOptions& options,
           const std::string& source)
       : model_(model), shapes_(shapes), options_(options),
-        precision_(ParsePrecision(options.precision)),
-        device_(FindDevice(options.device)) {
+        precision_(BytesOf(options.precision)),
+        device_(*options.device) {
     graph_.source = source;
   }
 
@@ -754,7 +757,8 @@ class Builder {
   // presets: 0, as cuDNN's workspace depends on the algorithm it picks at
   // run time (hold it back with --reserve).
   int64_t ConvWorkspace(const ForwardOp& op, Phase phase, bool input_grad = true) const {
-    if (options_.device != "cpu" || op.inputs.size() < 2 || op.outputs.empty()) return 0;
+    const bool cpu = std::string_view(options_.device->name) == "cpu";
+    if (!cpu || op.inputs.size() < 2 || op.outputs.empty()) return 0;
     const TensorShape* x = Shape(op.inputs[0]);
     const TensorShape* w = Shape(op.inputs[1]);
     const TensorShape* y = Shape(op.outputs[0]);
@@ -1299,7 +1303,8 @@ class Builder {
     if (options_.optimizer_impl) return *options_.optimizer_impl;
     // PyTorch 2.x (_default_to_fused_or_foreach) picks foreach when every
     // parameter is on CUDA, the per-parameter loop otherwise; fused is opt-in.
-    return options_.device == "cpu" ? OptimizerImpl::kForLoop : OptimizerImpl::kForeach;
+    return std::string_view(options_.device->name) == "cpu" ? OptimizerImpl::kForLoop
+                                                            : OptimizerImpl::kForeach;
   }
 
   // Adam/AdamW's step after the backward, as nodes whose temporaries are
@@ -1314,7 +1319,7 @@ class Builder {
   // - fused: one node, no temporaries.
   // SGD (with or without momentum) updates in place: no nodes.
   void EmitOptimizerStep() {
-    const std::string& optimizer = options_.optimizer;
+    const std::string optimizer(ToString(options_.optimizer));
     if (optimizer != "adam" && optimizer != "adamw") return;
     std::vector<std::string> params;
     for (const TensorProto& init : model_.graph().initializer()) {
@@ -1410,7 +1415,7 @@ class Builder {
 
   // ---- training state ----
   void SetTraining() {
-    auto [optimizer, moments] = ParseOptimizer(options_.optimizer);
+    auto [optimizer, moments] = StateOf(options_.optimizer);
     TrainingState& state = graph_.training;
     state.optimizer = optimizer;
     for (const std::string& name : parameters_) {
@@ -1436,7 +1441,7 @@ class Builder {
   onnx::ModelProto& model_;
   const ShapeTable& shapes_;
   const LoadOptions& options_;
-  Precision precision_;
+  PrecisionBytes precision_;
   const DeviceSpec& device_;
   Graph graph_;
   std::vector<ForwardOp> ops_;
@@ -1462,16 +1467,12 @@ class Builder {
 
 Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
                      const LoadOptions& options) {
-  // Flags first: a typo should not wait for a large model to parse.
-  ParsePrecision(options.precision);
-  ParseOptimizer(options.optimizer);
-  FindDevice(options.device);
   if (options.dropout_mask_bytes != 1 && options.dropout_mask_bytes != 4) {
-    throw InputError("--dropout-mask-bytes: " + std::to_string(options.dropout_mask_bytes) +
-                         " (expected 1 or 4)",
+    throw InputError("dropout mask bytes per element: " +
+                         std::to_string(options.dropout_mask_bytes) + " (expected 1 or 4)",
                      kExitUsage);
   }
-  ShapeBindings bindings = ParseShapeBindings(options.dims, options.input_shapes);
+  ShapeBindings bindings{options.dims, options.input_shapes};
   // Parse a copy without the weights (hundreds of MB are never copied); bytes
   // that are not well-formed go to the real parser for its error message.
   std::string skeleton;

@@ -1,5 +1,7 @@
 #include "ckptplan/ingest/onnx_shapes.h"
 
+#include "ckptplan/ingest/loader.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -13,6 +15,7 @@
 
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/limits.h"
+#include "ckptplan/ir/graph.h"
 
 namespace ckptplan {
 namespace {
@@ -929,14 +932,14 @@ class Resolver {
       if (it != bindings_.input_shapes.end()) {
         const Dims& want = it->second;
         if (had_shape && shape->dim_size() != static_cast<int>(want.size())) {
-          problems.push_back("--input-shape " + input.name() + ": rank " +
+          problems.push_back("input shape for " + Quote(input.name()) + ": rank " +
                              std::to_string(want.size()) + " but the model declares rank " +
                              std::to_string(shape->dim_size()));
           continue;
         }
         for (size_t i = 0; i < want.size(); ++i) {
           if (had_shape && shape->dim(i).has_dim_value() && shape->dim(i).dim_value() != want[i]) {
-            problems.push_back("--input-shape " + input.name() + ": dim " + std::to_string(i) +
+            problems.push_back("input shape for " + Quote(input.name()) + ": dim " + std::to_string(i) +
                                " is " + std::to_string(want[i]) + " but the model fixes it at " +
                                std::to_string(shape->dim(i).dim_value()));
           }
@@ -953,13 +956,13 @@ class Resolver {
       }
     }
     for (const auto& [name, value] : bindings_.input_shapes) {
-      if (!names.count(name)) problems.push_back("--input-shape names no graph input " + Quote(name));
+      if (!names.count(name)) problems.push_back("an input shape is given for " + Quote(name) + ", which is no graph input");
     }
     for (const auto& [name, value] : bindings_.dims) {
       if (symbols.count(name)) continue;
       std::string known;
       for (const std::string& s : symbols) known += (known.empty() ? "" : ", ") + s;
-      problems.push_back("--dim " + name + ": no graph input has a symbolic dim named " +
+      problems.push_back("dim binding " + Quote(name) + ": no graph input has a symbolic dim named " +
                          Quote(name) + " (symbolic dims: " + (known.empty() ? "none" : known) + ")");
     }
     if (problems.empty()) return;
@@ -1150,25 +1153,28 @@ class Resolver {
   // One error listing every unresolved tensor, after the root causes.
   void ReportUnresolved() {
     std::vector<std::string> lines;
-    std::set<std::string> initializers;
+    std::set<std::string> initializers, unbound, unshaped;
     for (const auto& init : model_.graph().initializer()) initializers.insert(init.name());
     for (const auto& input : model_.graph().input()) {
       if (initializers.count(input.name())) continue;
       if (!input.type().tensor_type().has_shape()) {
-        lines.push_back("graph input " + Quote(input.name()) +
-                        " declares no shape: pass --input-shape " + input.name() + ":AxB...");
+        lines.push_back("graph input " + Quote(input.name()) + " declares no shape");
+        unshaped.insert(input.name());
         continue;
       }
       const auto& shape = input.type().tensor_type().shape();
       for (int i = 0; i < shape.dim_size(); ++i) {
         const auto& dim = shape.dim(i);
         if (dim.has_dim_value()) continue;
-        lines.push_back(
-            "graph input " + Quote(input.name()) + " dim " + std::to_string(i) +
-            (dim.has_dim_param() ? " is symbolic " + Quote(dim.dim_param()) + ": pass --dim " +
-                                       dim.dim_param() + "=N"
-                                 : " has no size or name: pass --input-shape " + input.name() +
-                                       ":AxB..."));
+        lines.push_back("graph input " + Quote(input.name()) + " dim " + std::to_string(i) +
+                        (dim.has_dim_param() ? " is symbolic " + Quote(dim.dim_param()) +
+                                                   ", which is unbound"
+                                             : " has no size or name"));
+        if (dim.has_dim_param()) {
+          unbound.insert(dim.dim_param());
+        } else {
+          unshaped.insert(input.name());
+        }
       }
     }
     size_t causes = lines.size();
@@ -1193,11 +1199,11 @@ class Resolver {
     if (lines.size() == causes) return;
     std::string text = source_ + ": " + std::to_string(lines.size() - causes) +
                        " tensors have no concrete shape";
-    text += causes > 0 ? "; bind the symbolic dims with --dim NAME=N or --input-shape NAME:AxB"
-                       : "; --dim/--input-shape bind graph inputs, ops ckptplan cannot infer "
-                         "need shapes in the model's value_info";
+    text += causes > 0 ? "; the graph inputs above need sizes"
+                       : "; ops ckptplan cannot infer need shapes in the model's value_info";
     for (const std::string& line : lines) text += "\n" + source_ + ": " + line;
-    throw InputError(text);
+    throw UnresolvedShapesError(text, {unbound.begin(), unbound.end()},
+                                {unshaped.begin(), unshaped.end()});
   }
 
   onnx::ModelProto& model_;
@@ -1205,21 +1211,6 @@ class Resolver {
   const std::string& source_;
   ShapeTable table_;
 };
-
-int64_t ParseDimValue(const std::string& text, const std::string& flag, const std::string& arg) {
-  size_t used = 0;
-  long long value = -1;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || text.empty() || value <= 0) {
-    throw InputError(flag + " " + arg + ": " + Quote(text) + " is not a positive integer",
-                     kExitUsage);
-  }
-  return value;
-}
 
 }  // namespace
 
@@ -1246,53 +1237,33 @@ const TensorShape* ShapeTable::Find(const std::string& name) const {
   return it == index.end() ? nullptr : &shapes[it->second];
 }
 
-ShapeBindings ParseShapeBindings(const std::vector<std::string>& dims,
-                                 const std::vector<std::string>& input_shapes) {
-  ShapeBindings bindings;
-  for (const std::string& arg : dims) {
-    size_t eq = arg.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      throw InputError("--dim " + arg + ": expected NAME=VALUE, e.g. --dim batch=8", kExitUsage);
-    }
-    bindings.dims[arg.substr(0, eq)] = ParseDimValue(arg.substr(eq + 1), "--dim", arg);
-  }
-  for (const std::string& arg : input_shapes) {
-    size_t colon = arg.rfind(':');
-    if (colon == std::string::npos || colon == 0 || colon + 1 == arg.size()) {
-      throw InputError("--input-shape " + arg + ": expected NAME:AxB..., e.g. input_ids:8x4096",
-                       kExitUsage);
-    }
-    Dims shape;
-    std::string rest = arg.substr(colon + 1);
-    size_t start = 0;
-    while (start <= rest.size()) {
-      size_t x = rest.find('x', start);
-      if (x == std::string::npos) x = rest.size();
-      shape.push_back(ParseDimValue(rest.substr(start, x - start), "--input-shape", arg));
-      start = x + 1;
-    }
-    bindings.input_shapes[arg.substr(0, colon)] = shape;
-  }
-  return bindings;
-}
-
 ShapeTable ResolveShapes(onnx::ModelProto& model, const ShapeBindings& bindings,
                          const std::string& source) {
   return Resolver(model, bindings, source).Run();
 }
 
-uint32_t OnnxElementBytes(int32_t elem_type) {
+std::string_view OnnxDtypeName(int32_t elem_type) {
   switch (elem_type) {
-    case TensorProto::FLOAT: case TensorProto::INT32: case TensorProto::UINT32: return 4;
-    case TensorProto::DOUBLE: case TensorProto::INT64: case TensorProto::UINT64:
-    case TensorProto::COMPLEX64: return 8;
-    case TensorProto::COMPLEX128: return 16;
-    case TensorProto::FLOAT16: case TensorProto::BFLOAT16: case TensorProto::INT16:
-    case TensorProto::UINT16: return 2;
-    case TensorProto::INT8: case TensorProto::UINT8: case TensorProto::BOOL: return 1;
-    default: return 0;
+    case TensorProto::FLOAT: return "float32";
+    case TensorProto::DOUBLE: return "float64";
+    case TensorProto::FLOAT16: return "float16";
+    case TensorProto::BFLOAT16: return "bfloat16";
+    case TensorProto::INT64: return "int64";
+    case TensorProto::UINT64: return "uint64";
+    case TensorProto::INT32: return "int32";
+    case TensorProto::UINT32: return "uint32";
+    case TensorProto::INT16: return "int16";
+    case TensorProto::UINT16: return "uint16";
+    case TensorProto::INT8: return "int8";
+    case TensorProto::UINT8: return "uint8";
+    case TensorProto::BOOL: return "bool";
+    case TensorProto::COMPLEX64: return "complex64";
+    case TensorProto::COMPLEX128: return "complex128";
+    default: return "";
   }
 }
+
+uint32_t OnnxElementBytes(int32_t elem_type) { return DtypeBytes(OnnxDtypeName(elem_type)); }
 
 bool IsFloatingType(int32_t elem_type) {
   return elem_type == TensorProto::FLOAT || elem_type == TensorProto::DOUBLE ||

@@ -1,17 +1,18 @@
 // Concrete shapes for every tensor of an ONNX graph.
 //
-// Symbolic dims are bound first (--dim, --input-shape), then ONNX shape
+// Symbolic dims are bound first (LoadOptions dims, input shapes), then ONNX shape
 // inference runs with data propagation, then a pass of our own walks the
 // nodes in order, evaluating small constant tensors (Shape -> Gather ->
 // Concat -> Reshape chains and the like) and inferring the shapes stock
 // inference leaves unknown. Whatever is still unknown is one error that lists
-// every unresolved tensor and the flag that would fix it.
+// every unresolved tensor and the dims that would fix it.
 #ifndef CKPTPLAN_ONNX_SHAPES_H_
 #define CKPTPLAN_ONNX_SHAPES_H_
 
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -19,15 +20,12 @@
 
 namespace ckptplan {
 
-/// User bindings: `--dim name=value` and `--input-shape name:8x4096`.
+/// User bindings (LoadOptions::dims and input_shapes): symbolic dim name ->
+/// size, and graph input -> shape.
 struct ShapeBindings {
   std::map<std::string, int64_t> dims;
   std::map<std::string, std::vector<int64_t>> input_shapes;
 };
-
-/// Parses the flag values; throws InputError (kExitUsage) naming the flag.
-ShapeBindings ParseShapeBindings(const std::vector<std::string>& dims,
-                                 const std::vector<std::string>& input_shapes);
 
 /// Largest tensor (in elements) whose values are computed at load time.
 inline constexpr int64_t kMaxFoldedElements = 1 << 16;
@@ -58,7 +56,11 @@ struct ShapeTable {
 ShapeTable ResolveShapes(onnx::ModelProto& model, const ShapeBindings& bindings,
                          const std::string& source);
 
-/// Bytes per element of an ONNX data type; 0 for unknown / string / sub-byte.
+/// The dtype name (ir/graph.h's DtypeBytes) of an ONNX data type, "" for
+/// string, sub-byte and unknown types.
+std::string_view OnnxDtypeName(int32_t elem_type);
+/// Bytes per element of an ONNX data type (DtypeBytes of its name); 0 for
+/// unknown / string / sub-byte.
 uint32_t OnnxElementBytes(int32_t elem_type);
 bool IsFloatingType(int32_t elem_type);
 

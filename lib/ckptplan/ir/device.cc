@@ -23,13 +23,24 @@ constexpr DeviceSpec kDevices[] = {
 
 }  // namespace
 
-const DeviceSpec& FindDevice(const std::string& name) {
-  std::string names;
+const DeviceSpec* LookupDevice(std::string_view name) {
   for (const DeviceSpec& device : kDevices) {
-    if (name == device.name) return device;
-    names += (names.empty() ? "" : ", ") + std::string(device.name);
+    if (name == device.name) return &device;
   }
-  throw InputError("--device: unknown device '" + name + "' (expected " + names + ")", kExitUsage);
+  return nullptr;
+}
+
+std::vector<const DeviceSpec*> AllDevices() {
+  std::vector<const DeviceSpec*> all;
+  for (const DeviceSpec& device : kDevices) all.push_back(&device);
+  return all;
+}
+
+const DeviceSpec& FindDevice(const std::string& name) {
+  if (const DeviceSpec* device = LookupDevice(name)) return *device;
+  std::string names;
+  for (const DeviceSpec& device : kDevices) names += (names.empty() ? "" : ", ") + std::string(device.name);
+  throw InputError("unknown device '" + name + "' (expected " + names + ")", kExitUsage);
 }
 
 double RooflineMicros(const DeviceSpec& device, double flops, double bytes, bool matrix,

@@ -3,6 +3,8 @@
 #define CKPTPLAN_DEVICE_H_
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace ckptplan {
 
@@ -21,6 +23,10 @@ struct DeviceSpec {
 /// The preset named `name` (h100, h200, gh200, a100, v100, l4, mi300x, cpu); throws
 /// InputError (kExitUsage) listing the names otherwise.
 const DeviceSpec& FindDevice(const std::string& name);
+/// The preset named `name`, or nullptr.
+const DeviceSpec* LookupDevice(std::string_view name);
+/// Every preset, in table order.
+std::vector<const DeviceSpec*> AllDevices();
 
 /// Roofline time of one op in microseconds: the slower of compute
 /// (flops / rate) and memory traffic (bytes / bandwidth).

@@ -128,6 +128,15 @@ bool ParsePhase(std::string_view name, Phase* phase) {
   return false;
 }
 
+const std::vector<DtypeSize>& DtypeSizes() {
+  static const std::vector<DtypeSize> kSizes = [] {
+    std::vector<DtypeSize> sizes;
+    for (const DtypeEntry& entry : kDtypes) sizes.push_back({entry.name, entry.bytes});
+    return sizes;
+  }();
+  return kSizes;
+}
+
 uint32_t DtypeBytes(std::string_view dtype) {
   if (dtype.substr(0, 6) == "torch.") dtype.remove_prefix(6);
   for (const DtypeEntry& entry : kDtypes) {

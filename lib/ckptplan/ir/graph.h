@@ -40,6 +40,13 @@ bool ParsePhase(std::string_view name, Phase* phase);
 /// Bytes per element of a dtype name ("float32", "bf16", "int64", ...);
 /// 0 when unknown. Sub-byte types are not supported.
 uint32_t DtypeBytes(std::string_view dtype);
+/// Every dtype name DtypeBytes knows, with its bytes per element, in table
+/// order: what the plan file writes for tools that size tensors themselves.
+struct DtypeSize {
+  std::string_view name;
+  uint32_t bytes;
+};
+const std::vector<DtypeSize>& DtypeSizes();
 
 /// True for kinds that live for the whole step whatever the plan.
 inline bool IsResidentKind(TensorKind kind) {

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -343,9 +345,10 @@ class ChainWalker {
 // Finds the best drop in one region, from bounds and region simulations.
 class RegionSearch {
  public:
-  RegionSearch(const SimContext& context, const StaticInfo& info, IncrementalStats* stats)
-      : context_(context), info_(info), walker_(context, info), stats_(*stats),
-        tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
+  RegionSearch(const SimContext& context, const StaticInfo& info, const GreedyOptions& options,
+               IncrementalStats* stats)
+      : context_(context), info_(info), options_(options), walker_(context, info),
+        stats_(*stats), tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
 
   // The best drop of a candidate of region `r`; its trial in *best_trial,
   // which is left as it is when there is none.
@@ -392,19 +395,8 @@ class RegionSearch {
           if (heap) std::push_heap(bounds.begin(), bounds.begin() + size, after);
           continue;
         }
-        keep[t] = 0;
-        memory.Try(r, keep, &trial_);
-        keep[t] = 1;
-        ++stats_.simulations;
         tried_at_[t] = search;
-        RegionDrop drop;
-        drop.peak = peak;
-        drop.trial_peak = trial_.peak;
-        drop.added_cost = trial_.added_cost;
-        drop.node_peak = &region.sim.figures().node_peak;
-        drop.trial_node_peak = &trial_.sim.figures().node_peak;
-        drop.offset = &region.offset;
-        DropChoice choice = ScoreDrop(t, drop);
+        DropChoice choice = TryDrop(memory, r, keep, t, &trial_);
         spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
                       context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
                       choice.score, choice.freed);
@@ -414,6 +406,18 @@ class RegionSearch {
         }
       }
     };
+    if (!options_.prune) {
+      // Every saved candidate simulated, in id order: what the bounds save.
+      for (TensorId t : region.candidates) {
+        if (!keep[t]) continue;
+        DropChoice choice = TryDrop(memory, r, keep, t, &trial_);
+        if (choice.tensor != kNoId && choice.BetterThan(best)) {
+          best = choice;
+          std::swap(*best_trial, trial_);
+        }
+      }
+      return best;
+    }
     try_bounds(tier0_, 0);
     // When nothing lowers the peak, every tier-0 bound was simulated and
     // `best` already holds the best tier-1 drop among them.
@@ -421,12 +425,64 @@ class RegionSearch {
       Tier1Bounds(region, memory.Outside(r));
       try_bounds(tier1_, 1);
     }
+    if (options_.verify) Verify(memory, r, keep, search, best);
     spdlog::trace("incremental: region [{}, {}): {} tier-0 bounds, {} tier-1 bounds, best tier {}",
                   region.range.first, region.range.end, tier0_.size(), tier1_.size(), best.tier);
     return best;
   }
 
  private:
+  // Simulates dropping saved candidate `t` of region `r` into *trial and
+  // scores it as the reference does.
+  DropChoice TryDrop(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+                     RegionalMemory::Trial* trial) {
+    const RegionalMemory::Part& region = memory.part(r);
+    keep[t] = 0;
+    memory.Try(r, keep, trial);
+    keep[t] = 1;
+    ++stats_.simulations;
+    RegionDrop drop;
+    drop.peak = memory.peak();
+    drop.trial_peak = trial->peak;
+    drop.added_cost = trial->added_cost;
+    drop.node_peak = &region.sim.figures().node_peak;
+    drop.trial_node_peak = &trial->sim.figures().node_peak;
+    drop.offset = &region.offset;
+    return ScoreDrop(t, drop);
+  }
+
+  // Verify mode: simulates every saved candidate of region `r` that search
+  // `search` did not, and throws std::logic_error unless its bounds (from a
+  // long walk) held and it does not beat `best`.
+  void Verify(const RegionalMemory& memory, size_t r, SaveSet& keep, uint32_t search,
+              const DropChoice& best) {
+    const RegionalMemory::Part& region = memory.part(r);
+    PrepareTier1(region, &view_);
+    const int64_t outside_region = memory.Outside(r);
+    const double slack = context_.exact_costs ? 0.0 : 1e-9;
+    for (TensorId t : region.candidates) {
+      if (!keep[t] || tried_at_[t] == search) continue;
+      const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
+      Bound bounds[2];
+      const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
+      BoundsOf(region, t, chain, outside_region, &bounds[0], &bounds[1]);
+      std::string broken;
+      if (real.tensor != kNoId && real.BetterThan(best)) broken = "beats the drop chosen";
+      if (real.tensor != kNoId && real.tier <= 1) {
+        const Bound& bound = bounds[real.tier];
+        if (real.freed > bound.freed) broken = "frees more than its bound";
+        if (real.score < bound.score * (1 - slack)) broken = "scores below its bound";
+      }
+      if (!broken.empty()) {
+        throw std::logic_error("incremental: the drop of '" + context_.graph.tensors[t].name +
+                               "' was not simulated but " + broken + " (tier " +
+                               std::to_string(real.tier) + ", score " +
+                               std::to_string(real.score) + ", freed " +
+                               std::to_string(real.freed) + ")");
+      }
+    }
+  }
+
   // Bounds every saved candidate of the region into tier0_ and tier1_, from
   // short walks: a bound whose walk gave up is tightened only when reached.
   // Tier-1 bounds come later (Tier1Bounds), from the same walks.
@@ -568,11 +624,13 @@ class RegionSearch {
 
   const SimContext& context_;
   const StaticInfo& info_;
+  const GreedyOptions& options_;
   ChainWalker walker_;
   IncrementalStats& stats_;
   View view_;
   std::vector<Bound> tier0_, tier1_;
   std::vector<std::pair<TensorId, ChainWalker::Chain>> walks_;  // Bounds' short walks
+  RegionalMemory::Trial verify_trial_;
   RegionalMemory::Trial trial_;  // reused: fresh memory for every simulation is slow
   std::vector<uint32_t> tried_at_;  // per tensor: search that simulated its drop
   uint32_t searches_ = 0;
@@ -683,7 +741,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   counters.regions = memory.size();
   result.start_peak = memory.start_peak();
   const StaticInfo info = ComputeStaticInfo(context);
-  RegionSearch search(context, info, &counters);
+  RegionSearch search(context, info, options, &counters);
 
   std::vector<CachedChoice> cache(memory.size());
   SharedSearches shared(memory);

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -45,8 +47,12 @@ class Search {
     floor_.Forget();  // the last round's move changed the plan
     for (TensorId t : candidates_) {
       if (Exhausted()) return false;
-      if (fits && !keep_[t] && floor_.Exceeds(*memory_, t, options_.budget_bytes)) {
+      ++considered_;
+      // A move over the budget cannot improve a fitting plan's key.
+      if (options_.prune && fits && !keep_[t] &&
+          floor_.Exceeds(*memory_, t, options_.budget_bytes)) {
         ++floored_;
+        if (options_.verify) VerifyFloor(t);
         continue;
       }
       keep_[t] ^= 1;
@@ -85,8 +91,7 @@ class Search {
       memory_->Apply(&best_trial_);
       current_ = KeyOf(memory_->peak(), memory_->cost());
     } else {
-      Reset();  // the move's simulation was counted when it was tried
-      --simulations_;
+      Reset();
     }
     ++moves_;
     return true;
@@ -99,13 +104,28 @@ class Search {
     result.recompute_cost = current_.cost;
     result.fits = current_.over == 0;
     result.moves = moves_;
+    result.considered = considered_;
     result.simulations = simulations_;
     result.floored = floored_;
     return result;
   }
 
  private:
-  bool Exhausted() const { return simulations_ >= options_.max_simulations; }
+  bool Exhausted() const { return considered_ >= options_.max_considered; }
+
+  // Verify mode: the re-save of `t` a floor ruled out, simulated.
+  void VerifyFloor(TensorId t) {
+    keep_[t] ^= 1;
+    memory_->Try(memory_->RegionOf(t), keep_, &trial_);
+    keep_[t] ^= 1;
+    ++simulations_;
+    if (trial_.peak <= options_.budget_bytes) {
+      throw std::logic_error("local search: the floor ruled out re-saving '" +
+                             context_.graph.tensors[t].name + "' but its peak " +
+                             std::to_string(trial_.peak) + " fits the budget " +
+                             std::to_string(options_.budget_bytes));
+    }
+  }
 
   Key KeyOf(int64_t peak, double cost) const {
     return {std::max<int64_t>(0, peak - options_.budget_bytes), cost, peak};
@@ -121,6 +141,7 @@ class Search {
   // Moves of several flips (small graphs only): simulated whole.
   void Try(const std::vector<TensorId>& flips, Key* best, std::vector<TensorId>* best_move) {
     for (TensorId t : flips) keep_[t] ^= 1;
+    ++considered_;
     ++simulations_;
     Simulate(context_, keep_, sim_options_, &whole_);
     for (TensorId t : flips) keep_[t] ^= 1;
@@ -142,6 +163,7 @@ class Search {
   SimResult whole_;
   Key current_;
   size_t moves_ = 0;
+  size_t considered_ = 0;
   size_t simulations_ = 0;
   size_t floored_ = 0;  // re-saves ruled out by a floor, not simulated
 };
@@ -159,9 +181,9 @@ LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
   while (search.Step()) {
   }
   LocalSearchResult result = search.Result();
-  spdlog::info("local search: {} moves in {} simulations ({} re-saves ruled out by a floor), "
-               "peak {} bytes, cost {}, {}",
-               result.moves, result.simulations, result.floored, result.peak,
+  spdlog::info("local search: {} moves, {} considered, {} simulations ({} re-saves ruled out "
+               "by a floor), peak {} bytes, cost {}, {}",
+               result.moves, result.considered, result.simulations, result.floored, result.peak,
                result.recompute_cost, result.fits ? "fits" : "does not fit");
   return result;
 }

@@ -22,7 +22,16 @@ struct LocalSearchOptions {
   int64_t reserve_bytes = 0;
   size_t pair_limit = 64;          ///< no two-flip moves above this many candidates
   size_t triple_limit = 20;        ///< no three-flip moves above this many candidates
-  size_t max_simulations = 20000;  ///< stop after this many simulations
+  /// Stop after considering this many moves (a flip tried or ruled out by a
+  /// floor, each several-flip move), so that where the search stops does
+  /// not depend on how many moves the floors answered without simulating.
+  size_t max_considered = 20000;
+  /// Rule out re-saves by their floor (ResaveBounds) instead of simulating
+  /// them; off, every move is simulated. The plan is the same either way.
+  bool prune = true;
+  /// Simulate every move a floor ruled out and throw std::logic_error
+  /// unless the floor held (its peak is over the budget). For tests.
+  bool verify = false;
 };
 
 struct LocalSearchResult {
@@ -31,7 +40,8 @@ struct LocalSearchResult {
   double recompute_cost = 0;
   bool fits = false;
   size_t moves = 0;
-  size_t simulations = 0;
+  size_t considered = 0;   ///< moves considered (see max_considered)
+  size_t simulations = 0;  ///< trials simulated, the start's included
   size_t floored = 0;  ///< re-saves not simulated: their floor is over the budget
 };
 

@@ -1,6 +1,7 @@
 #include "ckptplan/plan/plan_outcome.h"
 
 #include <chrono>
+#include <ctime>
 
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/size.h"
@@ -19,8 +20,10 @@ PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool 
   PlanOutcome outcome;
   outcome.bound = ComputeLowerBound(graph, options.reserve_bytes);
   auto clock = std::chrono::steady_clock::now();
+  const std::clock_t cpu = std::clock();
   outcome.found = PlanGraph(graph, options);
   outcome.plan_seconds = SecondsSince(clock);
+  outcome.plan_cpu_seconds = static_cast<double>(std::clock() - cpu) / CLOCKS_PER_SEC;
   clock = std::chrono::steady_clock::now();
   outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes, per_step);
   outcome.simulate_seconds = SecondsSince(clock);

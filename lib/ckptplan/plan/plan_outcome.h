@@ -22,6 +22,7 @@ struct PlanOutcome {
   SimResult planned;       ///< simulation of found.keep
   std::string infeasible;  ///< why no plan fits the budget; empty when found.fits
   double plan_seconds = 0;      ///< PlanGraph alone
+  double plan_cpu_seconds = 0;  ///< PlanGraph alone, process CPU time (user + sys)
   double simulate_seconds = 0;  ///< the save-all simulation alone
 };
 PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool per_step = true);

@@ -23,10 +23,11 @@ constexpr int kMaxSegments = 64;
 // most kManyStartsLimit candidates, from the best one otherwise.
 constexpr size_t kLocalSearchStarts = 4;
 constexpr size_t kManyStartsLimit = 64;
-// Local search simulations are capped at this many node-steps per search
-// (e.g. 20000 simulations of a 200-node region), so that it stays a small
-// part of the planning time on large graphs. Its single flips simulate one
-// region (FindRegions) each.
+// Local search is capped at this many node-steps per search (e.g. 20000
+// moves considered in a 200-node region), so that it stays a small part of
+// the planning time on large graphs. Its single flips simulate one region
+// (FindRegions) each. The cap counts moves considered, simulated or ruled out
+// by a floor, so that pruning does not change where the search stops.
 constexpr size_t kLocalSearchNodeSteps = 4'000'000;
 // The every-k-th search simulates the whole step once per k: it tries at most
 // this many node-steps' worth of k (and at least kMinSegments).
@@ -125,6 +126,8 @@ SaveSet Greedy(const SimContext& context, const SaveSet& start, const PlannerOpt
   GreedyOptions greedy;
   greedy.budget_bytes = options.budget_bytes;
   greedy.reserve_bytes = options.reserve_bytes;
+  greedy.prune = options.prune;
+  greedy.verify = options.verify;
   if (options.reference_greedy) return GreedyPlan(context.graph, start, greedy).keep;
   return IncrementalPlan(context, start, greedy).keep;
 }
@@ -181,8 +184,10 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   for (const Region& region : context.regions()) {
     largest_region = std::max<size_t>(largest_region, region.end - region.first);
   }
-  search.max_simulations = std::clamp<size_t>(kLocalSearchNodeSteps / largest_region, 200,
-                                              search.max_simulations);
+  search.prune = options.prune;
+  search.verify = options.verify;
+  search.max_considered = std::clamp<size_t>(kLocalSearchNodeSteps / largest_region, 200,
+                                             search.max_considered);
   const size_t search_starts = num_candidates <= kManyStartsLimit ? kLocalSearchStarts : 1;
   search.triple_limit = 0;
   for (const PlannerResult& start : candidates.Top(search_starts)) {

@@ -34,10 +34,9 @@ const std::vector<Strategy>& AllStrategies() {
   return kAll;
 }
 
-SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group) {
-  SaveSet keep = SaveAll(graph);
-  // A tensor is a checkpoint input when a forward node of another group (or
-  // of no group) reads it.
+std::vector<TensorId> InternalCandidates(const Graph& graph, const std::vector<uint32_t>& group) {
+  // A tensor escapes its group when a forward node of another group (or of
+  // no group) reads it: it is then a checkpoint input, which stays saved.
   std::vector<uint8_t> read_outside(graph.tensors.size(), 0);
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     if (graph.nodes[n].phase != Phase::kForward) continue;
@@ -47,10 +46,17 @@ SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group)
       if (group[n] != group[p]) read_outside[t] = 1;
     }
   }
+  std::vector<TensorId> internal;
   for (TensorId t : SaveCandidates(graph)) {
     NodeId p = graph.tensors[t].producer;
-    if (group[p] != kNoId && !read_outside[t]) keep[t] = 0;
+    if (group[p] != kNoId && !read_outside[t]) internal.push_back(t);
   }
+  return internal;
+}
+
+SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group) {
+  SaveSet keep = SaveAll(graph);
+  for (TensorId t : InternalCandidates(graph, group)) keep[t] = 0;
   return keep;
 }
 

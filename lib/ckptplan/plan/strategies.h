@@ -33,6 +33,11 @@ const std::vector<Strategy>& AllStrategies();
 /// checkpoint input, which torch.utils.checkpoint keeps).
 SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group);
 
+/// A module's internal tensors, for every group at once: the candidates made
+/// by a forward node of a group that no forward node outside that group
+/// reads (what checkpointing the group recomputes), in SaveCandidates order.
+std::vector<TensorId> InternalCandidates(const Graph& graph, const std::vector<uint32_t>& group);
+
 /// Full checkpointing of every scope block (ScopeBlock, ir/scope.h; nodes
 /// without scope are not checkpointed). Equal to SaveAll when no node has a scope.
 SaveSet ScopeCheckpointPlan(const Graph& graph);

@@ -13,6 +13,32 @@
 // the original; non-forward reads use a copy recomputed, with any missing
 // ancestors, right before the first non-forward node that needs it, and freed
 // after its last read).
+//
+// Speed code that restates a clause of this rule, by clause (change the
+// rule, check these; their verify modes and differential tests say whether
+// they still hold):
+//  - Steps in node order, recompute steps before the first non-forward
+//    reader (a node and the recompute steps before it form its "group";
+//    SimResult::node_peak is per group): incremental.cc View::slot, group,
+//    first_use, last_use; cleanup.cc ResaveBounds group_, group_start_,
+//    recompute_step_; selector.h ScoreDrop compares node peaks.
+//  - Sum of live storages + the running node's workspace + resident state:
+//    regions.h (a region's node peaks differ from the step's by a plan-free
+//    offset); incremental.cc bounds (a drop lowers node peaks only where a
+//    storage it frees was live); cleanup.cc floors and ceilings.
+//  - Allocated at the producer's step, freed after the last read, aliases
+//    share the root: incremental.cc StaticInfo::region_start (the last
+//    forward read), View::last_node and family_* (other saved tensors of one
+//    root); cleanup.cc original_last_, copy_last_; FindRegions' spans.
+//  - Resident state all step; gradients to the end of the step: FindRegions
+//    and ShapeRegions (the region of the implicit gradients has its own
+//    shape), SimOptions::first_node's region accounting, ComputeLowerBound.
+//  - Saved vs dropped, the copy recomputed with its missing ancestors (the
+//    chain: producers reached through tensors neither saved nor resident,
+//    not already re-run): incremental.cc ChainWalker (its cost is the cost a
+//    drop adds; reaching a node already re-run makes the drop "pull" it);
+//    cleanup.cc Ceiling and ByproductCeiling (a chain that served one tensor
+//    alone); SaveCandidates and the min-cut's network (mincut.h).
 #ifndef CKPTPLAN_SIMULATOR_H_
 #define CKPTPLAN_SIMULATOR_H_
 

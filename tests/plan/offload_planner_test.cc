@@ -4,7 +4,7 @@
 
 #include <random>
 
-#include "ckptplan/ingest/synth.h"
+#include "ckptplan/ir/synth.h"
 #include "tiny_graph.h"
 
 namespace ckptplan {

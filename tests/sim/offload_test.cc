@@ -3,7 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "ckptplan/sim/simulator.h"
-#include "tiny_graph.h"
+#include "ir_graphs.h"
 
 namespace ckptplan {
 namespace {
@@ -12,10 +12,18 @@ namespace {
 // reads c and b, g1b gives g2 time, g2 reads a. Every node costs 10 FLOP,
 // timed at 1 FLOP/us: node n runs over [10n, 10n + 10) us.
 // Save-all: f1 1100, f2 2100, f3 2200, g1 2300 (b, c freed), g1b 1300, g2 1300.
-constexpr const char* kOffloadChain =
-    "T x 100 input; T a 1000; T b 1000; T c 100; T gb 100; T gb2 100; T ga 100;"
-    "F f1 op x -> a 10; F f2 op a -> b 10; F f3 op b -> c 10;"
-    "B g1 op c b -> gb 10; B g1b op gb -> gb2 10; B g2 op gb2 a -> ga 10";
+Graph OffloadChain() {
+  testing::GraphBuilder b;
+  b.Tensor("x", 100, TensorKind::kInput).Tensor("a", 1000).Tensor("b", 1000).Tensor("c", 100);
+  b.Tensor("gb", 100).Tensor("gb2", 100).Tensor("ga", 100);
+  b.Node("f1", "op", Phase::kForward, {"x"}, {"a"}, 10);
+  b.Node("f2", "op", Phase::kForward, {"a"}, {"b"}, 10);
+  b.Node("f3", "op", Phase::kForward, {"b"}, {"c"}, 10);
+  b.Node("g1", "op", Phase::kBackward, {"c", "b"}, {"gb"}, 10);
+  b.Node("g1b", "op", Phase::kBackward, {"gb"}, {"gb2"}, 10);
+  b.Node("g2", "op", Phase::kBackward, {"gb2", "a"}, {"ga"}, 10);
+  return b.Build();
+}
 
 OffloadOptions Link(const Graph& graph, double out_bytes_per_us, double in_bytes_per_us) {
   OffloadOptions options;
@@ -25,15 +33,13 @@ OffloadOptions Link(const Graph& graph, double out_bytes_per_us, double in_bytes
 }
 
 TensorId Id(const Graph& graph, const std::string& name) {
-  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
-    if (graph.tensors[t].name == name) return t;
-  }
-  FAIL("no tensor " << name);
-  return kNoId;
+  const TensorId t = testing::Id(graph, name);
+  REQUIRE(t != kNoId);
+  return t;
 }
 
 TEST_CASE("offload: a fast link hides both copies and frees a's storage between them") {
-  const Graph graph = testing::TinyGraph(kOffloadChain);
+  const Graph graph = OffloadChain();
   const TensorId a = Id(graph, "a");
   REQUIRE(CanOffload(graph, a));
   CHECK_FALSE(CanOffload(graph, Id(graph, "x")));  // resident
@@ -76,7 +82,7 @@ TEST_CASE("offload: a fast link hides both copies and frees a's storage between 
 }
 
 TEST_CASE("offload: a slow copy back is exposed time") {
-  const Graph graph = testing::TinyGraph(kOffloadChain);
+  const Graph graph = OffloadChain();
   // Out at 1000 B/us (done at 11 us); back at 40 B/us: 1000 B take 25 us. Due at
   // 50 us, it would start at 25 us, before the backward (30 us): it starts at
   // 30 us, before g1, and ends at 55 us; g2 (at 50 us) waits 5 us.
@@ -90,7 +96,7 @@ TEST_CASE("offload: a slow copy back is exposed time") {
 }
 
 TEST_CASE("offload: a copy out that outlasts the forward holds the storage and the backward") {
-  const Graph graph = testing::TinyGraph(kOffloadChain);
+  const Graph graph = OffloadChain();
   // Out at 40 B/us: 25 us from 10 us to 35 us, past the forward's end (30 us):
   // freed after f3 (the forward's last step) and the backward starts 5 us late.
   OffloadOptions options = Link(graph, 40, 1000);
@@ -103,7 +109,7 @@ TEST_CASE("offload: a copy out that outlasts the forward holds the storage and t
 }
 
 TEST_CASE("offload: nothing offloaded leaves the graph as it is") {
-  const Graph graph = testing::TinyGraph(kOffloadChain);
+  const Graph graph = OffloadChain();
   const OffloadedGraph off = ApplyOffload(graph, {Id(graph, "x")}, Link(graph, 1000, 1000));
   CHECK(off.copies.empty());
   CHECK(off.graph.nodes.size() == graph.nodes.size());

@@ -288,9 +288,9 @@ plan_case("plan_unknown_tensor.json", plan_edit(lambda p: p["decisions"].append(
 plan_case("plan_not_candidate.json", plan_edit(lambda p: p["decisions"].append({"tensor": "x", "action": "save"})),
           message="decisions[1]: tensor 'x' is not a forward tensor the backward reads")
 plan_case("plan_bad_action.json", plan_edit(lambda p: p["decisions"][0].update(action="drop")),
-          message="\"action\" must be save or recompute, got 'drop'")
+          message="\"action\" must be save, recompute or offload, got 'drop'")
 plan_case("plan_action_number.json", plan_edit(lambda p: p["decisions"][0].update(action=5)),
-          message="\"action\" must be save or recompute, got ''")
+          message="\"action\" must be save, recompute or offload, got ''")
 plan_case("plan_decision_not_object.json", plan_edit(lambda p: p["decisions"].append("a")),
           message='decisions[1]: needs a "tensor" string')
 plan_case("plan_no_decisions.json", plan_edit(lambda p: p.pop("decisions")),

@@ -113,6 +113,15 @@ int main(int argc, char** argv) {
   // Hidden (empty group): debugging and benchmarks.
   plan_cmd->add_option("--planner", plan.planner, "incremental or reference")->group("");
   plan_cmd->add_flag("--timings", plan.timings, "Print timings to stderr")->group("");
+  std::string host_link, host_budget;
+  double compute_rate = 0;
+  plan_cmd->add_option("--host-link", host_link,
+                       "Offload: device-host copy rate per direction, e.g. 25GB/s (default: "
+                       "the --device preset's, when --device is given)");
+  plan_cmd->add_option("--host-budget", host_budget, "Offload: host bytes offloads may hold");
+  plan_cmd->add_option("--compute-rate", compute_rate,
+                       "Offload: FLOP/s timing nodes without time_us (default: the device's)")
+      ->check(CLI::PositiveNumber);
 
   SweepOptions sweep;
   SizeFlags sweep_sizes;
@@ -274,6 +283,17 @@ int main(int argc, char** argv) {
     if (plan_cmd->parsed()) {
       plan.budget_bytes = ParseSize(plan_sizes.budget, "--budget");
       if (!plan_sizes.reserve.empty()) plan.reserve_bytes = ParseSize(plan_sizes.reserve, "--reserve");
+      if (!host_link.empty()) {
+        // A rate is a size per second: "25GB/s".
+        std::string bytes = host_link;
+        if (bytes.size() > 2 && bytes.compare(bytes.size() - 2, 2, "/s") == 0) bytes.resize(bytes.size() - 2);
+        plan.host_link_bytes_per_s = static_cast<double>(ParseSize(bytes, "--host-link"));
+        if (*plan.host_link_bytes_per_s <= 0) {
+          throw InputError("--host-link: the rate must be above 0", kExitUsage);
+        }
+      }
+      if (!host_budget.empty()) plan.host_budget_bytes = ParseSize(host_budget, "--host-budget");
+      if (compute_rate > 0) plan.compute_flops_per_s = compute_rate;
       return RunPlan(plan, std::cout);
     }
     if (generate_cmd->parsed()) {

@@ -18,6 +18,7 @@
 #include "ckptplan/emit/export.h"
 #include "ckptplan/base/output_file.h"
 #include "ckptplan/emit/plan_io.h"
+#include "ckptplan/plan/offload_planner.h"
 #include "ckptplan/plan/planner.h"
 #include "ckptplan/emit/report.h"
 #include "ckptplan/emit/report_html.h"
@@ -98,6 +99,64 @@ LoadOptions PlanLoadOptions(const LoadFlags& flags, const PlanHeader& header,
 
 }  // namespace
 
+namespace {
+
+// The offload settings `plan` times copies with; none when no host link is
+// known (see PlanOptions).
+std::optional<OffloadSettings> OffloadSettingsFor(const PlanOptions& options,
+                                                  const LoadOptions& load) {
+  std::optional<double> link = options.host_link_bytes_per_s;
+  if (!link && options.load.device && options.load.device->host_link > 0) {
+    link = options.load.device->host_link;
+  }
+  if (!link) return std::nullopt;
+  OffloadSettings settings;
+  settings.link = {*link, *link};
+  settings.flops_per_us =
+      options.compute_flops_per_s.value_or(load.device->matrix_16bit_flops) / 1e6;
+  settings.host_budget_bytes = options.host_budget_bytes;
+  return settings;
+}
+
+OffloadOptions TimeOffloads(const Graph& graph, const OffloadSettings& settings) {
+  OffloadOptions offload;
+  offload.link = settings.link;
+  offload.node_time_us = NodeTimes(graph, settings.flops_per_us);
+  offload.cost_per_us = graph.cost_unit == CostUnit::kMicroseconds ? 1.0 : settings.flops_per_us;
+  offload.host_budget_bytes = settings.host_budget_bytes;
+  return offload;
+}
+
+// `sim`, a simulation of the loaded graph, with its steps naming the nodes of
+// `offloaded`'s rewrite instead (the summary's save-all line).
+SimResult OnRewrite(SimResult sim, const OffloadedGraph& offloaded) {
+  std::vector<NodeId> position(offloaded.original_node.size(), kNoId);
+  for (NodeId n = 0; n < offloaded.original_node.size(); ++n) {
+    if (offloaded.original_node[n] != kNoId) position[offloaded.original_node[n]] = n;
+  }
+  for (Step& step : sim.steps) step.node = position[step.node];
+  return sim;
+}
+
+// One line per offloaded tensor after the summary.
+void PrintOffloads(const Graph& graph, const OffloadedGraph& offloaded, std::ostream& out) {
+  out << "\nOffloaded to host (exposed copy time " << offloaded.exposed_us << " us, host peak "
+      << FormatBytes(offloaded.host_peak_bytes) << "):\n";
+  for (const OffloadCopy& copy : offloaded.copies) {
+    out << "  " << ShowName(graph.tensors[copy.tensor].name) << "  " << FormatBytes(copy.bytes)
+        << "  freed after '" << ShowName(graph.nodes[copy.freed_after].name)
+        << "', back before '" << ShowName(graph.nodes[copy.reloaded_before].name) << "'\n";
+  }
+}
+
+SaveSet KeepOnRewrite(const SaveSet& keep, const OffloadedGraph& offloaded) {
+  SaveSet out(offloaded.graph.tensors.size(), 1);
+  std::copy(keep.begin(), keep.begin() + std::min(keep.size(), out.size()), out.begin());
+  return out;
+}
+
+}  // namespace
+
 int RunPlan(const PlanOptions& options, std::ostream& out) {
   if (!options.budget_bytes) throw InputError("plan: --budget is required", kExitUsage);
   const int64_t budget_bytes = *options.budget_bytes;
@@ -139,26 +198,74 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
               << " peak=" << planned.peak_bytes << " fits=" << found.fits
               << " parse_rss_kib=" << parse_rss_kib << " rss_kib=" << PeakRssKib() << '\n';
   }
-  if (!found.fits) throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  // Offload, when a host link is known: the cheapest of the recompute-only
+  // plan and those that offload; the outputs then describe the rewrite.
+  const std::optional<OffloadSettings> offload_settings = OffloadSettingsFor(options, load);
+  std::optional<OffloadedGraph> offloaded;
+  SimResult offload_planned, offload_save_all;
+  SaveSet offload_keep;
+  if (!offload_settings && !found.fits) {
+    throw InfeasibleError(options.graph_path + ": " + outcome.infeasible);
+  }
+  if (offload_settings) {
+    const OffloadOptions offload = TimeOffloads(graph, *offload_settings);
+    const OffloadPlan chosen = PlanOffload(graph, planner_options, offload, found);
+    if (!chosen.fits) {
+      std::string why = outcome.infeasible + ", with offload " + FormatBytes(chosen.peak);
+      if (offload.host_budget_bytes) {
+        OffloadOptions unlimited = offload;
+        unlimited.host_budget_bytes.reset();
+        const OffloadPlan over = PlanOffload(graph, planner_options, unlimited, found);
+        if (over.fits) {
+          why += "; a plan offloading " + std::to_string(over.offloaded.size()) +
+                 " tensors fits but holds " + FormatBytes(over.host_peak_bytes) +
+                 " on the host, over the host budget of " +
+                 FormatBytes(*offload.host_budget_bytes);
+        }
+      }
+      throw InfeasibleError(options.graph_path + ": " + why);
+    }
+    if (!chosen.offloaded.empty()) {
+      offloaded = ApplyOffload(graph, chosen.offloaded, offload);
+      offload_keep = KeepOnRewrite(chosen.keep, *offloaded);
+      offload_planned = SimulateRecorded(offloaded->graph, offload_keep, reserve_bytes, per_step);
+      offload_save_all = OnRewrite(save_all, *offloaded);
+      spdlog::info("plan: {} offloaded, exposed {} us, host peak {} bytes",
+                   chosen.offloaded.size(), offloaded->exposed_us, offloaded->host_peak_bytes);
+    }
+  }
+  const Graph& out_graph = offloaded ? offloaded->graph : graph;
+  const SimResult& out_planned = offloaded ? offload_planned : planned;
+  const SimResult& out_save_all = offloaded ? offload_save_all : save_all;
+  const SaveSet& out_keep = offloaded ? offload_keep : found.keep;
   Summary summary{"plan", options.graph_path, budget_bytes, reserve_bytes,
-                  &save_all, &planned, &found.keep, bound, options.top};
+                  &out_save_all, &out_planned, &out_keep, bound, options.top};
   // Render everything before writing anything, so a failure leaves no files.
   std::string plan_text, timeline_text;
   if (!options.output_path.empty()) {
     PlanRecord record{options.graph_path, loaded.sha256, budget_bytes, reserve_bytes,
                       options.start, IsOnnxPath(options.graph_path) ? &load : nullptr,
-                      &save_all, &planned, &found.keep, bound};
-    plan_text =
-        PlanToJson(graph, record).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
-        "\n";
+                      &save_all, &out_planned, &out_keep, bound};
+    if (offloaded) {
+      record.offloaded = &*offloaded;
+      record.offload_settings = &*offload_settings;
+    }
+    plan_text = PlanToJson(out_graph, record)
+                    .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                "\n";
   }
-  if (!options.timeline_path.empty()) timeline_text = TimelineJson(graph, planned).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  if (!options.timeline_path.empty()) {
+    timeline_text = TimelineJson(out_graph, out_planned)
+                        .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                    "\n";
+  }
   std::vector<OutputFile> reports;
-  RenderReports(graph, options, summary, &reports);
+  RenderReports(out_graph, options, summary, &reports);
   if (!plan_text.empty()) reports.push_back({options.output_path, std::move(plan_text)});
   if (!timeline_text.empty()) reports.push_back({options.timeline_path, std::move(timeline_text)});
   WriteFilesAtomic(reports);  // all or none
-  PrintSummary(graph, summary, options.json, out);
+  PrintSummary(out_graph, summary, options.json, out);
+  if (offloaded && !options.json) PrintOffloads(graph, *offloaded, out);
   return kExitOk;
 }
 
@@ -174,6 +281,7 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   SaveSet keep = SaveAll(graph);
   int64_t reserve = options.reserve_bytes.value_or(0);
   int64_t budget = -1;
+  std::optional<OffloadedGraph> offloaded;
   if (!options.plan_path.empty()) {
     LoadedPlan plan = ReadPlan(graph, options.plan_path);
     if (!plan.graph_sha256.empty() && plan.graph_sha256 != loaded.sha256) {
@@ -183,20 +291,32 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
     keep = std::move(plan.keep);
     budget = plan.budget_bytes;
     reserve = options.reserve_bytes.value_or(plan.reserve_bytes);
+    if (!plan.offloaded.empty()) {
+      offloaded = ApplyOffload(graph, plan.offloaded, TimeOffloads(graph, plan.offload));
+    }
   }
   SimResult save_all = SimulateRecorded(graph, SaveAll(graph), reserve);
-  SimResult simulated = SimulateRecorded(graph, keep, reserve);
+  // A plan that offloads is simulated on the graph rewritten as it says.
+  const Graph& sim_graph = offloaded ? offloaded->graph : graph;
+  if (offloaded) {
+    keep = KeepOnRewrite(keep, *offloaded);
+    save_all = OnRewrite(std::move(save_all), *offloaded);
+  }
+  SimResult simulated = SimulateRecorded(sim_graph, keep, reserve);
   Summary summary{"simulate", options.graph_path, budget, reserve, &save_all, &simulated,
                   &keep, ComputeLowerBound(graph, reserve), options.top,
                   !options.plan_path.empty()};
   std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {
     reports.push_back({options.timeline_path,
-                       TimelineJson(graph, simulated).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n"});
+                       TimelineJson(sim_graph, simulated)
+                               .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+                           "\n"});
   }
-  RenderReports(graph, options, summary, &reports);
+  RenderReports(sim_graph, options, summary, &reports);
   WriteFilesAtomic(reports);  // all or none
-  PrintSummary(graph, summary, options.json, out);
+  PrintSummary(sim_graph, summary, options.json, out);
+  if (offloaded && !options.json) PrintOffloads(graph, *offloaded, out);
   return kExitOk;
 }
 

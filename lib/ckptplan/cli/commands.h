@@ -49,6 +49,13 @@ struct PlanOptions : CommonOptions, SearchFlags {
   std::string planner = "incremental";
   /// Print "timings: ..." (seconds, the peak reached in bytes, peak RSS) to stderr.
   bool timings = false;
+  /// Offload (sim/offload.h) is considered when a host link is known: this
+  /// rate (bytes/s, each direction), else the --device preset's when
+  /// --device is given. Unset and no device: plans are recompute-only.
+  std::optional<double> host_link_bytes_per_s;
+  std::optional<int64_t> host_budget_bytes;  ///< host bytes offloads may hold
+  /// FLOP/s timing nodes without time_us; unset: the device's 16-bit matrix rate.
+  std::optional<double> compute_flops_per_s;
 };
 
 struct SweepOptions : CommonOptions, SearchFlags {

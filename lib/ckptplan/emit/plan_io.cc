@@ -1,5 +1,7 @@
 #include "ckptplan/emit/plan_io.h"
 
+#include <algorithm>
+
 #include <cmath>
 #include <unordered_map>
 
@@ -192,10 +194,17 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
   plan["format"] = "ckptplan.plan";
   plan["version"] = 1;
   plan["tool"] = "ckptplan " CKPTPLAN_VERSION;
+  // With offload, `graph` is the rewrite: count the loaded graph's nodes and
+  // tensors, the ones the inserted copies are not.
+  size_t inserted_nodes = 0, inserted_tensors = 0;
+  if (record.offloaded) {
+    inserted_tensors = record.offloaded->copies.size();
+    for (NodeId n : record.offloaded->original_node) inserted_nodes += n == kNoId;
+  }
   plan["graph"] = {{"file", record.graph_path},
                    {"sha256", record.graph_sha256},
-                   {"nodes", graph.nodes.size()},
-                   {"tensors", graph.tensors.size()}};
+                   {"nodes", graph.nodes.size() - inserted_nodes},
+                   {"tensors", graph.tensors.size() - inserted_tensors}};
   plan["budget_bytes"] = record.budget_bytes;
   plan["reserve_bytes"] = record.reserve_bytes;
   plan["start"] = record.start;
@@ -209,7 +218,46 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
   plan["step_cost"] = planned.step_cost;
   plan["recompute_cost"] = planned.recompute_cost;
   plan["recompute_overhead_percent"] = Percent(planned.recompute_cost, planned.step_cost);
-  ordered_json decisions = ordered_json::array();
+  if (record.offloaded && record.offload_settings) {
+    const OffloadedGraph& off = *record.offloaded;
+    const OffloadSettings& settings = *record.offload_settings;
+    ordered_json offload;
+    offload["to_host_bytes_per_s"] = settings.link.to_host_bytes_per_s;
+    offload["to_device_bytes_per_s"] = settings.link.to_device_bytes_per_s;
+    offload["flops_per_us"] = settings.flops_per_us;
+    if (settings.host_budget_bytes) offload["host_budget_bytes"] = *settings.host_budget_bytes;
+    offload["exposed_us"] = off.exposed_us;
+    offload["exposed_cost"] = off.exposed_cost;
+    offload["host_peak_bytes"] = off.host_peak_bytes;
+    plan["offload"] = std::move(offload);
+  }
+  // Offloaded tensors are not candidates of the rewrite: their entries go in
+  // by tensor id among the others.
+  std::vector<std::pair<TensorId, ordered_json>> entries;
+  if (record.offloaded) {
+    const std::vector<NodeId>& original = record.offloaded->original_node;
+    std::vector<NodeId> position(original.size(), kNoId);  // original node -> rewrite's
+    for (NodeId n = 0; n < original.size(); ++n) {
+      if (original[n] != kNoId) position[original[n]] = n;
+    }
+    for (const OffloadCopy& copy : record.offloaded->copies) {
+      ordered_json entry;
+      entry["tensor"] = graph.tensors[copy.tensor].name;
+      entry["action"] = "offload";
+      entry["bytes"] = copy.bytes;
+      entry["recompute_cost"] = 0;
+      const NodeId producer = graph.tensors[copy.tensor].producer;
+      if (producer != kNoId && !graph.nodes[producer].scope.empty()) {
+        entry["block"] = ScopeBlock(graph.nodes[producer].scope);
+      }
+      entry["host_bytes"] = copy.host_bytes;
+      entry["freed_after"] = graph.nodes[position[copy.freed_after]].name;
+      entry["reloaded_before"] = graph.nodes[position[copy.reloaded_before]].name;
+      entry["copy_out_us"] = {copy.out_start_us, copy.out_end_us};
+      entry["copy_in_us"] = {copy.in_start_us, copy.in_end_us};
+      entries.emplace_back(copy.tensor, std::move(entry));
+    }
+  }
   for (const Decision& decision : MakeDecisions(graph, *record.keep, planned)) {
     ordered_json entry;
     entry["tensor"] = graph.tensors[decision.tensor].name;
@@ -225,8 +273,12 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
       for (NodeId n : decision.chain) chain.push_back(graph.nodes[n].name);
       entry["chain"] = std::move(chain);
     }
-    decisions.push_back(std::move(entry));
+    entries.emplace_back(decision.tensor, std::move(entry));
   }
+  std::stable_sort(entries.begin(), entries.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  ordered_json decisions = ordered_json::array();
+  for (auto& [tensor, entry] : entries) decisions.push_back(std::move(entry));
   plan["decisions"] = std::move(decisions);
   ordered_json dtypes = ordered_json::object();
   for (const DtypeSize& dtype : DtypeSizes()) dtypes[std::string(dtype.name)] = dtype.bytes;
@@ -302,10 +354,37 @@ LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::strin
       problems.Add(where + ": tensor '" + name +
                    "' is not a forward tensor the backward reads, so it cannot be saved "
                    "or recomputed");
+    } else if (action == "offload") {
+      if (!CanOffload(graph, it->second)) {
+        problems.Add(where + ": tensor '" + name +
+                     "' cannot be offloaded (it shares its storage with another tensor the "
+                     "backward reads)");
+      }
+      plan.offloaded.push_back(it->second);
     } else if (action != "save" && action != "recompute") {
-      problems.Add(where + ": \"action\" must be save or recompute, got '" + action + "'");
+      problems.Add(where + ": \"action\" must be save, recompute or offload, got '" + action +
+                   "'");
     } else {
       plan.keep[it->second] = action == "save";
+    }
+  }
+  std::sort(plan.offloaded.begin(), plan.offloaded.end());
+  if (!plan.offloaded.empty()) {
+    auto offload = root.find("offload");
+    auto rate = [&](const char* key) {
+      if (offload == root.end() || !offload->is_object() || !offload->contains(key) ||
+          !(*offload)[key].is_number() || (*offload)[key].get<double>() <= 0) {
+        problems.Add(std::string("\"offload\".\"") + key +
+                     "\" must be a positive number when a decision offloads");
+        return 0.0;
+      }
+      return (*offload)[key].get<double>();
+    };
+    plan.offload.link.to_host_bytes_per_s = rate("to_host_bytes_per_s");
+    plan.offload.link.to_device_bytes_per_s = rate("to_device_bytes_per_s");
+    plan.offload.flops_per_us = rate("flops_per_us");
+    if (offload != root.end() && offload->is_object() && offload->contains("host_budget_bytes")) {
+      plan.offload.host_budget_bytes = ReadBytesField(*offload, "host_budget_bytes", problems);
     }
   }
   problems.ThrowIfAny();

@@ -12,6 +12,7 @@
 #include "ckptplan/base/problems.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/offload.h"
 #include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {
@@ -27,6 +28,14 @@ struct Decision {
 std::vector<Decision> MakeDecisions(const Graph& graph, const SaveSet& keep,
                                     const SimResult& planned);
 
+/// How offloaded tensors were timed (sim/offload.h): what simulate --plan
+/// needs to rewrite the graph the same way.
+struct OffloadSettings {
+  HostLink link;
+  double flops_per_us = 0;  ///< compute rate for nodes without time_us
+  std::optional<int64_t> host_budget_bytes;
+};
+
 /// Everything the plan file records.
 struct PlanRecord {
   std::string graph_path;
@@ -41,6 +50,10 @@ struct PlanRecord {
   const SimResult* planned = nullptr;
   const SaveSet* keep = nullptr;
   LowerBound lower_bound;
+  /// With offloaded tensors: the graph PlanToJson is given is `offloaded`'s
+  /// rewrite, `planned` its simulation, and `offload_settings` how it was timed.
+  const OffloadedGraph* offloaded = nullptr;
+  const OffloadSettings* offload_settings = nullptr;
 };
 nlohmann::ordered_json PlanToJson(const Graph& graph, const PlanRecord& record);
 
@@ -75,6 +88,8 @@ struct LoadedPlan {
   int64_t reserve_bytes = 0;
   int64_t predicted_peak_bytes = 0;
   std::string graph_sha256;
+  std::vector<TensorId> offloaded;  ///< ascending ids; empty: no offload
+  OffloadSettings offload;          ///< how they were timed, when any
 };
 /// Reads a plan file for `graph`. Every tensor it names must be a candidate
 /// of `graph`; candidates it does not name are saved. Throws InputError

@@ -7,15 +7,18 @@
 namespace ckptplan {
 namespace {
 
-// Vendor datasheet figures, dense (no sparsity): SXM parts for NVIDIA.
+// Vendor datasheet figures, dense (no sparsity): SXM parts for NVIDIA. Host
+// links are sustained rates per direction: PCIe 3.0 x16 about 12 GB/s, 4.0 x16
+// about 25 GB/s, 5.0 x16 about 50 GB/s; GH200's NVLink-C2C up to 450 GB/s.
 constexpr DeviceSpec kDevices[] = {
-    {"h100", 989e12, 67e12, 134e12, 3.35e12},
-    {"h200", 989e12, 67e12, 134e12, 4.8e12},
-    {"a100", 312e12, 19.5e12, 78e12, 2.039e12},
-    {"v100", 125e12, 15.7e12, 31.4e12, 0.9e12},
-    {"l4", 121e12, 30.3e12, 30.3e12, 0.3e12},
-    {"mi300x", 1307e12, 163.4e12, 163.4e12, 5.3e12},
-    {"cpu", 2e12, 1e12, 1e12, 0.2e12},
+    {"h100", 989e12, 67e12, 134e12, 3.35e12, 50e9},
+    {"h200", 989e12, 67e12, 134e12, 4.8e12, 50e9},
+    {"gh200", 989e12, 67e12, 134e12, 4.0e12, 450e9},
+    {"a100", 312e12, 19.5e12, 78e12, 2.039e12, 25e9},
+    {"v100", 125e12, 15.7e12, 31.4e12, 0.9e12, 12e9},
+    {"l4", 121e12, 30.3e12, 30.3e12, 0.3e12, 25e9},
+    {"mi300x", 1307e12, 163.4e12, 163.4e12, 5.3e12, 50e9},
+    {"cpu", 2e12, 1e12, 1e12, 0.2e12, 0},
 };
 
 }  // namespace

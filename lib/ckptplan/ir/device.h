@@ -15,9 +15,12 @@ struct DeviceSpec {
   double matrix_fp32_flops;   ///< fp32 matmul/conv (no TF32)
   double vector_flops;        ///< elementwise fp32 / 16-bit ALU rate
   double bandwidth;           ///< HBM bytes/s
+  /// Sustained device-host copy rate per direction, bytes/s; 0 when host
+  /// memory is the device's own (cpu), so there is nothing to offload to.
+  double host_link = 0;
 };
 
-/// The preset named `name` (h100, h200, a100, v100, l4, mi300x, cpu); throws
+/// The preset named `name` (h100, h200, gh200, a100, v100, l4, mi300x, cpu); throws
 /// InputError (kExitUsage) listing the names otherwise.
 const DeviceSpec& FindDevice(const std::string& name);
 /// The preset named `name`, or nullptr.

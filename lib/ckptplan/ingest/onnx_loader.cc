@@ -255,11 +255,12 @@ bool ViewStrides(const std::vector<int64_t>& dims, const std::vector<int64_t>& s
   int64_t view_d = static_cast<int64_t>(new_dims.size()) - 1;
   int64_t chunk_base = strides.back(), tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
-    tensor_numel *= dims[d];
-    if (d == 0 || (dims[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base)) {
+    // Saturating: absurd dims from a hostile model must not overflow.
+    tensor_numel = SaturatingMul(tensor_numel, dims[d]);
+    if (d == 0 || (dims[d - 1] != 1 && strides[d - 1] != SaturatingMul(tensor_numel, chunk_base))) {
       while (view_d >= 0 && (view_numel < tensor_numel || new_dims[view_d] == 1)) {
-        (*out)[view_d] = view_numel * chunk_base;
-        view_numel *= new_dims[view_d];
+        (*out)[view_d] = SaturatingMul(view_numel, chunk_base);
+        view_numel = SaturatingMul(view_numel, new_dims[view_d]);
         --view_d;
       }
       if (view_numel != tensor_numel) return false;

@@ -130,11 +130,7 @@ OffloadOptions TimeOffloads(const Graph& graph, const OffloadSettings& settings)
 // `sim`, a simulation of the loaded graph, with its steps naming the nodes of
 // `offloaded`'s rewrite instead (the summary's save-all line).
 SimResult OnRewrite(SimResult sim, const OffloadedGraph& offloaded) {
-  std::vector<NodeId> position(offloaded.original_node.size(), kNoId);
-  for (NodeId n = 0; n < offloaded.original_node.size(); ++n) {
-    if (offloaded.original_node[n] != kNoId) position[offloaded.original_node[n]] = n;
-  }
-  for (Step& step : sim.steps) step.node = position[step.node];
+  for (Step& step : sim.steps) step.node = offloaded.rewritten_node[step.node];
   return sim;
 }
 
@@ -147,12 +143,6 @@ void PrintOffloads(const Graph& graph, const OffloadedGraph& offloaded, std::ost
         << "  freed after '" << ShowName(graph.nodes[copy.freed_after].name)
         << "', back before '" << ShowName(graph.nodes[copy.reloaded_before].name) << "'\n";
   }
-}
-
-SaveSet KeepOnRewrite(const SaveSet& keep, const OffloadedGraph& offloaded) {
-  SaveSet out(offloaded.graph.tensors.size(), 1);
-  std::copy(keep.begin(), keep.begin() + std::min(keep.size(), out.size()), out.begin());
-  return out;
 }
 
 }  // namespace

@@ -235,11 +235,7 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
   // by tensor id among the others.
   std::vector<std::pair<TensorId, ordered_json>> entries;
   if (record.offloaded) {
-    const std::vector<NodeId>& original = record.offloaded->original_node;
-    std::vector<NodeId> position(original.size(), kNoId);  // original node -> rewrite's
-    for (NodeId n = 0; n < original.size(); ++n) {
-      if (original[n] != kNoId) position[original[n]] = n;
-    }
+    const std::vector<NodeId>& position = record.offloaded->rewritten_node;
     for (const OffloadCopy& copy : record.offloaded->copies) {
       ordered_json entry;
       entry["tensor"] = graph.tensors[copy.tensor].name;
@@ -336,6 +332,7 @@ LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::strin
     problems.Add("\"decisions\" must be an array");
     problems.ThrowIfAny();
   }
+  std::optional<std::vector<TensorId>> offloadable;  // OffloadCandidates, at the first offload
   for (size_t i = 0; i < decisions->size(); ++i) {
     const nlohmann::json& entry = (*decisions)[i];
     std::string where = "decisions[" + std::to_string(i) + "]";
@@ -355,7 +352,8 @@ LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::strin
                    "' is not a forward tensor the backward reads, so it cannot be saved "
                    "or recomputed");
     } else if (action == "offload") {
-      if (!CanOffload(graph, it->second)) {
+      if (!offloadable) offloadable = OffloadCandidates(graph);
+      if (!std::binary_search(offloadable->begin(), offloadable->end(), it->second)) {
         problems.Add(where + ": tensor '" + name +
                      "' cannot be offloaded (it shares its storage with another tensor the "
                      "backward reads)");

@@ -95,26 +95,13 @@ std::vector<TensorId> OffloadFirst(const Graph& graph, const std::vector<TensorI
 
 }  // namespace
 
-std::vector<TensorId> OffloadCandidates(const Graph& graph) {
-  std::vector<TensorId> eligible;
-  for (TensorId t : SaveCandidates(graph)) {
-    if (CanOffload(graph, t)) eligible.push_back(t);
-  }
-  return eligible;
-}
-
 OffloadPlan MeasureOffloadPlan(const Graph& graph, const SaveSet& keep,
                                std::vector<TensorId> offloaded, const OffloadOptions& offload,
                                const PlannerOptions& options) {
   OffloadedGraph rewritten = ApplyOffload(graph, std::move(offloaded), offload);
-  SaveSet rewritten_keep(rewritten.graph.tensors.size(), 1);
-  std::copy(keep.begin(), keep.begin() + std::min(keep.size(), graph.tensors.size()),
-            rewritten_keep.begin());
+  const SaveSet rewritten_keep = KeepOnRewrite(keep, rewritten);
   OffloadPlan plan;
-  for (const OffloadCopy& copy : rewritten.copies) {
-    rewritten_keep[copy.tensor] = 1;
-    plan.offloaded.push_back(copy.tensor);
-  }
+  for (const OffloadCopy& copy : rewritten.copies) plan.offloaded.push_back(copy.tensor);
   SimOptions sim_options;
   sim_options.reserve_bytes = options.reserve_bytes;
   sim_options.record_details = false;

@@ -43,9 +43,6 @@ OffloadPlan MeasureOffloadPlan(const Graph& graph, const SaveSet& keep,
                                std::vector<TensorId> offloaded, const OffloadOptions& offload,
                                const PlannerOptions& options);
 
-/// The tensors PlanOffload considers: CanOffload candidates, ascending id.
-std::vector<TensorId> OffloadCandidates(const Graph& graph);
-
 /// The cheapest fitting plan with offload, starting from `recompute_only`
 /// (PlanGraph's result for the same options); see above.
 OffloadPlan PlanOffload(const Graph& graph, const PlannerOptions& options,

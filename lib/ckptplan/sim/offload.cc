@@ -107,6 +107,15 @@ bool CanOffload(const Graph& graph, TensorId t) {
   return Offloadable(graph, FindBackwardReads(graph), t);
 }
 
+std::vector<TensorId> OffloadCandidates(const Graph& graph) {
+  const BackwardReads reads = FindBackwardReads(graph);
+  std::vector<TensorId> eligible;
+  for (TensorId t : SaveCandidates(graph)) {
+    if (Offloadable(graph, reads, t)) eligible.push_back(t);
+  }
+  return eligible;
+}
+
 OffloadedGraph ApplyOffload(const Graph& graph, std::vector<TensorId> offloaded,
                             const OffloadOptions& options) {
   std::sort(offloaded.begin(), offloaded.end());
@@ -128,6 +137,7 @@ OffloadedGraph ApplyOffload(const Graph& graph, std::vector<TensorId> offloaded,
     result.graph = graph;
     result.original_node.resize(num_nodes);
     for (NodeId n = 0; n < num_nodes; ++n) result.original_node[n] = n;
+    result.rewritten_node = result.original_node;
     return result;
   }
   // Step start and end times on the compute timeline without waits.
@@ -257,6 +267,7 @@ OffloadedGraph ApplyOffload(const Graph& graph, std::vector<TensorId> offloaded,
         if (reloaded[t] != kNoId) t = reloaded[t];
       }
     }
+    result.rewritten_node.push_back(static_cast<NodeId>(out.nodes.size()));
     out.nodes.push_back(std::move(node));
     result.original_node.push_back(n);
     for (size_t i : wait_at[n]) {
@@ -271,6 +282,13 @@ OffloadedGraph ApplyOffload(const Graph& graph, std::vector<TensorId> offloaded,
   }
   out.Finalize();
   return result;
+}
+
+SaveSet KeepOnRewrite(const SaveSet& keep, const OffloadedGraph& offloaded) {
+  SaveSet out(offloaded.graph.tensors.size(), 1);
+  std::copy(keep.begin(), keep.begin() + std::min(keep.size(), out.size()), out.begin());
+  for (const OffloadCopy& copy : offloaded.copies) out[copy.tensor] = 1;
+  return out;
 }
 
 }  // namespace ckptplan

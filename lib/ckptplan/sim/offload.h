@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {
 
@@ -57,6 +58,8 @@ int64_t PinnedHostBytes(int64_t bytes);
 /// storage, of more than 0 bytes, made by a forward node, and the only tensor
 /// of that storage that a non-forward node reads.
 bool CanOffload(const Graph& graph, TensorId t);
+/// Every candidate CanOffload holds for, ascending id, in one pass.
+std::vector<TensorId> OffloadCandidates(const Graph& graph);
 
 /// One offloaded tensor's copies. Times are microseconds from the start of the
 /// step on the compute timeline without waits.
@@ -75,6 +78,8 @@ struct OffloadedGraph {
   Graph graph;  ///< the rewritten graph; original tensors keep their ids
   /// Per node of `graph`: the original node, or kNoId for an inserted one.
   std::vector<NodeId> original_node;
+  /// Per original node: its id in `graph` (the inverse of original_node).
+  std::vector<NodeId> rewritten_node;
   /// Per offloaded tensor (original id order): its copies.
   std::vector<OffloadCopy> copies;
   double exposed_us = 0;     ///< steps' waits for copies
@@ -89,6 +94,11 @@ struct OffloadedGraph {
 /// the graph is returned unchanged.
 OffloadedGraph ApplyOffload(const Graph& graph, std::vector<TensorId> offloaded,
                             const OffloadOptions& options);
+
+/// `keep` (over the original graph's tensors) over the rewrite's: the
+/// original tensors keep their ids, offloaded ones are saved, the copies the
+/// rewrite adds are not candidates.
+SaveSet KeepOnRewrite(const SaveSet& keep, const OffloadedGraph& offloaded);
 
 }  // namespace ckptplan
 

@@ -138,17 +138,24 @@ std::vector<RankRun> MakeRuns(const Graph& graph, const ParallelLayout& layout, 
   return runs;
 }
 
-}  // namespace
-
-int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
+// The graph a parallel layout is applied to; the per-step outputs are one
+// device's and refused.
+LoadedGraph LoadForLayout(const CommonOptions& options) {
   if (!options.timeline_path.empty() || !options.report_path.empty() ||
       !options.trace_path.empty() || !options.timeline_csv_path.empty()) {
     throw InputError("--timeline, --report, --trace and --timeline-csv are one device's; they "
                      "do not take a parallel layout yet",
                      kExitUsage);
   }
-  LoadedGraph loaded = LoadGraph(options.graph_path, ResolveLoad(options.load, std::nullopt, nullptr));
-  std::vector<RankRun> runs = MakeRuns(loaded.graph, options.layout, options.reserve_bytes.value_or(0));
+  return LoadGraph(options.graph_path, ResolveLoad(options.load, std::nullopt, nullptr));
+}
+
+}  // namespace
+
+int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
+  LoadedGraph loaded = LoadForLayout(options);
+  std::vector<RankRun> runs =
+      MakeRuns(loaded.graph, options.layout, options.reserve_bytes.value_or(0));
   int64_t reserve = options.reserve_bytes.value_or(0), budget = -1;
   if (!options.plan_path.empty()) {
     LoadedPlan plan = ReadPlan(loaded.graph, options.plan_path);
@@ -165,14 +172,9 @@ int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
 
 int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner,
                        std::ostream& out) {
-  if (!options.timeline_path.empty() || !options.report_path.empty() ||
-      !options.trace_path.empty() || !options.timeline_csv_path.empty()) {
-    throw InputError("--timeline, --report, --trace and --timeline-csv are one device's; they "
-                     "do not take a parallel layout yet",
-                     kExitUsage);
-  }
-  LoadedGraph loaded = LoadGraph(options.graph_path, ResolveLoad(options.load, std::nullopt, nullptr));
-  std::vector<RankRun> runs = MakeRuns(loaded.graph, options.layout, options.reserve_bytes.value_or(0));
+  LoadedGraph loaded = LoadForLayout(options);
+  std::vector<RankRun> runs =
+      MakeRuns(loaded.graph, options.layout, options.reserve_bytes.value_or(0));
   // One plan per stage, made where memory is tightest: the stage's rank with
   // the highest save-all peak; every rank of the stage applies it.
   std::map<int, size_t> planner_rank;

@@ -45,7 +45,159 @@ int64_t PerLayer(const ParallelLayout& layout) {
   return saved(2) - saved(1);
 }
 
+// x -> fc1 (column) -> h -> fc2 (row) -> y -> loss, and its backward, with
+// the parts given as the JSON graph's "tp" fields would.
+Graph TwoLinears() {
+  Graph g;
+  g.source = "two-linears";
+  auto tensor = [&](const char* name, int64_t bytes, TensorKind kind) {
+    g.tensors.push_back({name, bytes, kind, kNoId, kNoId});
+  };
+  tensor("x_in", 64, TensorKind::kInput);       // 0
+  tensor("w1", 128, TensorKind::kParameter);    // 1
+  tensor("w2", 128, TensorKind::kParameter);    // 2
+  tensor("x", 64, TensorKind::kActivation);     // 3
+  tensor("h", 256, TensorKind::kActivation);    // 4
+  tensor("y", 64, TensorKind::kActivation);     // 5
+  tensor("loss", 4, TensorKind::kActivation);   // 6
+  tensor("dy", 64, TensorKind::kActivation);    // 7
+  tensor("dh", 256, TensorKind::kActivation);   // 8
+  tensor("gw2", 128, TensorKind::kGradient);    // 9
+  tensor("dx", 64, TensorKind::kActivation);    // 10
+  tensor("gw1", 128, TensorKind::kGradient);    // 11
+  auto node = [&](const char* name, const char* op, Phase phase, std::vector<TensorId> in,
+                  std::vector<TensorId> out, TpRole tp = TpRole::kAuto) {
+    Node n;
+    n.name = name;
+    n.op = op;
+    n.scope = "blk/mlp";
+    n.phase = phase;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.flops = 100;
+    n.tp = tp;
+    g.nodes.push_back(std::move(n));
+  };
+  node("prep", "relu", Phase::kForward, {0}, {3});
+  node("fc1", "matmul", Phase::kForward, {3, 1}, {4}, TpRole::kColumn);
+  node("fc2", "matmul", Phase::kForward, {4, 2}, {5}, TpRole::kRow);
+  node("loss", "sum", Phase::kForward, {5}, {6});
+  node("loss_bwd", "sum_bwd", Phase::kBackward, {6}, {7});
+  node("fc2_bwd", "mm", Phase::kBackward, {7, 4, 2}, {8, 9});
+  node("fc1_bwd", "mm", Phase::kBackward, {8, 3, 1}, {10, 11});
+  g.Finalize();
+  ValidateGraph(g);
+  return g;
+}
+
+int64_t Peak(const Graph& g) { return Simulate(g, SaveAll(g), SimOptions()).peak_bytes; }
+
 }  // namespace
+
+TEST_CASE("tensor parallel: column and row parts given in the graph, by hand") {
+  const Graph one = TwoLinears();
+  // One device: resident x_in 64 + w1 128 + w2 128 = 320; at fc2_bwd (the
+  // loss was freed after loss_bwd, y after the loss) x 64, h 256, dy 64 and
+  // the new dh 256 + gw2 128 are live: 320 + 64 + 256 + 64 + 256 + 128 = 1088.
+  CHECK(Peak(one) == 1088);
+  ParallelLayout tp;
+  tp.tp = 2;
+  TpSummary summary;
+  const Graph g = TensorParallelGraph(one, tp, &summary);
+  CHECK(summary.column == 1);
+  CHECK(summary.row == 1);
+  CHECK(summary.collectives == 2);  // all-reduce after fc2 and after fc1_bwd
+  // fc1's weight and fc2's split, their gradients too; h and dh are made
+  // from them; y (fc2's partial sums, all-reduced) and dx (fc1_bwd's) are whole.
+  auto bytes = [&](const char* name) {
+    for (const Tensor& t : g.tensors) {
+      if (t.name == name) return t.bytes;
+    }
+    return int64_t{-1};
+  };
+  CHECK(bytes("w1") == 64);
+  CHECK(bytes("w2") == 64);
+  CHECK(bytes("gw1") == 64);
+  CHECK(bytes("gw2") == 64);
+  CHECK(bytes("h") == 128);
+  CHECK(bytes("dh") == 128);
+  CHECK(bytes("y") == 64);
+  CHECK(bytes("dx") == 64);
+  CHECK(bytes("x") == 64);
+  // Resident 64 + 64 + 64 = 192; at fc2_bwd x 64, h 128, dy 64, dh 128,
+  // gw2 64: 192 + 64 + 128 + 64 + 128 + 64 = 640.
+  CHECK(Peak(g) == 640);
+  // Sharded nodes cost half: fc1, fc2 (reads h), fc2_bwd, fc1_bwd; prep and
+  // the loss do not.
+  double cost = 0;
+  for (const Node& n : g.nodes) cost += n.flops > 0 ? n.flops : 0;
+  CHECK(cost == 3 * 100 + 4 * 50);
+}
+
+TEST_CASE("sequence parallel: gathers before column, reduce-scatters after row, by hand") {
+  ParallelLayout sp;
+  sp.tp = 2;
+  sp.sp = true;
+  TpSummary summary;
+  const Graph g = TensorParallelGraph(TwoLinears(), sp, &summary);
+  // Gathers: fc1's input (forward), again for fc1_bwd, and dy for fc2_bwd;
+  // reduce-scatters after fc2 and after fc1_bwd.
+  CHECK(summary.collectives == 5);
+  std::vector<std::string> order;
+  for (const Node& n : g.nodes) order.push_back(n.op);
+  CHECK(order == std::vector<std::string>{"relu", "all_gather", "matmul", "matmul",
+                                          "reduce_scatter", "sum", "sum_bwd", "all_gather", "mm",
+                                          "all_gather", "mm", "reduce_scatter"});
+  // The input x has no sequence shard yet (no row-parallel node or
+  // embedding before it), so it stays 64. Resident 192. At fc2_bwd: x 64,
+  // h 128, dy 64 (made from the whole loss), dy gathered 64, dh 128, gw2 64:
+  // 192 + 64 + 128 + 64 + 64 + 128 + 64 = 704. (The forward's highest,
+  // at the reduce-scatter: 192 + x 64 + h 128 + y 64 + its shard 32 = 480.)
+  CHECK(Peak(g) == 704);
+  CHECK(g.tensors[5].bytes == 64);  // y: fc2's partial sums, whole
+  CHECK(g.nodes[5].inputs.front() != 5);  // the loss reads y's shard
+  CHECK(g.tensors[g.nodes[5].inputs.front()].bytes == 32);
+}
+
+TEST_CASE("tensor parallel: the structural rule on generate transformer") {
+  const Graph g = Transformer(2);
+  const std::vector<TpRole> vocab = FindTpRoles(g, "vocab");
+  const std::vector<TpRole> replicated = FindTpRoles(g, "replicated");
+  auto role = [&](const std::vector<TpRole>& roles, const std::string& name) {
+    for (NodeId n = 0; n < g.nodes.size(); ++n) {
+      if (g.nodes[n].name == name) return roles[n];
+    }
+    return TpRole::kReplicated;  // not found
+  };
+  CHECK(role(vocab, "h.0.attn.c_attn.addmm") == TpRole::kColumn);
+  CHECK(role(vocab, "h.0.attn.c_proj.addmm") == TpRole::kRow);
+  CHECK(role(vocab, "h.1.mlp.c_fc.addmm") == TpRole::kColumn);
+  CHECK(role(vocab, "h.1.mlp.c_proj.addmm") == TpRole::kRow);
+  CHECK(role(vocab, "lm_head") == TpRole::kColumn);
+  CHECK(role(vocab, "wte") == TpRole::kRow);
+  CHECK(role(vocab, "wpe") == TpRole::kAuto);  // reads no graph input
+  CHECK(role(vocab, "h.0.attn.qk") == TpRole::kAuto);  // bmm of activations
+  CHECK(role(replicated, "lm_head") == TpRole::kAuto);
+  CHECK(role(replicated, "wte") == TpRole::kAuto);
+  // 2 layers x 2 blocks: 4 columns and 4 rows, and the head and wte.
+  int column = 0, row = 0;
+  for (TpRole r : vocab) {
+    column += r == TpRole::kColumn;
+    row += r == TpRole::kRow;
+  }
+  CHECK(column == 5);
+  CHECK(row == 5);
+}
+
+TEST_CASE("tensor parallel: a graph with no parallel node is refused") {
+  Graph g = TwoLinears();
+  for (Node& n : g.nodes) n.tp = TpRole::kAuto;
+  for (Node& n : g.nodes) n.scope = "";  // no block, so no rule applies
+  ParallelLayout tp;
+  tp.tp = 2;
+  tp.tp_embedding = "replicated";  // else fc2 would be the head, split by vocabulary
+  CHECK_THROWS_AS(TensorParallelGraph(g, tp), InputError);
+}
 
 // Korthikanti et al., "Reducing Activation Recomputation in Large
 // Transformer Models" (2022), section 4, with 16-bit activations:

@@ -107,6 +107,22 @@ TensorId MainInput(const Graph& graph, const Node& node, const std::vector<Tenso
   return best;
 }
 
+// A backward node's incoming gradient: the largest activation input a
+// non-forward node made (MainInput when there is none).
+TensorId GradientInput(const Graph& graph, const Node& node, const std::vector<TensorId>& derived) {
+  TensorId best = kNoId;
+  for (TensorId in : node.inputs) {
+    const TensorId root = graph.StorageRoot(in);
+    if (derived[in] != kNoId || graph.tensors[in].kind != TensorKind::kActivation) continue;
+    const NodeId producer = graph.tensors[root].producer;
+    if (producer == kNoId || graph.nodes[producer].phase == Phase::kForward) continue;
+    if (best == kNoId || graph.tensors[root].bytes > graph.tensors[graph.StorageRoot(best)].bytes) {
+      best = in;
+    }
+  }
+  return best != kNoId ? best : MainInput(graph, node, derived);
+}
+
 bool IsLinear(const Graph& graph, const Node& node, const std::vector<TensorId>& derived) {
   return node.phase == Phase::kForward && IsMatmulOp(node.op) &&
          WeightOf(graph, node, derived) != kNoId && MainInput(graph, node, derived) != kNoId;
@@ -445,7 +461,7 @@ class TpBuilder {
         if (embedding_weight != kNoId && grad_param_[root] == embedding_weight) embedding = true;
       }
       if (!row && !embedding) continue;
-      const TensorId input = MainInput(in_, node, derived_);
+      const TensorId input = GradientInput(in_, node, derived_);
       if (input == kNoId) continue;
       // The alias of the gradient's root this linear's backward reads
       // through; the root's other readers (the residual sum) keep the shard.

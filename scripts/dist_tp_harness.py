@@ -23,7 +23,7 @@ scripts/dist_harness.py, whose helpers this uses); the prediction is
 `--tp N --tp-embedding replicated [--sp]`.
 
 Usage: /usr/bin/python3 scripts/dist_tp_harness.py BUILD/ckptplan [--markdown] [--world=N]
-       [tp|tp-sp ...]
+       [tp|tp-sp|tp-vocab|tp-sp-vocab ...]
 Exits 1 when a rank is off by more than 1%, 77 when torch is missing.
 """
 import json
@@ -45,7 +45,13 @@ import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
-CONFIGS = {"tp": [], "tp-sp": ["--sp"]}
+# Configuration: (ckptplan flags, sequence parallel, vocabulary parallel).
+CONFIGS = {
+    "tp": (["--tp-embedding", "replicated"], False, False),
+    "tp-sp": (["--tp-embedding", "replicated", "--sp"], True, False),
+    "tp-vocab": (["--tp-embedding", "vocab"], False, True),
+    "tp-sp-vocab": (["--tp-embedding", "vocab", "--sp"], True, True),
+}
 
 
 def all_reduce(tensor):
@@ -55,6 +61,11 @@ def all_reduce(tensor):
     moment that varies from run to run (seen: 32-64 KiB more at the peak on
     one rank in about half the runs)."""
     dist.all_reduce(tensor)
+    time.sleep(0.005)
+
+
+def all_reduce_max(tensor):
+    dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
     time.sleep(0.005)
 
 
@@ -184,6 +195,80 @@ class ScatterToSP(torch.autograd.Function):
         return gather_seq(grad, world, rank), None, None
 
 
+class VocabLogSoftmax(torch.autograd.Function):
+    """log_softmax over a vocabulary split across ranks: the max and the sum
+    of exponentials all-reduced; allocates what torch's _log_softmax and its
+    backward do (one output each) beyond two [tokens] vectors."""
+    @staticmethod
+    def forward(ctx, logits):
+        m = logits.max(-1, keepdim=True)[0]
+        all_reduce_max(m)
+        e = logits.sub(m).exp_()
+        total = e.sum(-1, keepdim=True)
+        del e
+        all_reduce(total)
+        logp = logits - m.add_(total.log_())
+        ctx.save_for_backward(logp)
+        return logp
+
+    @staticmethod
+    def backward(ctx, grad):
+        (logp,) = ctx.saved_tensors
+        total = grad.sum(-1, keepdim=True)
+        all_reduce(total)
+        out = torch.exp(logp)
+        out.mul_(total).neg_().add_(grad)
+        return out
+
+
+class VocabNll(torch.autograd.Function):
+    """Mean negative log-likelihood of targets whose logits may sit on
+    another rank: each rank picks the targets in its vocabulary slice."""
+    @staticmethod
+    def forward(ctx, logp, targets, start):
+        local = targets - start
+        inside = (local >= 0) & (local < logp.shape[1])
+        local = local.masked_fill(~inside, 0)
+        picked = logp.gather(1, local.unsqueeze(1)).squeeze(1).masked_fill_(~inside, 0)
+        all_reduce(picked)
+        ctx.save_for_backward(local, inside)
+        ctx.shape = logp.shape
+        return -picked.mean()
+
+    @staticmethod
+    def backward(ctx, grad):
+        local, inside = ctx.saved_tensors
+        out = torch.zeros(ctx.shape, dtype=grad.dtype)
+        value = (-grad / ctx.shape[0]) * inside.to(grad.dtype)
+        out.scatter_(1, local.unsqueeze(1), value.unsqueeze(1))
+        return out, None, None
+
+
+def vocab_embedding(idx, weight, world, rank):
+    """Megatron's VocabParallelEmbedding before its reduction: tokens outside
+    the rank's slice look up row 0 and are zeroed."""
+    rows = weight.shape[0]
+    local = idx - rank * rows
+    outside = (local < 0) | (local >= rows)
+    local = local.masked_fill(outside, 0)
+    out = F.embedding(local, weight)
+    return out.masked_fill_(outside.unsqueeze(-1), 0)
+
+
+class RowScatter(torch.autograd.Function):
+    """Reduce-scatter of partial sums to sequence shards (a vocabulary-parallel
+    embedding's output under --sp); the backward gathers the gradient."""
+    @staticmethod
+    def forward(ctx, x, world, rank):
+        ctx.args = (world, rank)
+        return scatter_seq(x, world, rank, True)
+
+    @staticmethod
+    def backward(ctx, grad):
+        world, rank = ctx.args
+        return gather_seq(grad, world, rank), None, None
+
+
 class TPLinear(nn.Module):
     def __init__(self, d_in, d_out, bias=True):
         super().__init__()
@@ -223,8 +308,9 @@ class TPAttention(nn.Module):
         y = y.transpose(1, 2).reshape(b, t, c)
         if self.sp:
             return RowSP.apply(y, self.c_proj.weight, self.c_proj.bias, w, r)
-        out = torch.addmm(self.c_proj.bias, y.view(b * t, c), self.c_proj.weight.t(),
-                          beta=1.0 / w)
+        # bias / world on each rank, so the all-reduced sum adds it once (a
+        # [h] temporary; addmm's beta would scale the whole output gradient).
+        out = torch.addmm(self.c_proj.bias / w, y.view(b * t, c), self.c_proj.weight.t())
         del y
         return ReduceFromTP.apply(out).view(b, t, -1)
 
@@ -246,8 +332,7 @@ class TPMLP(nn.Module):
         if self.sp:
             return RowSP.apply(h, self.c_proj.weight, self.c_proj.bias, w, r)
         b, t, k = h.shape
-        out = torch.addmm(self.c_proj.bias, h.view(b * t, k), self.c_proj.weight.t(),
-                          beta=1.0 / w)
+        out = torch.addmm(self.c_proj.bias / w, h.view(b * t, k), self.c_proj.weight.t())
         del h
         return ReduceFromTP.apply(out).view(b, t, -1)
 
@@ -268,34 +353,50 @@ class TPBlock(nn.Module):
 
 class TPGPT(nn.Module):
     """models.GPT's shapes and op order, tensor parallel over `world` ranks."""
-    def __init__(self, world, rank, sp, vocab=128, d=64, heads=4, layers=2, seq=32):
+    def __init__(self, world, rank, sp, by_vocab, vocab=128, d=64, heads=4, layers=2, seq=32):
         super().__init__()
-        self.world, self.rank, self.sp = world, rank, sp
-        self.wte = nn.Embedding(vocab, d)
+        self.world, self.rank, self.sp, self.by_vocab = world, rank, sp, by_vocab
+        rows = vocab // world if by_vocab else vocab
+        self.wte = nn.Embedding(rows, d)
         self.wpe = nn.Embedding(seq, d)
         self.h = nn.ModuleList(TPBlock(d, heads, world, rank, sp) for _ in range(layers))
         self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.lm_head = nn.Linear(d, rows, bias=False)
 
     def forward(self, idx, targets):
         b, t = idx.shape
         w, r = self.world, self.rank
         pos = torch.arange(t)
-        if self.sp:
+        if self.by_vocab:
+            tok = vocab_embedding(idx, self.wte.weight, w, r)
+            if not self.sp:
+                tok = ReduceFromTP.apply(tok)
+        else:
+            tok = self.wte(idx)
+        if self.sp:  # reduce-scattered (vocabulary) or cut (replicated)
             ts = t // w
-            x = ScatterToSP.apply(self.wte(idx), w, r)
+            x = ScatterToSP.apply(tok, w, r) if not self.by_vocab else \
+                RowScatter.apply(tok, w, r)
+            del tok
             x = x + self.wpe(pos)[r * ts:(r + 1) * ts]
         else:
-            x = self.wte(idx) + self.wpe(pos)
+            x = tok + self.wpe(pos)
+            del tok
         del pos
         for block in self.h:
             x = block(x)
         x = self.ln_f(x)
-        if self.sp:  # the replicated head reads the whole sequence
-            x = ColumnSP.apply(x, self.lm_head.weight, None, w, r, False)
+        if self.sp:  # the head reads the whole sequence
+            x = ColumnSP.apply(x, self.lm_head.weight, None, w, r, self.by_vocab)
+        elif self.by_vocab:
+            x = self.lm_head(CopyToTP.apply(x))
         else:
             x = self.lm_head(x)
-        return F.cross_entropy(x.reshape(b * t, -1), targets.reshape(b * t))
+        if not self.by_vocab:
+            return F.cross_entropy(x.reshape(b * t, -1), targets.reshape(b * t))
+        logp = VocabLogSoftmax.apply(x.reshape(b * t, -1))
+        del x
+        return VocabNll.apply(logp, targets.reshape(b * t), r * self.lm_head.weight.shape[0])
 
 
 def worker(rank, world, config, port, results):
@@ -308,7 +409,8 @@ def worker(rank, world, config, port, results):
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         _, inputs = models.make_gpt()
         torch.manual_seed(rank)
-        model = TPGPT(world, rank, config == "tp-sp")
+        _, sp, by_vocab = CONFIGS[config]
+        model = TPGPT(world, rank, sp, by_vocab)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
 
         def step():
@@ -348,8 +450,8 @@ def measure(world, config, attempts=5):
 
 
 def predict(binary, graph, world, config):
-    out = subprocess.run([binary, "simulate", graph, "--json", "--tp", str(world),
-                          "--tp-embedding", "replicated"] + CONFIGS[config],
+    out = subprocess.run([binary, "simulate", graph, "--json", "--tp", str(world)] +
+                         CONFIGS[config][0],
                          check=True, capture_output=True, text=True).stdout
     peaks = []
     for rank in json.loads(out)["ranks"]:

@@ -522,7 +522,10 @@ class TpBuilder {
   void Label() {
     const Graph& g = out_;
     shard_.assign(g.tensors.size(), Shard::kFull);
+    // A sharded parameter's state is sharded too, but for scalars (Adam's
+    // step count).
     for (TensorId t = 0; t < in_.tensors.size(); ++t) {
+      if (in_.tensors[t].bytes <= 8) continue;
       if (sharded_param_[t]) shard_[t] = Shard::kTp;
       if (owners_[t] != kNoId && sharded_param_[owners_[t]]) shard_[t] = Shard::kTp;
     }

@@ -5,6 +5,8 @@
 #include <string>
 #include <unordered_map>
 
+#include <spdlog/spdlog.h>
+
 #include "ckptplan/base/errors.h"
 #include "ckptplan/dist/pipeline.h"
 #include "ckptplan/dist/tensor_parallel.h"
@@ -382,7 +384,13 @@ std::vector<RankGraph> DistributeGraph(const Graph& one_device, const ParallelLa
   // Tensor parallelism first: every tp rank's graph is alike, so one stands
   // for all of them (count); pipeline stages and ZeRO shards cut it further.
   Graph tp_graph;
-  if (layout.tp > 1) tp_graph = TensorParallelGraph(one_device, layout);
+  if (layout.tp > 1) {
+    TpSummary summary;
+    tp_graph = TensorParallelGraph(one_device, layout, &summary);
+    spdlog::info("tp {}{}: {} column-parallel and {} row-parallel nodes, {} collectives",
+                 layout.tp, layout.sp ? " with sp" : "", summary.column, summary.row,
+                 summary.collectives);
+  }
   const Graph& graph = layout.tp > 1 ? tp_graph : one_device;
   auto count_tp = [&layout](std::vector<RankGraph> r) {
     for (RankGraph& rank : r) rank.count *= layout.tp;

@@ -187,7 +187,7 @@ class _Runner:
         n, recompute = self.program.steps[step]
         node = self.program.nodes[n]
         forward_read = node["phase"] == "forward" and not recompute
-        reads = [(t, self.program.slot(t, forward_read)) for t in node["inputs"]]
+        reads = [(t, self.program.slot(t, forward_read, recompute)) for t in node["inputs"]]
         # A copy to host after this step reads the tensor's original value.
         return reads + [(t, ORIGINAL) for t in self.program.offload_after.get(step, ())]
 
@@ -230,7 +230,7 @@ class _Runner:
                 if ref.tid is None:
                     raise PlanError("node %s reads a value the graph does not name" %
                                     node["id"])
-                return values[(ref.tid, program.slot(ref.tid, forward_read))]
+                return values[(ref.tid, program.slot(ref.tid, forward_read, recompute))]
 
             refs = self.refs.get(fx_node)
             if refs is None:
@@ -378,7 +378,7 @@ class PlannedModel:
 
     def recompute_summary(self):
         """(candidates the plan drops, nodes re-run) of the applied program."""
-        dropped = self.program.candidates - self.program.saved
+        dropped = self.program.candidates - self.program.saved - set(self.program.offloaded)
         return len(dropped), len(self.program.recomputed_nodes())
 
     def offloaded_count(self):

@@ -8,12 +8,15 @@ steps that re-make it (its producer, after any missing ancestors, depth
 first). Forward reads use a tensor's original value; non-forward reads of a
 dropped tensor use its recomputed copy.
 
-An offloaded tensor (lib/ckptplan/sim/offload.h) is kept, not recomputed: it
-is copied to host after the forward step the plan names `freed_after` (its
-device value lives to that step, or to its last forward read if later), and
-copied back into a new device tensor before the plan's `reloaded_before`
-node, ahead of that node's recompute steps (the simulator's rewrite inserts
-the reload node there); non-forward reads of it use that reloaded copy.
+An offloaded tensor (lib/ckptplan/sim/offload.h) is copied to host after
+the forward step the plan names `freed_after` (its device value lives to
+that step, or to its last forward read if later), and copied back into a new
+device tensor before the plan's `reloaded_before` node, ahead of that node's
+recompute steps (the simulator's rewrite inserts the reload node there);
+non-forward nodes read that reloaded copy. A recompute step that needs it
+re-makes it as it would a dropped tensor: in the simulator's rewrite the
+offloaded tensor is a forward value no backward node reads, so a recompute
+does not find it saved.
 
 The program says nothing about bytes: apply.py frees each value after the
 last step that reads it, and the allocator's peak is then what the simulator
@@ -79,7 +82,7 @@ class Program:
             raise PlanError("plan offloads tensors that are not candidates of this graph: %s"
                             % ", ".join(unknown[:5]))
         self.offloaded = offloaded
-        self.saved = set(saved) | set(offloaded)
+        self.saved = set(saved) - set(offloaded)
         self.steps = []          # (node index, recompute)
         self.chains = {}         # dropped tensor -> node ids its first use re-ran
         self.offload_after = {}  # step -> tensors copied to host after it
@@ -107,9 +110,9 @@ class Program:
         return not (self.resident(t) or forward_read or not self.forward_produced(t)
                     or self.is_saved(t))
 
-    def slot(self, t, forward_read):
+    def slot(self, t, forward_read, recompute):
         """Which value of `t` a step reads: ORIGINAL, RECOMPUTED or RELOADED."""
-        if not forward_read and t in self.offloaded:
+        if not forward_read and not recompute and t in self.offloaded:
             return RELOADED
         return RECOMPUTED if self.reads_copy(t, forward_read) else ORIGINAL
 
@@ -135,7 +138,7 @@ class Program:
                 self.reload_before.setdefault(len(self.steps), []).extend(copy_in[n])
             if node["phase"] != "forward":
                 for t in node["inputs"]:
-                    if self._needs(t):
+                    if t not in self.offloaded and self._needs(t):
                         self._materialize(t)
             if n in copy_out:
                 self.offload_after[len(self.steps)] = copy_out[n]

@@ -408,6 +408,10 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
   }
   ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
                     plan.reserve_bytes};
+  if (!plan.offloaded.empty()) {
+    input.offloaded = plan.offloaded;
+    input.offload = TimeOffloads(loaded.graph, plan.offload);
+  }
   ExportResult result = ExportPlan(loaded.graph, input, options.target);
   if (options.output_path.empty()) {
     out << result.text;

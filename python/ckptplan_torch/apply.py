@@ -84,12 +84,14 @@ class _HostCopies:
     it is a pinned buffer and both copies run on a side stream: the copy out
     starts once the compute stream has made the tensor, and its storage goes
     back to the caching allocator for reuse only when the copy completes
-    (record_stream); the compute stream waits for a copy back before the
-    first reader. (The CUDA path is unvalidated: it was never run on a GPU.)
+    (record_stream); the compute stream waits for a copy back only when its
+    first reader is about to run (ready), so the copy overlaps the steps in
+    between. (The CUDA path is unvalidated: it was never run on a GPU.)
     """
 
     def __init__(self):
         self.held = {}
+        self.pending = {}  # key -> CUDA event recorded after its copy back
         self.stream = None
 
     def _side_stream(self, device):
@@ -123,11 +125,19 @@ class _HostCopies:
             with torch.cuda.stream(stream):
                 whole.copy_(host, non_blocking=True)
             whole.record_stream(stream)
-            # The first reader runs after this point on the compute stream.
-            torch.cuda.current_stream(device).wait_stream(stream)
+            done = torch.cuda.Event()
+            done.record(stream)
+            self.pending[key] = (done, device)
         else:
             whole.copy_(host)
         return whole.as_strided(shape, stride, offset)
+
+    def ready(self, key):
+        """Makes the compute stream wait for `key`'s copy back (CUDA)."""
+        pending = self.pending.pop(key, None)
+        if pending is not None:
+            done, device = pending
+            torch.cuda.current_stream(device).wait_event(done)
 
 
 def _writes_input(target):
@@ -223,6 +233,10 @@ class _Runner:
             forward_read = node["phase"] == "forward" and not recompute
             for t in program.reload_before.get(s, ()):
                 values[(t, RELOADED)] = self.host.back(t)
+            if self.host.pending:
+                for t in node["inputs"]:
+                    if program.slot(t, forward_read, recompute) == RELOADED:
+                        self.host.ready(t)
 
             def value_of(ref):
                 if not isinstance(ref, export._TensorRef):

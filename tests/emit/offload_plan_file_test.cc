@@ -72,7 +72,8 @@ TEST_CASE("plans with offload re-simulate from the plan file to the same peak") 
     const LoadedPlan loaded = ParsePlan(graph, text, "plan.json");
     CHECK(loaded.offloaded == plan.offloaded);
     CHECK(loaded.predicted_peak_bytes == plan.peak);
-    const OffloadedGraph again = ApplyOffload(graph, loaded.offloaded, Timing(graph, loaded.offload));
+    const OffloadedGraph again =
+        ApplyOffload(graph, loaded.offloaded, Timing(graph, loaded.offload));
     const SimResult resimulated = Simulate(again.graph, KeepOnRewrite(loaded.keep, again), {});
     CHECK(resimulated.peak_bytes == plan.peak);
     CHECK(again.exposed_us == doctest::Approx(off.exposed_us));

@@ -298,8 +298,8 @@ std::string CopyLanes(const Graph& graph, const SimResult& sim, const OffloadedG
     const double width = std::max(1.0, (slice.end_step - slice.begin_step) * kPlotWidth / steps);
     // Colours inline: the page's style sheet stays as it is without offload.
     out += "<rect class=\"copy " + std::string(slice.to_host ? "copy-out" : "copy-in") +
-           "\" fill=\"" + (slice.to_host ? "#0072B2" : "#009E73") + "\" x=\"" + Fixed(x0, 1) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
-           Fixed(width, 1) + "\" height=\"" + std::to_string(kLaneHeight - 2) +
+           "\" fill=\"" + (slice.to_host ? "#0072B2" : "#009E73") + "\" x=\"" + Fixed(x0, 1) +
+           "\" y=\"" + std::to_string(y) + "\" width=\"" + Fixed(width, 1) + "\" height=\"" + std::to_string(kLaneHeight - 2) +
            "\" data-bytes=\"" + std::to_string(slice.bytes) + "\"><title>" +
            Escape(graph.tensors[slice.tensor].name) + ": " + FormatBytes(slice.bytes) +
            (slice.to_host ? " to host, " : " to device, ") + Number(slice.start_us) + "-" +

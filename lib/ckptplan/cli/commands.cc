@@ -406,8 +406,11 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
     spdlog::warn("{}: plan was made for a graph with a different digest than {}",
                  options.plan_path, graph_path);
   }
-  ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
-                    plan.reserve_bytes};
+  ExportInput input;
+  input.plan_path = options.plan_path;
+  input.keep = std::move(plan.keep);
+  input.budget_bytes = plan.budget_bytes;
+  input.reserve_bytes = plan.reserve_bytes;
   if (!plan.offloaded.empty()) {
     input.offloaded = plan.offloaded;
     input.offload = TimeOffloads(loaded.graph, plan.offload);

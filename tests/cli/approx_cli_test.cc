@@ -58,6 +58,12 @@ TEST_CASE("plan --max-error 1%: fc1 re-run at rank 64; simulate --plan and expor
   CHECK(Contains(made.out, "1 re-run linear, estimated gradient error 0.006 <= max error 0.01"));
   CHECK(Contains(made.out, "fc1                 rank 64, error 0.006, saves 167.8 MFLOP"));
 
+  // The same input, the same plan file, byte for byte.
+  REQUIRE(RunCli(std::string("plan ") + kGraph + " --budget 10.5MiB --max-error 1% -o " + dir +
+                 "/again.json")
+              .code == 0);
+  CHECK(Slurp(dir + "/again.json") == Slurp(dir + "/p.json"));
+
   // Re-simulated: the same peak, the same approximate cost.
   auto replay = RunCli(std::string("simulate ") + kGraph + " --plan " + dir + "/p.json --json");
   REQUIRE(replay.code == 0);

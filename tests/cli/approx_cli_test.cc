@@ -74,6 +74,10 @@ TEST_CASE("plan --max-error 1%: fc1 re-run at rank 64; simulate --plan and expor
   CHECK(sim["estimated_error"] == 0.006);
   CHECK(replay.err.empty());
 
+  // check gates memory, which approximations do not change: the graph checks as any other.
+  auto checked = RunCli(std::string("check ") + kGraph + " --budget 10.5MiB --annotate none");
+  CHECK(checked.code == 0);
+
   // No framework target runs recomputation approximately: export says so.
   auto exported = RunCli("export " + dir + "/p.json --to pytorch-sac -o " + dir + "/sac.json");
   REQUIRE(exported.code == 0);

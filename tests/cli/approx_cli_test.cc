@@ -74,6 +74,16 @@ TEST_CASE("plan --max-error 1%: fc1 re-run at rank 64; simulate --plan and expor
   CHECK(sim["estimated_error"] == 0.006);
   CHECK(replay.err.empty());
 
+  // The HTML report gives the same figures and marks the approximated chain.
+  REQUIRE(RunCli(std::string("plan ") + kGraph + " --budget 10.5MiB --max-error 1% --report " +
+                 dir + "/r.html")
+              .code == 0);
+  const std::string html = Slurp(dir + "/r.html");
+  CHECK(Contains(html, "101.2 MFLOP</td><td>3.42% of the step's 3.0 GFLOP, with approximate "
+                       "recompute"));
+  CHECK(Contains(html, "<th>exact recompute</th><td class=\"num\">269.0 MFLOP</td>"));
+  CHECK(Contains(html, "fc1 &rarr; relu1 (approximate)"));
+
   // check gates memory, which approximations do not change: the graph checks as any other.
   auto checked = RunCli(std::string("check ") + kGraph + " --budget 10.5MiB --annotate none");
   CHECK(checked.code == 0);

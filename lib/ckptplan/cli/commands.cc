@@ -79,6 +79,7 @@ void RenderReports(const Graph& graph, const CommonOptions& options, const Summa
     input.keep = summary.keep;
     input.top = summary.top;
     input.offloaded = offloaded;
+    input.approx = summary.approx;
     files->push_back({options.report_path, RenderHtmlReport(graph, input)});
   }
   if (!options.trace_path.empty()) {

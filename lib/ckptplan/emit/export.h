@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/plan/approx_planner.h"
 #include "ckptplan/sim/offload.h"
 #include "ckptplan/sim/simulator.h"
 
@@ -54,6 +55,10 @@ struct ExportInput {
   /// has no offload policy: saved or recomputed).
   std::vector<TensorId> offloaded;
   OffloadOptions offload;
+  /// The plan's approximations evaluated on its save set; nullptr or none:
+  /// an exact plan. No target runs recomputation approximately: the file
+  /// says so and recomputes exactly.
+  const ApproxPlan* approx = nullptr;
 };
 
 struct ExportResult {

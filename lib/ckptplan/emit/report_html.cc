@@ -367,11 +367,21 @@ std::string KeyFigures(const Graph& graph, const HtmlReportInput& input) {
            " (" + PercentOf(save_all.peak_bytes - planned.peak_bytes, save_all.peak_bytes) +
            ")</td></tr>";
   }
-  const std::string overhead = Fixed(Percent(planned.recompute_cost, planned.step_cost), 2);
-  out += row("recompute cost", "<td class=\"num\">" +
-                                   CostText(graph.cost_unit, planned.recompute_cost) + "</td><td>" +
-                                   overhead + "% of the step's " +
-                                   CostText(graph.cost_unit, planned.step_cost) + "</td>");
+  const ApproxPlan* approx = input.approx != nullptr && input.approx->any() ? input.approx : nullptr;
+  const double cost = approx ? approx->recompute_cost : planned.recompute_cost;
+  const std::string overhead = Fixed(Percent(cost, planned.step_cost), 2);
+  out += row("recompute cost", "<td class=\"num\">" + CostText(graph.cost_unit, cost) +
+                                   "</td><td>" + overhead + "% of the step's " +
+                                   CostText(graph.cost_unit, planned.step_cost) +
+                                   (approx ? ", with approximate recompute" : "") + "</td>");
+  if (approx) {
+    out += row("exact recompute",
+               "<td class=\"num\">" + CostText(graph.cost_unit, approx->exact_recompute_cost) +
+                   "</td><td>" + std::to_string(approx->choices.size()) +
+                   " linear(s) re-run approximately, estimated gradient error " +
+                   ErrorText(approx->estimated_error) + " &lt;= " + ErrorText(approx->max_error) +
+                   "</td>");
+  }
   return out + "</table>";
 }
 
@@ -431,7 +441,7 @@ std::string ChainText(const Graph& graph, const std::vector<NodeId>& chain) {
 }
 
 std::string DecisionsTable(const Graph& graph, const HtmlReportInput& input) {
-  std::vector<Decision> decisions = MakeDecisions(graph, *input.keep, *input.planned);
+  std::vector<Decision> decisions = MakeDecisions(graph, *input.keep, *input.planned, input.approx);
   size_t recomputed = std::count_if(decisions.begin(), decisions.end(),
                                     [](const Decision& d) { return d.recompute; });
   std::string out = "<p>" + std::to_string(recomputed) + " of " + std::to_string(decisions.size()) +
@@ -447,7 +457,8 @@ std::string DecisionsTable(const Graph& graph, const HtmlReportInput& input) {
     out += "<tr><td>" + Escape(graph.tensors[decision.tensor].name) + "</td>" +
            BytesCell(decision.bytes) + "<td class=\"num\">" +
            CostText(graph.cost_unit, decision.recompute_cost) + "</td><td>" +
-           ChainText(graph, decision.chain) + "</td></tr>";
+           ChainText(graph, decision.chain) + (decision.approximate ? " (approximate)" : "") +
+           "</td></tr>";
   }
   out += "</tbody></table>";
   if (recomputed > kMaxDecisionRows) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/plan/approx_planner.h"
 #include "ckptplan/sim/offload.h"
 #include "ckptplan/sim/simulator.h"
 
@@ -53,6 +54,10 @@ struct HtmlReportInput {
   /// a bar from its start to its end on the step axis, CopySlices) and a
   /// table of the offloaded tensors.
   const OffloadedGraph* offloaded = nullptr;
+  /// The plan's approximations (approx_planner.h): the recompute cost is
+  /// then the approximate one, beside the exact one, and approximated chains
+  /// are marked. nullptr or none chosen: the page is as without.
+  const ApproxPlan* approx = nullptr;
 };
 
 /// The whole page. Deterministic: same input, same bytes. Throws

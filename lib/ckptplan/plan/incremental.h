@@ -35,6 +35,8 @@ struct IncrementalStats {
   size_t iterations = 0;
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
   size_t bounded = 0;      ///< candidate bounds computed
+  /// Drops scored from the current simulation (DropDelta), not simulated.
+  size_t fast_scores = 0;
   size_t regions = 0;      ///< regions searched apart (FindRegions)
   size_t searches = 0;     ///< region searches (bounds, then trials)
   /// Searches and trials answered from a copy of the region (ShapeRegions).

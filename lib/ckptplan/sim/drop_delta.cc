@@ -30,6 +30,7 @@ DropDelta::DropDelta(const SimContext& context)
   alias_last_read_.assign(num_tensors, kNone);
   alias_first_made_.assign(num_tensors, kNone);
   original_.assign(num_tensors, kNone);
+  copy_.assign(num_tensors, kNone);
   odd_root_.assign(num_tensors, 0);
   family_last_.assign(num_tensors, kNone);
   family_second_.assign(num_tensors, kNone);
@@ -41,7 +42,7 @@ DropDelta::DropDelta(const SimContext& context)
 void DropDelta::Reset() {
   for (TensorId t : touched_) {
     first_read_[t] = last_read_[t] = alias_last_read_[t] = alias_first_made_[t] = kNone;
-    original_[t] = kNone;
+    original_[t] = copy_[t] = kNone;
     odd_root_[t] = 0;
     family_last_[t] = family_second_[t] = kNone;
     family_last_tensor_[t] = kNoId;
@@ -62,6 +63,7 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   own_step_.assign(num_nodes, kNone);
   group_begin_.assign(num_nodes, kNone);
   rerun_step_.assign(num_nodes, kNone);
+  pulled_.assign(num_nodes, 0);
   uint32_t begin = 0;
   for (uint32_t s = 0; s < num_steps; ++s) {
     const Step& step = sim.steps[s];
@@ -87,7 +89,11 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
     const Buffer& buffer = sim.buffers[b];
     born_[buffer.first_step] += context_.bytes[buffer.root];
-    if (sim.steps[buffer.first_step].recompute) continue;
+    if (sim.steps[buffer.first_step].recompute) {
+      copy_[buffer.root] = b;
+      touched_.push_back(buffer.root);
+      continue;
+    }
     original_[buffer.root] = b;
     touched_.push_back(buffer.root);
   }
@@ -224,23 +230,31 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     if (target == kNoId) return unknown;
   }
 
+  // Positions in the step sequence after the drop, as keys that order old
+  // steps and the chain's new ones: old step s is Key(s), the chain's k-th
+  // step comes between old steps a - 1 and a.
+  auto key = [](int64_t s) { return (s << kKeyShift) | kKeyHalf; };
+  auto block_key = [&](int64_t k) { return (a << kKeyShift) | k; };
+
   // The chain, depth first as Builder::MaterializeForTensor runs it. A copy
   // is recorded in ref_ (while mark_ is the epoch) as the storage it uses:
-  // one the chain makes, an old one (kExisting), or kOldCopy for copies the
-  // old steps of the chain make (not handled when t's chain reads them).
+  // one the chain makes or kExisting | an old one. Nodes the plan re-runs
+  // later are "pulled" into the chain: their old steps go, their copies are
+  // made earlier.
   if (++epoch_ == 0) {
     std::fill(mark_.begin(), mark_.end(), 0);
+    std::fill(pulled_.begin(), pulled_.end(), 0);
     epoch_ = 1;
   }
-  constexpr uint32_t kOldCopy = kNone - 1;
   auto saved = [&](TensorId x) { return x != t && Saved(x); };
   auto made_here = [&](TensorId x) { return mark_[x] == epoch_; };
-  // Copies that steps before the chain made (inside: before chain_begin).
+  const int64_t before_begin = inside ? chain_begin : a;
+  // Copies that steps before the chain made.
   auto made_before = [&](TensorId x) {
     const NodeId p = context_.producer[x];
-    if (!inside || p == kNoId || p < first_ || p >= end_) return false;
+    if (p == kNoId || p < first_ || p >= end_) return false;
     const uint32_t step = rerun_step_[p - first_];
-    return step != kNone && step < chain_begin;
+    return step != kNone && step < before_begin;
   };
   // The storage a step of t's chain uses for `x`; false when not handled.
   auto storage_of = [&](TensorId x, uint32_t* storage) {
@@ -252,13 +266,17 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       *storage = kExisting | b;
       return b != kNone;
     }
-    if (!made_here(x) || ref_[x] == kOldCopy) return false;
-    *storage = ref_[x];
-    return true;
+    if (made_here(x)) {
+      *storage = ref_[x];
+      return true;
+    }
+    if (!made_before(x)) return false;
+    return ExistingCopy(x, storage);
   };
   chain_.clear();
   made_.clear();
   extended_.clear();
+  deleted_.clear();
   stack_.assign(1, target);
   double cost = 0;
   uint32_t next_old = chain_begin;  // inside: the next old step expected
@@ -286,26 +304,41 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       continue;
     }
     stack_.pop_back();
+    if (inside) {
+      while (next_old < chain_end && pulled_[sim.steps[next_old].node - first_] == epoch_) {
+        ++next_old;
+      }
+    }
     if (inside && next_old < chain_end && sim.steps[next_old].node == p) {
-      // An old step of the chain, as before.
+      // An old step of the chain, as before; its copies are old ones.
       ++next_old;
       ended = started;
       for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
         const TensorId out = ids[i];
         if (saved(out) || made_here(out)) continue;
+        uint32_t storage;
+        if (!ExistingCopy(out, &storage)) return unknown;
         mark_[out] = epoch_;
-        ref_[out] = kOldCopy;
+        ref_[out] = storage;
       }
       continue;
     }
-    // A step of t's chain: a node the plan does not re-run yet (else the
-    // drop pulls it), in one run of steps.
-    if (rerun_step_[p - first_] != kNone || ended) return unknown;
+    // A step of t's chain, in one run of steps: a node not re-run yet, or
+    // one re-run after the place of the chain (pulled).
+    if (ended) return unknown;
     if (!started) {
       started = true;
       if (inside) a = next_old;
     }
-    const int64_t at = a + static_cast<int64_t>(chain_.size());  // merged position
+    const uint32_t old_step = rerun_step_[p - first_];
+    const bool pulled = old_step != kNone;
+    if (pulled) {
+      if (old_step < a) return unknown;  // re-run earlier: it would run twice
+      pulled_[p - first_] = epoch_;
+      deleted_.push_back(old_step);
+    }
+    const int64_t at = block_key(static_cast<int64_t>(chain_.size()));
+    if (chain_.size() + 1 >= kKeyHalf) return unknown;
     for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
       uint32_t storage;
       if (!storage_of(ids[i], &storage)) return unknown;
@@ -328,8 +361,13 @@ DropDelta::Result DropDelta::Score(TensorId t) {
         case SimContext::Made::kActivation: {
           const NodeId last = context_.last_reader[out];
           if (!whole_ && last != kNoId && last >= end_) return unknown;  // lives to the end
+          uint32_t moved = kNone;  // a pulled node's copy, made at its old step
+          if (pulled) {
+            moved = copy_[out];
+            if (moved == kNone || sim.buffers[moved].first_step != old_step) return unknown;
+          }
           storage = static_cast<uint32_t>(made_.size());
-          made_.push_back({context_.bytes[out], at, at});
+          made_.push_back({context_.bytes[out], at, at, moved});
           break;
         }
       }
@@ -338,19 +376,36 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       mark_[out] = epoch_;
       ref_[out] = storage;
     }
+    // The storages a pulled node's old step read lose that read.
+    if (pulled) {
+      for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
+        uint32_t storage;
+        if (!OldStorage(ids[i], /*forward_read=*/false, &storage)) return unknown;
+        if (storage != kNone) extended_.push_back({storage & ~kExisting, kLost});
+      }
+    } else {
+      cost += context_.node_cost[p];
+    }
     chain_.push_back(p);
-    cost += context_.node_cost[p];
   }
-  if (inside && (next_old != chain_end || !started)) return unknown;
+  if (inside && (next_old != chain_end || !started)) {
+    while (next_old < chain_end && pulled_[sim.steps[next_old].node - first_] == epoch_) ++next_old;
+    if (next_old != chain_end || !started) return unknown;
+  }
   const int64_t m = static_cast<int64_t>(chain_.size());
-  auto merged = [&](int64_t s) { return s < a ? s : s + m; };
+  std::sort(deleted_.begin(), deleted_.end());
+  auto deleted = [&](uint32_t s) {
+    return std::binary_search(deleted_.begin(), deleted_.end(), s);
+  };
 
   // The non-forward reads of t now read its copy, up to the last of them.
   {
     uint32_t storage;
     if (!storage_of(t, &storage) || storage == kNone) return unknown;
     if (alias_last_read_[t] != kNone && alias_first_made_[t] < first_read_[t]) return unknown;
-    const int64_t last = merged(LastRead(t));
+    const uint32_t last_read = LastRead(t);
+    if (deleted(last_read)) return unknown;
+    const int64_t last = key(last_read);
     if (storage & kExisting) {
       extended_.push_back({storage & ~kExisting, last});
     } else {
@@ -358,7 +413,19 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     }
   }
   changes_.clear();
-  for (const NewBuffer& buffer : made_) changes_.push_back({buffer.first, buffer.last, buffer.bytes});
+  // The chain's storages; a pulled node's copy leaves its old span and keeps
+  // the reads outside the steps that go.
+  for (const NewBuffer& buffer : made_) {
+    int64_t last = buffer.last;
+    if (buffer.moved != kNone) {
+      const Buffer& old = sim.buffers[buffer.moved];
+      uint32_t kept;
+      if (!LastKeptRead(buffer.moved, &kept)) return unknown;
+      if (kept != old.first_step) last = std::max(last, key(kept));
+      changes_.push_back({key(old.first_step), key(old.last_step), -buffer.bytes});
+    }
+    changes_.push_back({buffer.first, last, buffer.bytes});
+  }
   // The original of t's root: its last read that is not a non-forward read of t.
   {
     const Buffer& buffer = sim.buffers[original];
@@ -366,57 +433,86 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     if (forward < first_ || forward >= end_ || own_step_[forward - first_] == kNone) return unknown;
     int64_t last_old = own_step_[forward - first_];
     const uint32_t other = family_last_tensor_[root] == t ? family_second_[root] : family_last_[root];
-    if (other != kNone) last_old = std::max<int64_t>(last_old, other);
+    if (other != kNone) {
+      if (deleted(other)) return unknown;
+      last_old = std::max<int64_t>(last_old, other);
+    }
     last_old = std::max<int64_t>(last_old, buffer.first_step);
     const NodeId reader = context_.last_reader[root];
     if (!whole_ && reader != kNoId && reader >= end_) last_old = buffer.last_step;
-    if (last_old > buffer.last_step) return unknown;
-    int64_t last = merged(last_old);
+    if (last_old > buffer.last_step || deleted(buffer.last_step)) return unknown;
+    int64_t last = key(last_old);
     for (const auto& [b, at] : extended_) {
-      if (b == original) last = std::max(last, at);
+      if (b == original && at != kLost) last = std::max(last, at);
     }
-    const int64_t before = merged(buffer.last_step);
+    const int64_t before = key(buffer.last_step);
     if (last < before) changes_.push_back({last + 1, before, -context_.bytes[buffer.root]});
   }
-  // Saved storages the chain reads live until it does.
+  // Old storages the chain reads live until it does; those only the steps
+  // that go read die after their last read that stays.
   std::sort(extended_.begin(), extended_.end());
-  for (size_t i = 0; i < extended_.size(); ++i) {
-    const auto [b, at] = extended_[i];
-    if (b == original || (i + 1 < extended_.size() && extended_[i + 1].first == b)) continue;
+  moved_.clear();
+  for (const NewBuffer& buffer : made_) {
+    if (buffer.moved != kNone) moved_.push_back(buffer.moved);
+  }
+  std::sort(moved_.begin(), moved_.end());
+  for (size_t i = 0; i < extended_.size();) {
+    const uint32_t b = extended_[i].first;
+    int64_t latest = kLost;
+    for (; i < extended_.size() && extended_[i].first == b; ++i) {
+      latest = std::max(latest, extended_[i].second);
+    }
+    // The original is done above; moved copies with the chain's storages.
+    if (b == original || std::binary_search(moved_.begin(), moved_.end(), b)) continue;
     const Buffer& buffer = sim.buffers[b];
     if (buffer.first_step >= a) return unknown;
-    const int64_t before = merged(buffer.last_step);
-    if (at > before) changes_.push_back({before + 1, at, context_.bytes[buffer.root]});
+    uint32_t kept;
+    if (!LastKeptRead(b, &kept)) return unknown;
+    const int64_t last = std::max(latest, key(kept));
+    const int64_t before = key(buffer.last_step);
+    const int64_t bytes = context_.bytes[buffer.root];
+    if (last > before) changes_.push_back({before + 1, last, bytes});
+    if (last < before) changes_.push_back({last + 1, before, -bytes});
   }
 
-  // The old steps: piecewise-constant changes over range maxima.
+  // The old steps that stay: piecewise-constant changes over range maxima.
   const int64_t num_steps = static_cast<int64_t>(sim.steps.size());
   events_.clear();
   for (const Change& change : changes_) {
-    const int64_t lo = change.lo < a ? change.lo : std::max(a, change.lo - m);
-    const int64_t hi = change.hi < a ? change.hi : change.hi < a + m ? a - 1 : change.hi - m;
+    // Old steps s with lo <= key(s) <= hi.
+    const int64_t lo = (change.lo >> kKeyShift) +
+                       ((change.lo & kKeyMask) > kKeyHalf ? 1 : 0);
+    const int64_t hi = (change.hi >> kKeyShift) - ((change.hi & kKeyMask) < kKeyHalf ? 1 : 0);
     if (lo > hi) continue;
     events_.push_back({lo, change.bytes});
     events_.push_back({hi + 1, -change.bytes});
   }
+  for (uint32_t s : deleted_) {  // cut out of the maxima
+    events_.push_back({s, 0});
+    events_.push_back({s + 1, 0});
+  }
   std::sort(events_.begin(), events_.end());
   int64_t highest = RangeMax::kEmpty;
   int64_t running = 0, from = 0;
+  auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi)
+    if (lo >= hi || (hi == lo + 1 && deleted(static_cast<uint32_t>(lo)))) return;
+    highest = std::max(highest, value_.Query(lo, hi) + running);
+  };
   for (const auto& [at, bytes] : events_) {
-    if (at > from) highest = std::max(highest, value_.Query(from, at) + running);
+    if (at > from) take(from, at);
     from = std::max(from, at);
     running += bytes;
   }
-  if (from < num_steps) highest = std::max(highest, value_.Query(from, num_steps) + running);
+  take(from, num_steps);
   // The chain's steps: what lives across the place it goes, plus the changes.
   const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
   const int64_t across = sim.total[a] - workspace_at_a - born_[a] + offset_[a];
   events_.assign(m + 1, {0, 0});
   for (const Change& change : changes_) {
-    const int64_t lo = std::max(change.lo, a), hi = std::min(change.hi, a + m - 1);
+    const int64_t lo = std::max(change.lo, block_key(0)), hi = std::min(change.hi, block_key(m - 1));
     if (lo > hi) continue;
-    events_[lo - a].second += change.bytes;
-    events_[hi - a + 1].second -= change.bytes;
+    events_[lo - block_key(0)].second += change.bytes;
+    events_[hi - block_key(0) + 1].second -= change.bytes;
   }
   running = 0;
   for (int64_t k = 0; k < m; ++k) {
@@ -429,6 +525,72 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   result.region_max = highest;
   result.added_cost = cost;
   return result;
+}
+
+// The storage a step of the current simulation read for `x`: what Builder's
+// BufferFor gave under the indexed plan; false when not handled.
+bool DropDelta::OldStorage(TensorId x, bool forward_read, uint32_t* storage) const {
+  *storage = kNone;
+  if (context_.resident_root[x]) return true;
+  if (!context_.forward_produced[x]) return false;
+  if (forward_read || Saved(x)) {
+    *storage = original_[context_.root[x]];
+    return *storage != kNone;
+  }
+  return ExistingCopy(x, storage);
+}
+
+// The copy of `x` the current simulation made, as kExisting | its storage
+// (kNone for none); false when not handled.
+bool DropDelta::ExistingCopy(TensorId x, uint32_t* storage) const {
+  *storage = kNone;
+  for (int depth = 0; depth < 64; ++depth) {
+    if (context_.made[x] == SimContext::Made::kActivation) {
+      if (copy_[x] == kNone) return false;
+      *storage = kExisting | copy_[x];
+      return true;
+    }
+    if (context_.made[x] != SimContext::Made::kAlias) return false;
+    x = context_.alias_of[x];
+    if (context_.resident_root[x]) return true;
+    if (!context_.forward_produced[x]) return false;
+    if (Saved(x)) {
+      if (original_[context_.root[x]] == kNone) return false;
+      *storage = kExisting | original_[context_.root[x]];
+      return true;
+    }
+  }
+  return false;
+}
+
+// The last step reading storage `b` that is not one of deleted_ (its first
+// step when none is), found by walking back from its last step; false when
+// that walk gets long or meets a read it does not handle.
+bool DropDelta::LastKeptRead(uint32_t b, uint32_t* step) const {
+  const SimResult& sim = *sim_;
+  const Buffer& buffer = sim.buffers[b];
+  uint32_t s = buffer.last_step;
+  for (int walked = 0; s > buffer.first_step; --s, ++walked) {
+    if (!std::binary_search(deleted_.begin(), deleted_.end(), s)) {
+      if (s == buffer.last_step) break;  // its last read stays
+      // Does step s read b?
+      const Step& at = sim.steps[s];
+      const bool forward_read = context_.node_forward[at.node] && !at.recompute;
+      bool reads = false;
+      for (uint32_t i = context_.inputs_begin[at.node]; i < context_.outputs_begin[at.node]; ++i) {
+        const TensorId x = context_.ids[i];
+        if (context_.root[x] != context_.root[buffer.root]) continue;
+        uint32_t storage;
+        if (!context_.forward_produced[x] && !context_.resident_root[x]) return false;
+        if (!OldStorage(x, forward_read, &storage)) return false;
+        if ((storage & ~kExisting) == b && storage != kNone) reads = true;
+      }
+      if (reads) break;
+    }
+    if (walked > kMostWalked) return false;
+  }
+  *step = s;
+  return true;
 }
 
 }  // namespace ckptplan

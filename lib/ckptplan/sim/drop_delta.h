@@ -69,6 +69,16 @@ class DropDelta {
   void Reset();
   uint32_t InsertionStep(NodeId g, TensorId t) const;
   void AliasRead(TensorId x, uint32_t step);
+  bool OldStorage(TensorId x, bool forward_read, uint32_t* storage) const;
+  bool ExistingCopy(TensorId x, uint32_t* storage) const;
+  bool LastKeptRead(uint32_t b, uint32_t* step) const;
+  // Keys of positions after a drop (Score): old step s is s << kKeyShift |
+  // kKeyHalf, the chain's k-th step a << kKeyShift | k.
+  static constexpr int kKeyShift = 20;
+  static constexpr int64_t kKeyHalf = int64_t{1} << (kKeyShift - 1);
+  static constexpr int64_t kKeyMask = (int64_t{1} << kKeyShift) - 1;
+  static constexpr int64_t kLost = -1;  // a read of a step that goes
+  static constexpr int kMostWalked = 512;  // LastKeptRead's walk
   // The last non-forward read of `t` or of a view a non-forward node took of it.
   uint32_t LastRead(TensorId t) const {
     if (alias_last_read_[t] == kNone) return last_read_[t];
@@ -95,6 +105,7 @@ class DropDelta {
   // such read, and the first step making such a view.
   std::vector<uint32_t> alias_last_read_, alias_first_made_;
   std::vector<uint32_t> original_;                // per root: its original storage
+  std::vector<uint32_t> copy_;  // per tensor: the storage a recompute step made for it
   std::vector<uint8_t> odd_root_;  // a non-forward-made tensor of the root is read
   // Per root, over saved candidates: the two latest last_read_, and whose the first is.
   std::vector<uint32_t> family_last_, family_second_;
@@ -110,10 +121,14 @@ class DropDelta {
   std::vector<NodeId> chain_;
   struct NewBuffer {
     int64_t bytes;
-    int64_t first, last;  // merged positions
+    int64_t first, last;  // keys of positions
+    uint32_t moved;       // a pulled node's old storage it replaces; kNone
   };
+  std::vector<uint32_t> pulled_;   // per node of the range: epoch when pulled
+  std::vector<uint32_t> deleted_;  // old steps of pulled nodes, sorted
+  std::vector<uint32_t> moved_;    // old storages of their copies, sorted
   std::vector<NewBuffer> made_;
-  std::vector<std::pair<uint32_t, int64_t>> extended_;  // old buffer, read at
+  std::vector<std::pair<uint32_t, int64_t>> extended_;  // old storage, key read at (kLost)
   std::vector<Change> changes_;
   std::vector<std::pair<int64_t, int64_t>> events_;
 };

@@ -18,8 +18,12 @@
 // stops as soon as no untried candidate can beat the best simulated one. A
 // bound whose walk through pulled nodes was cut short is walked in full
 // only when it comes up first, then put back in order.
-// Every choice is still scored from a full Simulate, so the memory rule stays
-// in simulator.cc.
+// A drop the bounds let through is scored from the region's current
+// simulation by DropDelta (sim/drop_delta.h) when it handles the drop, and
+// simulated otherwise; the drop chosen is simulated once, to apply it (and
+// a fast score that disagrees with that simulation throws). DropDelta is in
+// the simulator's layer and restates its rule clause by clause; the
+// differential tests and verify mode check it against Simulate.
 #ifndef CKPTPLAN_INCREMENTAL_H_
 #define CKPTPLAN_INCREMENTAL_H_
 

@@ -1,21 +1,27 @@
 // What one drop does to a simulation, worked out from that simulation alone.
 //
 // Dropping a saved candidate t (the memory rule in simulator.h) changes the
-// step in three ways when its recompute reaches no node the plan already
-// re-runs and no recompute step reads t:
+// step in a few places:
 //  - the original storage of t's root now dies after its last read that is
 //    not a non-forward read of t (a range of steps loses its bytes);
 //  - the chain that re-makes t (the closure of producers through tensors
-//    neither saved nor resident) runs as new steps inside the group of t's
-//    first non-forward reader, at the place that node's input order gives;
+//    neither saved nor resident) runs as new steps before t's first
+//    non-forward reader: in that node's group, at the place its input order
+//    gives, or inside the recompute chain whose step reads t first;
+//  - nodes of the chain that the plan re-runs later are "pulled": their old
+//    steps go, their copies are made in the chain and live to their old last
+//    read, and the storages only those steps read die after their last read
+//    that stays; copies made before the chain are read where they are;
 //  - the storages the chain makes live from their step to their last read
-//    (t's copy: to the last non-forward read of t), and the saved storages
-//    it reads live at least until it reads them.
-// Each is a range add over the merged timeline (old steps and the chain's),
-// so the region's highest node peak after the drop is a handful of range
-// maxima over the current steps. Every other drop (a "pull", a recompute
-// step reading t, views of saved storages in odd places, inexact costs) is
-// reported unknown, and callers simulate it.
+//    (t's copy: to the last non-forward read of t or of a view a backward
+//    node took of it), and the old storages it reads live until it does.
+// Each is a range add over the steps after the drop (old steps and the
+// chain's, in one order of keys), so the region's highest node peak after
+// the drop is a handful of range maxima over the current steps' totals.
+// Drops outside what is handled here (inexact costs, a node re-run before
+// the chain that would run twice, long walks back for a last read, storages
+// made by backward nodes in odd places) are reported unknown, and callers
+// simulate them.
 //
 // Depends on these clauses of the rule (simulator.h lists them): steps in
 // node order with recompute steps before the first non-forward reader;
@@ -23,7 +29,8 @@
 // the root; the chain and its depth-first order (Builder::MaterializeForTensor);
 // a region's storages read after it live to its end; the implicit gradients
 // from the first non-forward node's own step. tests/sim/drop_delta_test.cc
-// checks every known answer against a simulation of the drop.
+// checks every known answer against a simulation of the drop; the
+// incremental planner's verify mode does the same for every fast score.
 #ifndef CKPTPLAN_DROP_DELTA_H_
 #define CKPTPLAN_DROP_DELTA_H_
 

@@ -143,7 +143,10 @@ def deep_graph(binary, workdir, family, size):
         blocks = max(1, round(size / STACK_NODES_PER_BLOCK))
         graph = os.path.join(workdir, "deep2_stack_%d.json" % blocks)
         if not os.path.exists(graph):
-            write_stack(graph, blocks)
+            # In a child process: a plan forked from this one would count the
+            # lists built here in its peak RSS.
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--write-stack", graph,
+                            str(blocks)], check=True)
         return graph, "stack --blocks %d" % blocks
     if family == "transformer":
         layers = max(1, round(size / TRANSFORMER_NODES_PER_LAYER))
@@ -224,6 +227,9 @@ def deep(args, workdir):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--write-stack":
+        write_stack(sys.argv[2], int(sys.argv[3]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", default="build/ckptplan")
     parser.add_argument("--sizes", default="1e3,gpt2,1e4,1e5,1e6")

@@ -66,11 +66,11 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& 
 }
 
 // Save-all and random plans of `graph`, each candidate dropped with
-// probability 0 (save-all), 1/4 and 1/2.
+// probability 0 (save-all), 1/4, 1/2 and 3/4.
 void CheckGraph(const Graph& graph, uint64_t seed, const std::string& what, Counts* counts) {
   const SimContext context(graph);
   std::mt19937_64 random(seed);
-  for (unsigned share : {0u, 25u, 50u}) {
+  for (unsigned share : {0u, 25u, 50u, 75u}) {
     for (int round = 0; round < (share == 0 ? 1 : 3); ++round) {
       SaveSet keep = SaveAll(graph);
       for (TensorId t : context.droppable) keep[t] = random() % 100 >= share;
@@ -81,17 +81,17 @@ void CheckGraph(const Graph& graph, uint64_t seed, const std::string& what, Coun
 
 TEST_CASE("drops DropDelta scores score as their simulations do") {
   Counts counts;
-  for (uint64_t seed = 1; seed <= 60; ++seed) {
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
     RandomGraphOptions options;
     options.seed = seed;
-    options.layers = 3 + static_cast<int>(seed % 6);
-    options.width = 1 + static_cast<int>(seed % 4);
+    options.layers = 3 + static_cast<int>(seed % 6) + (seed > 60 ? 6 : 0);
+    options.width = 1 + static_cast<int>(seed % 4) + (seed > 60 ? 2 : 0);
     options.max_inputs = 1 + static_cast<int>(seed % 3);
     options.max_bytes = seed % 5 == 0 ? 10 : 1000;  // small sizes make many ties
     options.optimizer = seed % 2 == 0;
     CheckGraph(RandomTrainingGraph(options), seed, "random " + std::to_string(seed), &counts);
   }
-  for (int layers : {1, 2}) {
+  for (int layers : {1, 2, 3}) {
     // Views, backward views of forward tensors, implicit gradients, microbatches.
     for (int microbatches : {1, 2}) {
       CheckGraph(testing::SmallTransformer(microbatches, layers), 100 + layers,

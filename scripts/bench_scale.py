@@ -16,9 +16,10 @@ Usage: /usr/bin/python3 scripts/bench_scale.py [--binary build/ckptplan]
        [--plan-timeout 600] [--workdir DIR] [--strategy ckptplan|greedy]
 
 With --deep, one-region graphs instead (one microbatch, so the planner
-cannot split the step): `generate transformer --layers L` and random layered
+cannot split the step): `generate transformer --layers L`, random layered
 DAGs (`generate random --layers N --width 10 --max-inputs 3 --min-bytes 1000
---max-bytes 100000`) of about
+--max-bytes 100000`) and a deep residual MLP stack that this script writes
+as JSON itself, not with ckptplan's generator (--families), of about
 --deep-sizes nodes, each with both strategies at each of --fractions of the
 save-all peak. It prints the plan's CPU time (median of --runs), peak RSS,
 drops, recompute overhead (recompute cost / the step's cost) and, per graph
@@ -65,8 +66,88 @@ RANDOM_WIDTH = 10
 RANDOM_NODES_PER_LAYER = 19.75
 
 
+STACK_NODES_PER_BLOCK = 10
+
+
+def write_stack(path, blocks, batch=2048, hidden=256, ffn=1024):
+    """Writes a deep residual MLP stack the way a hand export from another
+    framework would: x <- x + W2 gelu(W1 layernorm(x)), blocks times, then an
+    MSE loss, its backward pass written out node by node and one AdamW step.
+    Not made by ckptplan's generator: its node names, ops and layout are this
+    script's own."""
+    tensors, nodes = [], []
+
+    def tensor(name, shape, kind):
+        tensors.append({"id": name, "shape": shape, "dtype": "float32", "kind": kind})
+        return name
+
+    def node(name, op, phase, inputs, outputs, flops):
+        nodes.append({"id": name, "op": op, "phase": phase, "inputs": inputs,
+                      "outputs": outputs, "flops": float(flops)})
+
+    act, wide = [batch, hidden], [batch, ffn]
+    x = [tensor("x0", act, "input")]
+    params, grads = [], []
+    for i in range(blocks):
+        g = tensor("b%d.norm.g" % i, [hidden], "parameter")
+        w1 = tensor("b%d.fc1.w" % i, [hidden, ffn], "parameter")
+        w2 = tensor("b%d.fc2.w" % i, [ffn, hidden], "parameter")
+        params += [g, w1, w2]
+        n = tensor("b%d.norm.out" % i, act, "activation")
+        h = tensor("b%d.fc1.out" % i, wide, "activation")
+        a = tensor("b%d.gelu.out" % i, wide, "activation")
+        y = tensor("b%d.fc2.out" % i, act, "activation")
+        out = tensor("b%d.out" % i, act, "activation")
+        node("b%d.norm" % i, "layer_norm", "forward", [x[-1], g], [n], 8 * batch * hidden)
+        node("b%d.fc1" % i, "matmul", "forward", [n, w1], [h], 2 * batch * hidden * ffn)
+        node("b%d.gelu" % i, "gelu", "forward", [h], [a], 8 * batch * ffn)
+        node("b%d.fc2" % i, "matmul", "forward", [a, w2], [y], 2 * batch * hidden * ffn)
+        node("b%d.add" % i, "add", "forward", [x[-1], y], [out], batch * hidden)
+        x.append(out)
+    loss = tensor("loss", [], "activation")
+    node("loss", "mse_loss", "forward", [x[-1]], [loss], 2 * batch * hidden)
+    dx = tensor("loss.grad", act, "activation")
+    node("loss.bwd", "mse_loss_bwd", "backward", [x[-1]], [dx], 2 * batch * hidden)
+    for i in reversed(range(blocks)):
+        da = tensor("b%d.gelu.out.grad" % i, wide, "activation")
+        dh = tensor("b%d.fc1.out.grad" % i, wide, "activation")
+        dn = tensor("b%d.norm.out.grad" % i, act, "activation")
+        dxn = tensor("b%d.in.grad.norm" % i, act, "activation")
+        dxi = tensor("b%d.in.grad" % i, act, "activation")
+        dw1 = tensor("b%d.fc1.w.grad" % i, [hidden, ffn], "gradient")
+        dw2 = tensor("b%d.fc2.w.grad" % i, [ffn, hidden], "gradient")
+        dg = tensor("b%d.norm.g.grad" % i, [hidden], "gradient")
+        grads += [dg, dw1, dw2]
+        node("b%d.fc2.bwd" % i, "matmul_bwd", "backward",
+             [dx, "b%d.gelu.out" % i, "b%d.fc2.w" % i], [da, dw2], 4 * batch * hidden * ffn)
+        node("b%d.gelu.bwd" % i, "gelu_bwd", "backward", [da, "b%d.fc1.out" % i], [dh],
+             10 * batch * ffn)
+        node("b%d.fc1.bwd" % i, "matmul_bwd", "backward",
+             [dh, "b%d.norm.out" % i, "b%d.fc1.w" % i], [dn, dw1], 4 * batch * hidden * ffn)
+        node("b%d.norm.bwd" % i, "layer_norm_bwd", "backward",
+             [dn, x[i], "b%d.norm.g" % i], [dxn, dg], 12 * batch * hidden)
+        node("b%d.add.bwd" % i, "add", "backward", [dx, dxn], [dxi], batch * hidden)
+        dx = dxi
+    node("adamw", "adamw", "optimizer", params + grads, [], 0)
+    import json
+    with open(path + ".tmp", "w") as f:
+        json.dump({"format": "ckptplan.graph", "version": 1,
+                   "description": "deep residual MLP stack, %d blocks (bench_scale.py)" % blocks,
+                   "training": {"optimizer": "adamw"}, "tensors": tensors, "nodes": nodes}, f)
+    os.replace(path + ".tmp", path)
+
+
 def deep_graph(binary, workdir, family, size):
     """Generates (once) a one-region graph of about `size` nodes."""
+    if family == "stack":
+        blocks = max(1, round(size / STACK_NODES_PER_BLOCK))
+        graph = os.path.join(workdir, "deep2_stack_%d.json" % blocks)
+        if not os.path.exists(graph):
+            # In a child process: a plan forked from this one would count the
+            # lists built here in its peak RSS.
+            subprocess.run([sys.executable, os.path.abspath(__file__), "--write-stack", graph,
+                            str(blocks)], check=True)
+        return graph, "stack --blocks %d" % blocks
     if family == "transformer":
         layers = max(1, round(size / TRANSFORMER_NODES_PER_LAYER))
         args = ["transformer", "--layers", str(layers)]
@@ -146,6 +227,9 @@ def deep(args, workdir):
 
 
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--write-stack":
+        write_stack(sys.argv[2], int(sys.argv[3]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", default="build/ckptplan")
     parser.add_argument("--sizes", default="1e3,gpt2,1e4,1e5,1e6")
@@ -160,7 +244,9 @@ def main():
     parser.add_argument("--deep", action="store_true",
                         help="one-region graphs, both strategies (see above)")
     parser.add_argument("--deep-sizes", default="1e3,1e4,3e4,1e5,1e6")
-    parser.add_argument("--families", default="transformer,random")
+    parser.add_argument("--families", default="transformer,random,stack",
+                        help="transformer (generate transformer), random (generate random), "
+                        "stack (a residual MLP stack this script writes itself)")
     parser.add_argument("--fractions", default="0.5,0.8")
     args = parser.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="ckptplan_bench_")

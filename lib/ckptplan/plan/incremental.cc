@@ -4,6 +4,7 @@
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/range_max.h"
+#include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/regions.h"
 #include "ckptplan/plan/selector.h"
 
@@ -40,28 +41,14 @@ struct StaticInfo {
 };
 
 StaticInfo ComputeStaticInfo(const SimContext& context) {
-  const Graph& graph = context.graph;
   StaticInfo info;
-  const size_t num_tensors = graph.tensors.size();
+  const size_t num_tensors = context.graph.tensors.size();
   info.recomputable.assign(num_tensors, 0);
-  info.region_start.assign(num_tensors, 0);
   for (TensorId t = 0; t < num_tensors; ++t) {
-    NodeId p = graph.tensors[t].producer;
     info.recomputable[t] = context.forward_produced[t] && !context.resident_root[t];
-    // Only forward steps read the original whatever the plan.
-    if (context.forward_produced[t]) {
-      NodeId& start = info.region_start[context.root[t]];
-      start = std::max(start, p);
-    }
   }
-  // Forward steps always read the original storage, whatever the plan.
-  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
-    if (graph.nodes[n].phase != Phase::kForward) continue;
-    for (TensorId in : graph.nodes[n].inputs) {
-      NodeId& start = info.region_start[context.root[in]];
-      start = std::max(start, n);
-    }
-  }
+  // Only forward steps read the original whatever the plan.
+  info.region_start = LastForwardReads(context);
   return info;
 }
 
@@ -349,7 +336,7 @@ class RegionSearch {
   RegionSearch(const SimContext& context, const StaticInfo& info, const GreedyOptions& options,
                IncrementalStats* stats)
       : context_(context), info_(info), options_(options), walker_(context, info),
-        stats_(*stats), tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
+        stats_(*stats), delta_(context), tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
 
   // The best drop of a candidate of region `r`; its trial in *best_trial,
   // which is left as it is when there is none.
@@ -360,8 +347,11 @@ class RegionSearch {
     const uint32_t search = searches_++;
     ++stats_.searches;
     BuildView(context_, keep, region, peak, &view_);
+    delta_ready_ = false;
     Bounds(region, keep, memory.Outside(r));
     DropChoice best;
+    bool best_fast = false;  // scored by DropDelta: *best_trial not filled
+    size_t tried = 0;        // drops scored in this search
     // Bounds are taken best first; a loose one goes back in tightened, so
     // candidates are simulated in the order of tight bounds. Until a drop is
     // simulated the best is found by a scan; then only the bounds that may
@@ -397,13 +387,19 @@ class RegionSearch {
           continue;
         }
         tried_at_[t] = search;
-        DropChoice choice = TryDrop(memory, r, keep, t, &trial_);
+        // The first drop tried is most often the one chosen, and its trial
+        // is applied: simulate it; score the others without simulating.
+        bool fast = false;
+        DropChoice choice;
+        if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, &fast);
+        if (!fast) choice = TryDrop(memory, r, keep, t, &trial_);
         spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
                       context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
                       choice.score, choice.freed);
         if (choice.tensor != kNoId && choice.BetterThan(best)) {
           best = choice;
-          std::swap(*best_trial, trial_);
+          best_fast = fast;
+          if (!fast) std::swap(*best_trial, trial_);
         }
       }
     };
@@ -425,6 +421,15 @@ class RegionSearch {
     if (best.tensor == kNoId || best.tier != 0) {
       Tier1Bounds(region, memory.Outside(r));
       try_bounds(tier1_, 1);
+    }
+    if (best.tensor != kNoId && best_fast) {
+      // The caller applies the trial: simulate the drop chosen, once.
+      const DropChoice simulated = TryDrop(memory, r, keep, best.tensor, best_trial);
+      if (!SameChoice(simulated, best)) {
+        throw std::logic_error("incremental: the drop of '" +
+                               context_.graph.tensors[best.tensor].name +
+                               "' simulates to another score than DropDelta gave");
+      }
     }
     if (options_.verify) Verify(memory, r, keep, search, best);
     spdlog::trace("incremental: region [{}, {}): {} tier-0 bounds, {} tier-1 bounds, best tier {}",
@@ -450,6 +455,53 @@ class RegionSearch {
     drop.trial_node_peak = &trial->sim.figures().node_peak;
     drop.offset = &region.offset;
     return ScoreDrop(t, drop);
+  }
+
+  static bool SameChoice(const DropChoice& a, const DropChoice& b) {
+    return a.tensor == b.tensor && a.tier == b.tier && a.score == b.score && a.freed == b.freed;
+  }
+
+  // Scores dropping saved candidate `t` of region `r` from the region's
+  // current simulation (DropDelta), without simulating; *fast false when
+  // DropDelta does not handle the drop or it leaves the peak where it is
+  // (tier 1 counts node peaks: simulated). Pruning off, never.
+  DropChoice ScoreFast(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+                       bool* fast) {
+    *fast = false;
+    if (!options_.prune) return {};
+    const RegionalMemory::Part& region = memory.part(r);
+    if (!delta_ready_) {
+      delta_.Index(region.sim.full(), keep, region.range.first, region.range.end,
+                   region.zero_offset ? nullptr : &region.offset);
+      delta_ready_ = true;
+    }
+    const DropDelta::Result scored = delta_.Score(t);
+    if (!scored.known) return {};
+    const int64_t peak = memory.peak();
+    const int64_t trial_peak = std::max(memory.Outside(r), scored.region_max);
+    if (trial_peak == peak) return {};
+    RegionDrop drop;
+    drop.peak = peak;
+    drop.trial_peak = trial_peak;
+    drop.added_cost = scored.added_cost;
+    drop.node_peak = drop.trial_node_peak = &region.sim.figures().node_peak;
+    drop.offset = &region.offset;
+    const DropChoice choice = ScoreDrop(t, drop);
+    ++stats_.fast_scores;
+    if (options_.verify) {
+      const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
+      if (!SameChoice(real, choice) || verify_trial_.region_max != scored.region_max ||
+          verify_trial_.added_cost != scored.added_cost) {
+        throw std::logic_error(
+            "incremental: DropDelta scored the drop of '" + context_.graph.tensors[t].name +
+            "' region max " + std::to_string(scored.region_max) + ", cost " +
+            std::to_string(scored.added_cost) + "; simulated " +
+            std::to_string(verify_trial_.region_max) + ", " +
+            std::to_string(verify_trial_.added_cost));
+      }
+    }
+    *fast = true;
+    return choice;
   }
 
   // Verify mode: simulates every saved candidate of region `r` that search
@@ -629,6 +681,8 @@ class RegionSearch {
   ChainWalker walker_;
   IncrementalStats& stats_;
   View view_;
+  DropDelta delta_;          // indexes the region's simulation at the first fast score
+  bool delta_ready_ = false;
   std::vector<Bound> tier0_, tier1_;
   std::vector<std::pair<TensorId, ChainWalker::Chain>> walks_;  // Bounds' short walks
   RegionalMemory::Trial verify_trial_;
@@ -804,10 +858,11 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   counters.shared_trials = memory.shared_trials();
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
-      "searches ({} more copied from a copy of the region), {} simulations ({} copied) ({:.3f} s)",
+      "searches ({} more copied from a copy of the region), {} simulations ({} copied), {} drops "
+      "scored without simulating ({:.3f} s)",
       result.drops.size(), memory.size(), result.start_peak, result.peak, options.budget_bytes,
       result.fits ? "fits" : "does not fit", counters.searches, counters.shared_searches,
-      counters.simulations, counters.shared_trials, SecondsSince(started));
+      counters.simulations, counters.shared_trials, counters.fast_scores, SecondsSince(started));
   return result;
 }
 

@@ -18,8 +18,12 @@
 // stops as soon as no untried candidate can beat the best simulated one. A
 // bound whose walk through pulled nodes was cut short is walked in full
 // only when it comes up first, then put back in order.
-// Every choice is still scored from a full Simulate, so the memory rule stays
-// in simulator.cc.
+// A drop the bounds let through is scored from the region's current
+// simulation by DropDelta (sim/drop_delta.h) when it handles the drop, and
+// simulated otherwise; the drop chosen is simulated once, to apply it (and
+// a fast score that disagrees with that simulation throws). DropDelta is in
+// the simulator's layer and restates its rule clause by clause; the
+// differential tests and verify mode check it against Simulate.
 #ifndef CKPTPLAN_INCREMENTAL_H_
 #define CKPTPLAN_INCREMENTAL_H_
 
@@ -35,6 +39,8 @@ struct IncrementalStats {
   size_t iterations = 0;
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
   size_t bounded = 0;      ///< candidate bounds computed
+  /// Drops scored from the current simulation (DropDelta), not simulated.
+  size_t fast_scores = 0;
   size_t regions = 0;      ///< regions searched apart (FindRegions)
   size_t searches = 0;     ///< region searches (bounds, then trials)
   /// Searches and trials answered from a copy of the region (ShapeRegions).

@@ -14,12 +14,14 @@ struct GreedyOptions {
   int64_t budget_bytes = 0;  ///< peak bytes the plan must stay at or under
   int64_t reserve_bytes = 0;
   /// IncrementalPlan only: simulate only the drops whose bounds may beat the
-  /// best one simulated; off, every saved candidate of a searched region is
-  /// simulated. The plan is the same either way.
+  /// best one simulated, scoring those DropDelta handles without simulating;
+  /// off, every saved candidate of a searched region is simulated. The plan
+  /// is the same either way.
   bool prune = true;
   /// IncrementalPlan only: also simulate every drop the bounds ruled out and
   /// throw std::logic_error unless its bound held and it does not beat the
-  /// drop chosen. For tests.
+  /// drop chosen, and simulate every drop DropDelta scored and throw unless
+  /// the scores are equal. For tests.
   bool verify = false;
 };
 

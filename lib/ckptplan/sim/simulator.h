@@ -21,15 +21,22 @@
 //    reader (a node and the recompute steps before it form its "group";
 //    SimResult::node_peak is per group): incremental.cc View::slot, group,
 //    first_use, last_use; cleanup.cc ResaveBounds group_, group_start_,
-//    recompute_step_; selector.h ScoreDrop compares node peaks.
+//    recompute_step_; selector.h ScoreDrop compares node peaks;
+//    drop_delta.h (where a drop's chain goes: InsertionStep, the chain a
+//    recompute step's read sits in).
 //  - Sum of live storages + the running node's workspace + resident state:
 //    regions.h (a region's node peaks differ from the step's by a plan-free
 //    offset); incremental.cc bounds (a drop lowers node peaks only where a
-//    storage it frees was live); cleanup.cc floors and ceilings.
+//    storage it frees was live); cleanup.cc floors and ceilings;
+//    drop_delta.h (a step's bytes as range adds over the old totals; what
+//    lives across a place between two steps).
 //  - Allocated at the producer's step, freed after the last read, aliases
 //    share the root: incremental.cc StaticInfo::region_start (the last
 //    forward read), View::last_node and family_* (other saved tensors of one
-//    root); cleanup.cc original_last_, copy_last_; FindRegions' spans.
+//    root); cleanup.cc original_last_, copy_last_; FindRegions' spans;
+//    LastForwardReads (drop_delta.h, read by incremental.cc too), DropDelta's
+//    lifetimes after a drop (the original's last other read, the chain's
+//    copies, storages the chain reads, views backward nodes take).
 //  - Resident state all step; gradients to the end of the step: FindRegions
 //    and ShapeRegions (the region of the implicit gradients has its own
 //    shape), SimOptions::first_node's region accounting, ComputeLowerBound.
@@ -38,7 +45,9 @@
 //    not already re-run): incremental.cc ChainWalker (its cost is the cost a
 //    drop adds; reaching a node already re-run makes the drop "pull" it);
 //    cleanup.cc Ceiling and ByproductCeiling (a chain that served one tensor
-//    alone); SaveCandidates and the min-cut's network (mincut.h).
+//    alone); SaveCandidates and the min-cut's network (mincut.h);
+//    drop_delta.h DropDelta::Score (the chain's depth-first order, nodes
+//    re-run later pulled into it, the added cost).
 #ifndef CKPTPLAN_SIMULATOR_H_
 #define CKPTPLAN_SIMULATOR_H_
 

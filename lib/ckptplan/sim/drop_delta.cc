@@ -1,0 +1,596 @@
+#include "ckptplan/sim/drop_delta.h"
+
+#include <algorithm>
+
+namespace ckptplan {
+
+std::vector<NodeId> LastForwardReads(const SimContext& context) {
+  const size_t num_tensors = context.graph.tensors.size();
+  std::vector<NodeId> last(num_tensors, 0);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    if (!context.forward_produced[t]) continue;
+    NodeId& at = last[context.root[t]];
+    at = std::max(at, context.producer[t]);
+  }
+  for (NodeId n = 0; n < context.graph.nodes.size(); ++n) {
+    if (!context.node_forward[n]) continue;
+    for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
+      NodeId& at = last[context.root[context.ids[i]]];
+      at = std::max(at, n);
+    }
+  }
+  return last;
+}
+
+DropDelta::DropDelta(const SimContext& context)
+    : context_(context), last_forward_read_(LastForwardReads(context)) {
+  const size_t num_tensors = context.graph.tensors.size();
+  first_read_.assign(num_tensors, kNone);
+  last_read_.assign(num_tensors, kNone);
+  alias_last_read_.assign(num_tensors, kNone);
+  alias_first_made_.assign(num_tensors, kNone);
+  original_.assign(num_tensors, kNone);
+  copy_.assign(num_tensors, kNone);
+  odd_root_.assign(num_tensors, 0);
+  family_last_.assign(num_tensors, kNone);
+  family_second_.assign(num_tensors, kNone);
+  family_last_tensor_.assign(num_tensors, kNoId);
+  mark_.assign(num_tensors, 0);
+  ref_.assign(num_tensors, kNone);
+}
+
+void DropDelta::Reset() {
+  for (TensorId t : touched_) {
+    first_read_[t] = last_read_[t] = alias_last_read_[t] = alias_first_made_[t] = kNone;
+    original_[t] = copy_[t] = kNone;
+    odd_root_[t] = 0;
+    family_last_[t] = family_second_[t] = kNone;
+    family_last_tensor_[t] = kNoId;
+  }
+  touched_.clear();
+}
+
+void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, NodeId end,
+                      const std::vector<int64_t>* offset) {
+  Reset();
+  sim_ = &sim;
+  keep_ = &keep;
+  first_ = first;
+  end_ = end;
+  whole_ = first == 0 && end == context_.graph.nodes.size();
+  const size_t num_steps = sim.steps.size();
+  const size_t num_nodes = end - first;
+  own_step_.assign(num_nodes, kNone);
+  group_begin_.assign(num_nodes, kNone);
+  rerun_step_.assign(num_nodes, kNone);
+  pulled_.assign(num_nodes, 0);
+  uint32_t begin = 0;
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    const Step& step = sim.steps[s];
+    if (step.recompute) {
+      rerun_step_[step.node - first] = s;
+    } else {
+      own_step_[step.node - first] = s;
+      group_begin_[step.node - first] = begin;
+      begin = s + 1;
+    }
+  }
+  offset_.resize(num_steps);
+  int64_t* value = value_.Reset(num_steps);
+  int64_t group_offset = 0;
+  for (size_t s = num_steps; s-- > 0;) {
+    const Step& step = sim.steps[s];
+    if (!step.recompute) group_offset = offset ? (*offset)[step.node - first] : 0;
+    offset_[s] = group_offset;
+    value[s] = sim.total[s] + group_offset;
+  }
+  value_.Finish();
+  born_.assign(num_steps, 0);
+  for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
+    const Buffer& buffer = sim.buffers[b];
+    born_[buffer.first_step] += context_.bytes[buffer.root];
+    if (sim.steps[buffer.first_step].recompute) {
+      copy_[buffer.root] = b;
+      touched_.push_back(buffer.root);
+      continue;
+    }
+    original_[buffer.root] = b;
+    touched_.push_back(buffer.root);
+  }
+  const int64_t implicit = context_.graph.training.implicit_gradient_bytes;
+  const NodeId first_backward = context_.first_non_forward;
+  if (implicit > 0 && first_backward != kNoId && first_backward >= first && first_backward < end &&
+      own_step_[first_backward - first] != kNone) {
+    born_[own_step_[first_backward - first]] += implicit;
+  }
+  const TensorId* ids = context_.ids.data();
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    const Step& step = sim.steps[s];
+    if (!step.recompute && context_.node_forward[step.node]) continue;
+    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node];
+         ++i) {
+      const TensorId x = ids[i];
+      if (!context_.forward_produced[x] && !context_.resident_root[x]) {
+        AliasRead(x, s);
+        continue;
+      }
+      if (first_read_[x] == kNone) {
+        first_read_[x] = s;
+        touched_.push_back(x);
+      }
+      last_read_[x] = s;
+    }
+  }
+  // Saved candidates' non-forward reads are reads of their root's original.
+  const size_t reads_end = touched_.size();
+  for (size_t i = 0; i < reads_end; ++i) {
+    const TensorId x = touched_[i];
+    const uint32_t last = LastRead(x);
+    if (last == kNone || !Saved(x)) continue;
+    const TensorId root = context_.root[x];
+    uint32_t& top = family_last_[root];
+    if (family_last_tensor_[root] == x) continue;  // listed twice
+    if (top == kNone || last > top) {
+      family_second_[root] = top;
+      top = last;
+      family_last_tensor_[root] = x;
+    } else if (family_second_[root] == kNone || last > family_second_[root]) {
+      family_second_[root] = last;
+    }
+    touched_.push_back(root);
+  }
+}
+
+// A non-forward read of `x`, which no forward node made: a view a backward
+// node took of a forward tensor reads the storage that tensor had when the
+// view was made (its original when saved, else its copy), so the read counts
+// as one of the nearest forward-made tensor it views. Anything else marks
+// its root as not handled.
+void DropDelta::AliasRead(TensorId x, uint32_t step) {
+  TensorId base = x;
+  while (base != kNoId && !context_.forward_produced[base]) base = context_.alias_of[base];
+  if (base == kNoId) {
+    odd_root_[context_.root[x]] = 1;
+    touched_.push_back(context_.root[x]);
+    return;
+  }
+  const NodeId maker = context_.producer[x];
+  const uint32_t made = maker >= first_ && maker < end_ ? own_step_[maker - first_] : 0;
+  if (alias_last_read_[base] == kNone) {
+    touched_.push_back(base);
+    alias_first_made_[base] = made;
+  }
+  alias_last_read_[base] = step;
+  alias_first_made_[base] = std::min(alias_first_made_[base], made);
+}
+
+// Where the chain of `t` goes in the group of node `g`, t's first
+// non-forward reader: after the chains that g's inputs listed before t
+// caused (Builder::Run materializes g's inputs in order), before the others.
+uint32_t DropDelta::InsertionStep(NodeId g, TensorId t) const {
+  const SimResult& sim = *sim_;
+  const uint32_t own = own_step_[g - first_], group_begin = group_begin_[g - first_];
+  uint32_t last_before = kNone;  // start of the last chain caused by an input before t
+  for (uint32_t i = context_.inputs_begin[g]; i < context_.outputs_begin[g]; ++i) {
+    const TensorId x = context_.ids[i];
+    if (x == t) break;
+    if (Saved(x) || !context_.forward_produced[x] || context_.resident_root[x]) continue;
+    const NodeId p = context_.producer[x];
+    if (p < first_ || p >= end_) continue;
+    uint32_t q = rerun_step_[p - first_];
+    if (q == kNone || q < group_begin || q >= own) continue;  // made in an earlier group
+    while (q > group_begin && !sim.steps[q].starts_chain) --q;
+    if (last_before == kNone || q > last_before) last_before = q;
+  }
+  if (last_before == kNone) return group_begin;
+  for (uint32_t s = last_before + 1; s < own; ++s) {
+    if (sim.steps[s].starts_chain) return s;
+  }
+  return own;
+}
+
+DropDelta::Result DropDelta::Score(TensorId t) {
+  const Result unknown;
+  const SimResult& sim = *sim_;
+  if (!context_.exact_costs || !Saved(t) || first_read_[t] == kNone) return unknown;
+  const TensorId root = context_.root[t];
+  const uint32_t original = original_[root];
+  if (odd_root_[root] || original == kNone) return unknown;
+
+  // Where the chain of t runs. When a node's own step is the first
+  // non-forward read of t, the chain is a new one in that node's group; when
+  // a recompute step is, t's chain runs inside that step's chain, which the
+  // drop re-runs with t missing: [chain_begin, chain_end) are its old steps.
+  const uint32_t first_read = first_read_[t];
+  const bool inside = sim.steps[first_read].recompute;
+  uint32_t chain_begin = 0, chain_end = 0;
+  TensorId target = t;  // what the chain materializes
+  int64_t a = 0;        // first step after t's chain, in the old steps
+  if (!inside) {
+    a = InsertionStep(sim.steps[first_read].node, t);
+  } else {
+    chain_begin = first_read;
+    while (chain_begin > 0 && !sim.steps[chain_begin].starts_chain) --chain_begin;
+    chain_end = first_read + 1;
+    while (sim.steps[chain_end].recompute && !sim.steps[chain_end].starts_chain) ++chain_end;
+    // Its target: the first input of the group's node that its last step
+    // makes and that needed a copy (Builder::Run goes through them in order).
+    uint32_t own = chain_end;
+    while (sim.steps[own].recompute) ++own;
+    const NodeId h = sim.steps[own].node, last = sim.steps[chain_end - 1].node;
+    target = kNoId;
+    for (uint32_t i = context_.inputs_begin[h]; i < context_.outputs_begin[h]; ++i) {
+      const TensorId x = context_.ids[i];
+      if (context_.producer[x] == last && context_.forward_produced[x] &&
+          !context_.resident_root[x] && !Saved(x)) {
+        target = x;
+        break;
+      }
+    }
+    if (target == kNoId) return unknown;
+  }
+
+  // Positions in the step sequence after the drop, as keys that order old
+  // steps and the chain's new ones: old step s is Key(s), the chain's k-th
+  // step comes between old steps a - 1 and a.
+  auto key = [](int64_t s) { return (s << kKeyShift) | kKeyHalf; };
+  auto block_key = [&](int64_t k) { return (a << kKeyShift) | k; };
+
+  // The chain, depth first as Builder::MaterializeForTensor runs it. A copy
+  // is recorded in ref_ (while mark_ is the epoch) as the storage it uses:
+  // one the chain makes or kExisting | an old one. Nodes the plan re-runs
+  // later are "pulled" into the chain: their old steps go, their copies are
+  // made earlier.
+  if (++epoch_ == 0) {
+    std::fill(mark_.begin(), mark_.end(), 0);
+    std::fill(pulled_.begin(), pulled_.end(), 0);
+    epoch_ = 1;
+  }
+  auto saved = [&](TensorId x) { return x != t && Saved(x); };
+  auto made_here = [&](TensorId x) { return mark_[x] == epoch_; };
+  const int64_t before_begin = inside ? chain_begin : a;
+  // Copies that steps before the chain made.
+  auto made_before = [&](TensorId x) {
+    const NodeId p = context_.producer[x];
+    if (p == kNoId || p < first_ || p >= end_) return false;
+    const uint32_t step = rerun_step_[p - first_];
+    return step != kNone && step < before_begin;
+  };
+  // The storage a step of t's chain uses for `x`; false when not handled.
+  auto storage_of = [&](TensorId x, uint32_t* storage) {
+    *storage = kNone;
+    if (context_.resident_root[x]) return true;
+    if (!context_.forward_produced[x]) return false;
+    if (saved(x)) {
+      const uint32_t b = original_[context_.root[x]];
+      *storage = kExisting | b;
+      return b != kNone;
+    }
+    if (made_here(x)) {
+      *storage = ref_[x];
+      return true;
+    }
+    if (!made_before(x)) return false;
+    return ExistingCopy(x, storage);
+  };
+  chain_.clear();
+  made_.clear();
+  extended_.clear();
+  deleted_.clear();
+  stack_.assign(1, target);
+  double cost = 0;
+  uint32_t next_old = chain_begin;  // inside: the next old step expected
+  bool started = false, ended = false;  // t's chain, among the old steps
+  const TensorId* ids = context_.ids.data();
+  while (!stack_.empty()) {
+    const TensorId x = stack_.back();
+    if (made_here(x)) {
+      stack_.pop_back();
+      continue;
+    }
+    const NodeId p = context_.producer[x];
+    if (p == kNoId || p < first_ || p >= end_) return unknown;
+    TensorId missing = kNoId;
+    for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
+      const TensorId in = ids[i];
+      if (context_.forward_produced[in] && !context_.resident_root[in] && !saved(in) &&
+          !made_here(in) && !made_before(in)) {
+        missing = in;
+        break;
+      }
+    }
+    if (missing != kNoId) {
+      stack_.push_back(missing);
+      continue;
+    }
+    stack_.pop_back();
+    if (inside) {
+      while (next_old < chain_end && pulled_[sim.steps[next_old].node - first_] == epoch_) {
+        ++next_old;
+      }
+    }
+    if (inside && next_old < chain_end && sim.steps[next_old].node == p) {
+      // An old step of the chain, as before; its copies are old ones.
+      ++next_old;
+      ended = started;
+      for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
+        const TensorId out = ids[i];
+        if (saved(out) || made_here(out)) continue;
+        uint32_t storage;
+        if (!ExistingCopy(out, &storage)) return unknown;
+        mark_[out] = epoch_;
+        ref_[out] = storage;
+      }
+      continue;
+    }
+    // A step of t's chain, in one run of steps: a node not re-run yet, or
+    // one re-run after the place of the chain (pulled).
+    if (ended) return unknown;
+    if (!started) {
+      started = true;
+      if (inside) a = next_old;
+    }
+    const uint32_t old_step = rerun_step_[p - first_];
+    const bool pulled = old_step != kNone;
+    if (pulled) {
+      if (old_step < a) return unknown;  // re-run earlier: it would run twice
+      pulled_[p - first_] = epoch_;
+      deleted_.push_back(old_step);
+    }
+    const int64_t at = block_key(static_cast<int64_t>(chain_.size()));
+    if (chain_.size() + 1 >= kKeyHalf) return unknown;
+    for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
+      uint32_t storage;
+      if (!storage_of(ids[i], &storage)) return unknown;
+      if (storage == kNone) continue;
+      if (storage & kExisting) {
+        extended_.push_back({storage & ~kExisting, at});
+      } else {
+        made_[storage].last = std::max(made_[storage].last, at);
+      }
+    }
+    for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
+      const TensorId out = ids[i];
+      uint32_t storage = kNone;
+      switch (context_.made[out]) {
+        case SimContext::Made::kGradient: return unknown;
+        case SimContext::Made::kNothing: break;
+        case SimContext::Made::kAlias:
+          if (!storage_of(context_.alias_of[out], &storage)) return unknown;
+          break;
+        case SimContext::Made::kActivation: {
+          const NodeId last = context_.last_reader[out];
+          if (!whole_ && last != kNoId && last >= end_) return unknown;  // lives to the end
+          uint32_t moved = kNone;  // a pulled node's copy, made at its old step
+          if (pulled) {
+            moved = copy_[out];
+            if (moved == kNone || sim.buffers[moved].first_step != old_step) return unknown;
+          }
+          storage = static_cast<uint32_t>(made_.size());
+          made_.push_back({context_.bytes[out], at, at, moved});
+          break;
+        }
+      }
+      if (saved(out) || made_here(out)) continue;
+      if (storage == kNone) return unknown;
+      mark_[out] = epoch_;
+      ref_[out] = storage;
+    }
+    // The storages a pulled node's old step read lose that read.
+    if (pulled) {
+      for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
+        uint32_t storage;
+        if (!OldStorage(ids[i], /*forward_read=*/false, &storage)) return unknown;
+        if (storage != kNone) extended_.push_back({storage & ~kExisting, kLost});
+      }
+    } else {
+      cost += context_.node_cost[p];
+    }
+    chain_.push_back(p);
+  }
+  if (inside && (next_old != chain_end || !started)) {
+    while (next_old < chain_end && pulled_[sim.steps[next_old].node - first_] == epoch_) ++next_old;
+    if (next_old != chain_end || !started) return unknown;
+  }
+  const int64_t m = static_cast<int64_t>(chain_.size());
+  std::sort(deleted_.begin(), deleted_.end());
+  auto deleted = [&](uint32_t s) {
+    return std::binary_search(deleted_.begin(), deleted_.end(), s);
+  };
+
+  // The non-forward reads of t now read its copy, up to the last of them.
+  {
+    uint32_t storage;
+    if (!storage_of(t, &storage) || storage == kNone) return unknown;
+    if (alias_last_read_[t] != kNone && alias_first_made_[t] < first_read_[t]) return unknown;
+    const uint32_t last_read = LastRead(t);
+    if (deleted(last_read)) return unknown;
+    const int64_t last = key(last_read);
+    if (storage & kExisting) {
+      extended_.push_back({storage & ~kExisting, last});
+    } else {
+      made_[storage].last = std::max(made_[storage].last, last);
+    }
+  }
+  changes_.clear();
+  // The chain's storages; a pulled node's copy leaves its old span and keeps
+  // the reads outside the steps that go.
+  for (const NewBuffer& buffer : made_) {
+    int64_t last = buffer.last;
+    if (buffer.moved != kNone) {
+      const Buffer& old = sim.buffers[buffer.moved];
+      uint32_t kept;
+      if (!LastKeptRead(buffer.moved, &kept)) return unknown;
+      if (kept != old.first_step) last = std::max(last, key(kept));
+      changes_.push_back({key(old.first_step), key(old.last_step), -buffer.bytes});
+    }
+    changes_.push_back({buffer.first, last, buffer.bytes});
+  }
+  // The original of t's root: its last read that is not a non-forward read of t.
+  {
+    const Buffer& buffer = sim.buffers[original];
+    const NodeId forward = last_forward_read_[root];
+    if (forward < first_ || forward >= end_ || own_step_[forward - first_] == kNone) return unknown;
+    int64_t last_old = own_step_[forward - first_];
+    const uint32_t other = family_last_tensor_[root] == t ? family_second_[root] : family_last_[root];
+    if (other != kNone) {
+      if (deleted(other)) return unknown;
+      last_old = std::max<int64_t>(last_old, other);
+    }
+    last_old = std::max<int64_t>(last_old, buffer.first_step);
+    const NodeId reader = context_.last_reader[root];
+    if (!whole_ && reader != kNoId && reader >= end_) last_old = buffer.last_step;
+    if (last_old > buffer.last_step || deleted(buffer.last_step)) return unknown;
+    int64_t last = key(last_old);
+    for (const auto& [b, at] : extended_) {
+      if (b == original && at != kLost) last = std::max(last, at);
+    }
+    const int64_t before = key(buffer.last_step);
+    if (last < before) changes_.push_back({last + 1, before, -context_.bytes[buffer.root]});
+  }
+  // Old storages the chain reads live until it does; those only the steps
+  // that go read die after their last read that stays.
+  std::sort(extended_.begin(), extended_.end());
+  moved_.clear();
+  for (const NewBuffer& buffer : made_) {
+    if (buffer.moved != kNone) moved_.push_back(buffer.moved);
+  }
+  std::sort(moved_.begin(), moved_.end());
+  for (size_t i = 0; i < extended_.size();) {
+    const uint32_t b = extended_[i].first;
+    int64_t latest = kLost;
+    for (; i < extended_.size() && extended_[i].first == b; ++i) {
+      latest = std::max(latest, extended_[i].second);
+    }
+    // The original is done above; moved copies with the chain's storages.
+    if (b == original || std::binary_search(moved_.begin(), moved_.end(), b)) continue;
+    const Buffer& buffer = sim.buffers[b];
+    if (buffer.first_step >= a) return unknown;
+    uint32_t kept;
+    if (!LastKeptRead(b, &kept)) return unknown;
+    const int64_t last = std::max(latest, key(kept));
+    const int64_t before = key(buffer.last_step);
+    const int64_t bytes = context_.bytes[buffer.root];
+    if (last > before) changes_.push_back({before + 1, last, bytes});
+    if (last < before) changes_.push_back({last + 1, before, -bytes});
+  }
+
+  // The old steps that stay: piecewise-constant changes over range maxima.
+  const int64_t num_steps = static_cast<int64_t>(sim.steps.size());
+  events_.clear();
+  for (const Change& change : changes_) {
+    // Old steps s with lo <= key(s) <= hi.
+    const int64_t lo = (change.lo >> kKeyShift) +
+                       ((change.lo & kKeyMask) > kKeyHalf ? 1 : 0);
+    const int64_t hi = (change.hi >> kKeyShift) - ((change.hi & kKeyMask) < kKeyHalf ? 1 : 0);
+    if (lo > hi) continue;
+    events_.push_back({lo, change.bytes});
+    events_.push_back({hi + 1, -change.bytes});
+  }
+  for (uint32_t s : deleted_) {  // cut out of the maxima
+    events_.push_back({s, 0});
+    events_.push_back({s + 1, 0});
+  }
+  std::sort(events_.begin(), events_.end());
+  int64_t highest = RangeMax::kEmpty;
+  int64_t running = 0, from = 0;
+  auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi)
+    if (lo >= hi || (hi == lo + 1 && deleted(static_cast<uint32_t>(lo)))) return;
+    highest = std::max(highest, value_.Query(lo, hi) + running);
+  };
+  for (const auto& [at, bytes] : events_) {
+    if (at > from) take(from, at);
+    from = std::max(from, at);
+    running += bytes;
+  }
+  take(from, num_steps);
+  // The chain's steps: what lives across the place it goes, plus the changes.
+  const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
+  const int64_t across = sim.total[a] - workspace_at_a - born_[a] + offset_[a];
+  events_.assign(m + 1, {0, 0});
+  for (const Change& change : changes_) {
+    const int64_t lo = std::max(change.lo, block_key(0)), hi = std::min(change.hi, block_key(m - 1));
+    if (lo > hi) continue;
+    events_[lo - block_key(0)].second += change.bytes;
+    events_[hi - block_key(0) + 1].second -= change.bytes;
+  }
+  running = 0;
+  for (int64_t k = 0; k < m; ++k) {
+    running += events_[k].second;
+    const int64_t workspace = std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
+    highest = std::max(highest, across + running + workspace);
+  }
+  Result result;
+  result.known = true;
+  result.region_max = highest;
+  result.added_cost = cost;
+  return result;
+}
+
+// The storage a step of the current simulation read for `x`: what Builder's
+// BufferFor gave under the indexed plan; false when not handled.
+bool DropDelta::OldStorage(TensorId x, bool forward_read, uint32_t* storage) const {
+  *storage = kNone;
+  if (context_.resident_root[x]) return true;
+  if (!context_.forward_produced[x]) return false;
+  if (forward_read || Saved(x)) {
+    *storage = original_[context_.root[x]];
+    return *storage != kNone;
+  }
+  return ExistingCopy(x, storage);
+}
+
+// The copy of `x` the current simulation made, as kExisting | its storage
+// (kNone for none); false when not handled.
+bool DropDelta::ExistingCopy(TensorId x, uint32_t* storage) const {
+  *storage = kNone;
+  for (int depth = 0; depth < 64; ++depth) {
+    if (context_.made[x] == SimContext::Made::kActivation) {
+      if (copy_[x] == kNone) return false;
+      *storage = kExisting | copy_[x];
+      return true;
+    }
+    if (context_.made[x] != SimContext::Made::kAlias) return false;
+    x = context_.alias_of[x];
+    if (context_.resident_root[x]) return true;
+    if (!context_.forward_produced[x]) return false;
+    if (Saved(x)) {
+      if (original_[context_.root[x]] == kNone) return false;
+      *storage = kExisting | original_[context_.root[x]];
+      return true;
+    }
+  }
+  return false;
+}
+
+// The last step reading storage `b` that is not one of deleted_ (its first
+// step when none is), found by walking back from its last step; false when
+// that walk gets long or meets a read it does not handle.
+bool DropDelta::LastKeptRead(uint32_t b, uint32_t* step) const {
+  const SimResult& sim = *sim_;
+  const Buffer& buffer = sim.buffers[b];
+  uint32_t s = buffer.last_step;
+  for (int walked = 0; s > buffer.first_step; --s, ++walked) {
+    if (!std::binary_search(deleted_.begin(), deleted_.end(), s)) {
+      if (s == buffer.last_step) break;  // its last read stays
+      // Does step s read b?
+      const Step& at = sim.steps[s];
+      const bool forward_read = context_.node_forward[at.node] && !at.recompute;
+      bool reads = false;
+      for (uint32_t i = context_.inputs_begin[at.node]; i < context_.outputs_begin[at.node]; ++i) {
+        const TensorId x = context_.ids[i];
+        if (context_.root[x] != context_.root[buffer.root]) continue;
+        uint32_t storage;
+        if (!context_.forward_produced[x] && !context_.resident_root[x]) return false;
+        if (!OldStorage(x, forward_read, &storage)) return false;
+        if ((storage & ~kExisting) == b && storage != kNone) reads = true;
+      }
+      if (reads) break;
+    }
+    if (walked > kMostWalked) return false;
+  }
+  *step = s;
+  return true;
+}
+
+}  // namespace ckptplan

@@ -1,0 +1,145 @@
+// What one drop does to a simulation, worked out from that simulation alone.
+//
+// Dropping a saved candidate t (the memory rule in simulator.h) changes the
+// step in a few places:
+//  - the original storage of t's root now dies after its last read that is
+//    not a non-forward read of t (a range of steps loses its bytes);
+//  - the chain that re-makes t (the closure of producers through tensors
+//    neither saved nor resident) runs as new steps before t's first
+//    non-forward reader: in that node's group, at the place its input order
+//    gives, or inside the recompute chain whose step reads t first;
+//  - nodes of the chain that the plan re-runs later are "pulled": their old
+//    steps go, their copies are made in the chain and live to their old last
+//    read, and the storages only those steps read die after their last read
+//    that stays; copies made before the chain are read where they are;
+//  - the storages the chain makes live from their step to their last read
+//    (t's copy: to the last non-forward read of t or of a view a backward
+//    node took of it), and the old storages it reads live until it does.
+// Each is a range add over the steps after the drop (old steps and the
+// chain's, in one order of keys), so the region's highest node peak after
+// the drop is a handful of range maxima over the current steps' totals.
+// Drops outside what is handled here (inexact costs, a node re-run before
+// the chain that would run twice, long walks back for a last read, storages
+// made by backward nodes in odd places) are reported unknown, and callers
+// simulate them.
+//
+// Depends on these clauses of the rule (simulator.h lists them): steps in
+// node order with recompute steps before the first non-forward reader;
+// allocated at the producer's step, freed after the last read, aliases share
+// the root; the chain and its depth-first order (Builder::MaterializeForTensor);
+// a region's storages read after it live to its end; the implicit gradients
+// from the first non-forward node's own step. tests/sim/drop_delta_test.cc
+// checks every known answer against a simulation of the drop; the
+// incremental planner's verify mode does the same for every fast score.
+#ifndef CKPTPLAN_DROP_DELTA_H_
+#define CKPTPLAN_DROP_DELTA_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ckptplan/base/range_max.h"
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/simulator.h"
+
+namespace ckptplan {
+
+/// Per storage root: the last node that reads its original whatever the
+/// plan: the latest forward node reading any tensor of the root, or making a
+/// forward-produced one. 0 for roots no forward node touches.
+std::vector<NodeId> LastForwardReads(const SimContext& context);
+
+class DropDelta {
+ public:
+  explicit DropDelta(const SimContext& context);
+
+  /// Indexes `sim`, the simulation of nodes [first, end) under `keep`, whose
+  /// node n's peak plus offset[n - first] (null: 0) is the step's bytes.
+  /// `sim`, `keep` and `offset` must outlive the Score calls that follow.
+  void Index(const SimResult& sim, const SaveSet& keep, NodeId first, NodeId end,
+             const std::vector<int64_t>* offset);
+
+  struct Result {
+    bool known = false;      ///< false: this drop is not one handled here
+    int64_t region_max = 0;  ///< highest node peak of the range after, offsets added
+    double added_cost = 0;   ///< recompute cost after minus before (exact)
+  };
+  /// Dropping saved candidate `t` of the indexed range, from the index.
+  Result Score(TensorId t);
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Change {  // bytes added over merged positions [lo, hi]
+    int64_t lo, hi, bytes;
+  };
+  bool Saved(TensorId t) const { return context_.is_candidate[t] && (*keep_)[t]; }
+  void Reset();
+  uint32_t InsertionStep(NodeId g, TensorId t) const;
+  void AliasRead(TensorId x, uint32_t step);
+  bool OldStorage(TensorId x, bool forward_read, uint32_t* storage) const;
+  bool ExistingCopy(TensorId x, uint32_t* storage) const;
+  bool LastKeptRead(uint32_t b, uint32_t* step) const;
+  // Keys of positions after a drop (Score): old step s is s << kKeyShift |
+  // kKeyHalf, the chain's k-th step a << kKeyShift | k.
+  static constexpr int kKeyShift = 20;
+  static constexpr int64_t kKeyHalf = int64_t{1} << (kKeyShift - 1);
+  static constexpr int64_t kKeyMask = (int64_t{1} << kKeyShift) - 1;
+  static constexpr int64_t kLost = -1;  // a read of a step that goes
+  static constexpr int kMostWalked = 512;  // LastKeptRead's walk
+  // The last non-forward read of `t` or of a view a non-forward node took of it.
+  uint32_t LastRead(TensorId t) const {
+    if (alias_last_read_[t] == kNone) return last_read_[t];
+    if (last_read_[t] == kNone) return alias_last_read_[t];
+    return std::max(last_read_[t], alias_last_read_[t]);
+  }
+
+  const SimContext& context_;
+  std::vector<NodeId> last_forward_read_;  // LastForwardReads
+  // The indexed simulation.
+  const SimResult* sim_ = nullptr;
+  const SaveSet* keep_ = nullptr;
+  NodeId first_ = 0, end_ = 0;
+  bool whole_ = false;
+  std::vector<int64_t> offset_;        // per step: its group's node offset
+  RangeMax value_;                     // per step: total + offset
+  std::vector<int64_t> born_;          // per step: bytes that start at it
+  std::vector<uint32_t> own_step_;     // per node of the range
+  std::vector<uint32_t> group_begin_;  // per node: first step of its group
+  std::vector<uint32_t> rerun_step_;   // per node: step re-running it; kNone
+  // Per tensor (entries of touched_ reset between indexes).
+  std::vector<uint32_t> first_read_, last_read_;  // non-forward reads, steps
+  // Reads through views non-forward nodes took of it (AliasRead): the last
+  // such read, and the first step making such a view.
+  std::vector<uint32_t> alias_last_read_, alias_first_made_;
+  std::vector<uint32_t> original_;                // per root: its original storage
+  std::vector<uint32_t> copy_;  // per tensor: the storage a recompute step made for it
+  std::vector<uint8_t> odd_root_;  // a non-forward-made tensor of the root is read
+  // Per root, over saved candidates: the two latest last_read_, and whose the first is.
+  std::vector<uint32_t> family_last_, family_second_;
+  std::vector<TensorId> family_last_tensor_;
+  std::vector<TensorId> touched_;
+  // Score's working memory: per tensor, the storage of its copy in the chain
+  // (a new storage's index, or kExisting | an old buffer's, or kNone) while
+  // mark_ is the epoch.
+  static constexpr uint32_t kExisting = 0x80000000u;
+  std::vector<uint32_t> mark_, ref_;
+  uint32_t epoch_ = 0;
+  std::vector<TensorId> stack_;
+  std::vector<NodeId> chain_;
+  struct NewBuffer {
+    int64_t bytes;
+    int64_t first, last;  // keys of positions
+    uint32_t moved;       // a pulled node's old storage it replaces; kNone
+  };
+  std::vector<uint32_t> pulled_;   // per node of the range: epoch when pulled
+  std::vector<uint32_t> deleted_;  // old steps of pulled nodes, sorted
+  std::vector<uint32_t> moved_;    // old storages of their copies, sorted
+  std::vector<NewBuffer> made_;
+  std::vector<std::pair<uint32_t, int64_t>> extended_;  // old storage, key read at (kLost)
+  std::vector<Change> changes_;
+  std::vector<std::pair<int64_t, int64_t>> events_;
+};
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_DROP_DELTA_H_

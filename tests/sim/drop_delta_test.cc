@@ -1,0 +1,114 @@
+// Differential test: every drop DropDelta scores must score as a simulation
+// of the drop does (the range's highest node peak and the recompute cost it
+// adds), on random graphs, small transformers and steps of several regions,
+// under random plans and random per-node offsets.
+#include "ckptplan/sim/drop_delta.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ckptplan/ir/synth.h"
+#include "ckptplan/sim/simulator.h"
+#include "test_graphs.h"
+
+namespace ckptplan {
+namespace {
+
+struct Counts {
+  size_t scored = 0;  // saved candidates asked about
+  size_t known = 0;   // answered without simulating
+};
+
+// Checks every saved droppable candidate of every region (and of the whole
+// step) under `keep`; returns how many DropDelta answered.
+void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& random,
+               const std::string& what, Counts* counts) {
+  const Graph& graph = context.graph;
+  std::vector<Region> ranges = testing::RegionsAndStep(context);
+  DropDelta delta(context);
+  for (const Region& range : ranges) {
+    SimOptions options;
+    options.record_details = false;
+    options.first_node = range.first;
+    options.end_node = range.end;
+    const SimResult base = Simulate(context, keep, options);
+    // Offsets, as RegionalMemory's per-node ones: any values must do.
+    std::vector<int64_t> offset(range.end - range.first);
+    for (int64_t& value : offset) value = static_cast<int64_t>(random() % 200) - 100;
+    const bool offsets = random() % 2 == 0;
+    delta.Index(base, keep, range.first, range.end, offsets ? &offset : nullptr);
+    for (TensorId t : context.droppable) {
+      const NodeId p = graph.tensors[t].producer;
+      if (!keep[t] || p < range.first || p >= range.end) continue;
+      ++counts->scored;
+      const DropDelta::Result scored = delta.Score(t);
+      if (!scored.known) continue;
+      ++counts->known;
+      SaveSet dropped = keep;
+      dropped[t] = 0;
+      const SimResult trial = Simulate(context, dropped, options);
+      int64_t expected = RangeMax::kEmpty;
+      for (size_t n = 0; n < trial.node_peak.size(); ++n) {
+        expected = std::max(expected, trial.node_peak[n] + (offsets ? offset[n] : 0));
+      }
+      CAPTURE(what);
+      CAPTURE(graph.tensors[t].name);
+      CAPTURE(range.first);
+      CAPTURE(range.end);
+      CHECK(scored.region_max == expected);
+      CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+    }
+  }
+}
+
+// Save-all and random plans of `graph`, each candidate dropped with
+// probability 0 (save-all), 1/4, 1/2 and 3/4.
+void CheckGraph(const Graph& graph, uint64_t seed, const std::string& what, Counts* counts) {
+  const SimContext context(graph);
+  std::mt19937_64 random(seed);
+  for (unsigned share : {0u, 25u, 50u, 75u}) {
+    for (int round = 0; round < (share == 0 ? 1 : 3); ++round) {
+      SaveSet keep = SaveAll(graph);
+      for (TensorId t : context.droppable) keep[t] = random() % 100 >= share;
+      CheckPlan(context, keep, random, what, counts);
+    }
+  }
+}
+
+TEST_CASE("drops DropDelta scores score as their simulations do") {
+  Counts counts;
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 3 + static_cast<int>(seed % 6) + (seed > 60 ? 6 : 0);
+    options.width = 1 + static_cast<int>(seed % 4) + (seed > 60 ? 2 : 0);
+    options.max_inputs = 1 + static_cast<int>(seed % 3);
+    options.max_bytes = seed % 5 == 0 ? 10 : 1000;  // small sizes make many ties
+    options.optimizer = seed % 2 == 0;
+    CheckGraph(RandomTrainingGraph(options), seed, "random " + std::to_string(seed), &counts);
+  }
+  for (int layers : {1, 2, 3}) {
+    // Views, backward views of forward tensors, implicit gradients, microbatches.
+    for (int microbatches : {1, 2}) {
+      CheckGraph(testing::SmallTransformer(microbatches, layers), 100 + layers,
+                 "transformer " + std::to_string(layers) + "x" + std::to_string(microbatches),
+                 &counts);
+    }
+  }
+  for (uint64_t seed = 300; seed < 310; ++seed) {
+    // Several regions: offsets and storages read after a region.
+    Graph graph = testing::Concatenate({testing::RandomStep(seed, 2), testing::RandomStep(seed + 1, 3)});
+    CheckGraph(graph, seed, "concatenated " + std::to_string(seed), &counts);
+  }
+  MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops");
+  // The corpus must exercise the shortcut, and not only on trivial drops.
+  CHECK(counts.known > 2000);
+  CHECK(counts.known * 4 > counts.scored);
+}
+
+}  // namespace
+}  // namespace ckptplan

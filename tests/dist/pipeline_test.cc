@@ -76,25 +76,35 @@ TEST_CASE("pipeline stages hold the activations their schedule keeps in flight")
   CHECK(AssignStages(graph, 2) == std::vector<int>{0, 1, 1, 0});
   // Stage 0, 1F1B (F0 F1 B0 F2 B1 B2): resident w0 4 + three microbatches'
   // x 30 = 34. a0 of each microbatch is held until its backward has run:
-  // two in flight. At B0's b0: a0 of microbatches 0 and 1 (200), the
-  // received da0 (100) and g0 4: 338; B1's b0 holds the same.
-  CHECK(StagePeak(graph, layout, 0) == 338);
-  // Stage 1 (F0 B0 F1 B1 ...): resident w1 4; at b1: the received a0 100,
-  // a1 50, da0 100, g1 4: 258, whatever the microbatch count.
-  CHECK(StagePeak(graph, layout, 1) == 258);
+  // two in flight. B0's b0 makes g0 (4); B1's b0 makes a fresh g0 (4, a
+  // temporary added into g0 after b0). At B1's b0: a0 of microbatches 1
+  // and 2 (200), the received da0 (100), g0 4 and the fresh g0 4: 342.
+  CHECK(StagePeak(graph, layout, 0) == 342);
+  // Stage 1 (F0 B0 F1 B1 ...): resident w1 4; at B1's b1: the received a0
+  // 100, a1 50, da0 100, g1 4 and the fresh g1 4: 262, whatever the
+  // microbatch count. (B0's da0 is in flight until F1's receive: there
+  // 4 + da0 100 + g1 4 + the received a0 100 = 208.)
+  CHECK(StagePeak(graph, layout, 1) == 262);
   layout.microbatches = 6;
-  CHECK(StagePeak(graph, layout, 1) == 258);
+  CHECK(StagePeak(graph, layout, 1) == 262);
   layout.microbatches = 3;
   // GPipe holds all three: stage 0 at B0's b0 34 + 300 + 100 + g0 4 = 438;
   // stage 1 at b1 of microbatch 0: 4 + 3 x (100 + 50) + 100 + 4 = 558.
   layout.schedule = "gpipe";
   CHECK(StagePeak(graph, layout, 0) == 438);
   CHECK(StagePeak(graph, layout, 1) == 558);
-  // --pp-free-outputs: a0 is freed once sent; stage 0's peak is b0's
-  // 34 + da0 100 + g0 4 = 138.
+  // --pp-free-outputs: a0 is freed once its send completes, at the stage's
+  // next receive: F0's and F1's sends complete at B0's receive, where
+  // 34 + a0 x 2 (200) + the received da0 (100) = 334 is the peak; at B0's
+  // b0 only 34 + da0 100 + g0 4 = 138 is live, and at B1's receive
+  // 34 + a0 of F2 100 + da0 100 + g0 4 = 238.
   layout.schedule = "1f1b";
   layout.pp_free_outputs = true;
-  CHECK(StagePeak(graph, layout, 0) == 138);
+  CHECK(StagePeak(graph, layout, 0) == 334);
+  // GPipe with --pp-free-outputs: the three sends complete at B0's
+  // receive: 34 + 300 + 100 = 434, against 438 when a0 is held (g0 at b0).
+  layout.schedule = "gpipe";
+  CHECK(StagePeak(graph, layout, 0) == 434);
 }
 
 }  // namespace ckptplan

@@ -238,7 +238,9 @@ Graph ShardRank(const Graph& graph, const ParallelLayout& layout, Share share,
     training.extra_parameter_bytes = share(training.extra_parameter_bytes);
     InsertGathers(&g, full_bytes);
   }
-  const bool ddp = layout.zero == 0 || (layout.zero == 1 && layout.zero_partition == "params");
+  // One data-parallel rank is not wrapped in DDP: no buckets.
+  const bool ddp = layout.dp > 1 &&
+                   (layout.zero == 0 || (layout.zero == 1 && layout.zero_partition == "params"));
   if (ddp) AddBuckets(&g, layout);
   g.Finalize();
   return g;

@@ -56,6 +56,9 @@ struct PlanOptions : CommonOptions, SearchFlags {
   std::optional<int64_t> host_budget_bytes;  ///< host bytes offloads may hold
   /// FLOP/s timing nodes without time_us; unset: the device's 16-bit matrix rate.
   std::optional<double> compute_flops_per_s;
+  /// With a 1F1B layout, search each stage's plan on the full schedule, not
+  /// on PlanningMicrobatches (dist/pipeline.h) first.
+  bool pp_plan_all_microbatches = false;
 };
 
 struct SweepOptions : CommonOptions, SearchFlags {

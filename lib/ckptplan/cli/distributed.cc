@@ -1,8 +1,9 @@
 #include "ckptplan/cli/distributed.h"
 
 #include <algorithm>
-#include <map>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -138,6 +139,42 @@ std::vector<RankRun> MakeRuns(const Graph& graph, const ParallelLayout& layout, 
   return runs;
 }
 
+// A plan for one stage made on fewer microbatches (speed): with 1F1B the
+// search runs on the stage built with PlanningMicrobatches (the same
+// situations, fewer copies), and the plan, spread to every microbatch
+// (UniformPlan), is returned when the full schedule's simulation of `run`
+// (the stage's planning rank) fits. Otherwise nothing: the caller searches
+// the full stage graph.
+std::optional<PlannerResult> PlanOnFewerMicrobatches(const Graph& graph,
+                                                     const ParallelLayout& layout,
+                                                     const RankRun& run,
+                                                     const PlannerOptions& planner) {
+  const int stage = run.rank.pp_stage;
+  ParallelLayout small = layout;
+  small.microbatches = PlanningMicrobatches(layout, stage);
+  if (small.microbatches >= layout.microbatches) return std::nullopt;
+  for (RankGraph& rank : DistributeGraph(graph, small)) {
+    if (rank.pp_stage != stage || rank.dp_rank != run.rank.dp_rank) continue;
+    PlannerResult found = PlanGraph(rank.graph, planner);
+    const SaveSet keep = UniformPlan(rank.graph, found.keep, run.rank.graph);
+    const SimResult sim = SimulateRank(run.rank.graph, keep, planner.reserve_bytes);
+    if (sim.peak_bytes > planner.budget_bytes) {
+      spdlog::info("plan: stage {}: the plan of {} microbatches peaks at {} on {}; searching "
+                   "the full schedule", stage, small.microbatches, FormatBytes(sim.peak_bytes),
+                   layout.microbatches);
+      return std::nullopt;
+    }
+    found.keep = keep;
+    found.peak = sim.peak_bytes;
+    found.recompute_cost = sim.recompute_cost;
+    found.fits = true;
+    found.method += " on " + std::to_string(small.microbatches) + " of " +
+                    std::to_string(layout.microbatches) + " microbatches, every microbatch alike";
+    return found;
+  }
+  return std::nullopt;
+}
+
 // The graph a parallel layout is applied to; the per-step outputs are one
 // device's and refused.
 LoadedGraph LoadForLayout(const CommonOptions& options) {
@@ -186,8 +223,16 @@ int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner
   }
   std::string infeasible;
   for (const auto& [stage, index] : planner_rank) {
-    const Graph& g = runs[index].rank.graph;
-    PlanOutcome outcome = ComputePlan(g, planner, /*per_step=*/false);
+    std::optional<PlannerResult> fewer;
+    if (!options.pp_plan_all_microbatches) {
+      fewer = PlanOnFewerMicrobatches(loaded.graph, options.layout, runs[index], planner);
+    }
+    PlanOutcome outcome;
+    if (fewer) {
+      outcome.found = std::move(*fewer);
+    } else {
+      outcome = ComputePlan(runs[index].rank.graph, planner, /*per_step=*/false);
+    }
     spdlog::info("plan: stage {}: {}", stage, outcome.found.method);
     for (RankRun& run : runs) {
       if (run.rank.pp_stage != stage) continue;
@@ -304,7 +349,9 @@ bool PlanLayout(const Graph& graph, const PlannerOptions& planner, LayoutRow* ro
     RankRun& run = runs[index];
     SaveSet keep = run.keep;
     if (run.save_all.peak_bytes > planner.budget_bytes) {
-      PlannerResult found = PlanGraph(run.rank.graph, planner);
+      std::optional<PlannerResult> fewer =
+          PlanOnFewerMicrobatches(graph, row->layout, run, planner);
+      PlannerResult found = fewer ? std::move(*fewer) : PlanGraph(run.rank.graph, planner);
       if (!found.fits) return false;
       keep = found.keep;
     }

@@ -296,8 +296,12 @@ void ValidateLayout(const ParallelLayout& layout) {
   // Not built yet (issue 22): say so rather than answer for one device.
   Require(layout.tp == 1 && !layout.sp,
           "--tp and --sp: tensor and sequence parallelism are not implemented yet");
-  Require(layout.schedule != "interleaved" && layout.virtual_stages == 1,
-          "--schedule interleaved and --virtual-stages: not implemented yet");
+  Require((layout.schedule == "interleaved") == (layout.virtual_stages > 1),
+          "--schedule interleaved takes --virtual-stages 2 or more, and --virtual-stages "
+          "needs --schedule interleaved");
+  Require(layout.schedule != "interleaved" || layout.microbatches % layout.pp == 0,
+          "--schedule interleaved: --microbatches must be a multiple of --pp (got " +
+              std::to_string(layout.microbatches) + " and " + std::to_string(layout.pp) + ")");
 }
 
 ShardPlan PlanShards(const Graph& graph, int dp, const std::string& partition) {
@@ -382,7 +386,7 @@ std::vector<RankGraph> DistributeGraph(const Graph& graph, const ParallelLayout&
     DistributeStage(graph, layout, 0, &ranks);
     return ranks;
   }
-  const std::vector<int> stage_of = AssignStages(graph, layout.pp);
+  const std::vector<int> stage_of = AssignStages(graph, layout.pp * layout.virtual_stages);
   for (int stage = 0; stage < layout.pp; ++stage) {
     Graph g = StageGraph(graph, layout, stage, stage_of);
     ValidateGraph(g);

@@ -33,12 +33,17 @@ class StageBuilder {
     out_.source = graph.source;
     out_.cost_unit = graph.cost_unit;
     shared_.assign(in_.tensors.size(), kNoId);
+    const int chunks = layout_.schedule == "interleaved" ? layout_.virtual_stages : 1;
+    forward_.resize(chunks);
+    backward_.resize(chunks);
+    recv_.resize(chunks);
+    recv_grad_.resize(chunks);
+    send_.resize(chunks);
+    send_grad_.resize(chunks);
     for (NodeId n = 0; n < in_.nodes.size(); ++n) {
-      if (stage_of_[n] != stage_) continue;
-      (in_.nodes[n].phase == Phase::kForward ? forward_ : backward_).push_back(n);
-    }
-    FindBoundaries();
-    for (NodeId n : backward_) {
+      if (!Here(n)) continue;
+      (in_.nodes[n].phase == Phase::kForward ? forward_ : backward_)[Chunk(n)].push_back(n);
+      if (in_.nodes[n].phase == Phase::kForward) continue;
       for (const auto* list : {&in_.nodes[n].inputs, &in_.nodes[n].outputs}) {
         for (TensorId t : *list) {
           const TensorId root = in_.StorageRoot(t);
@@ -46,13 +51,15 @@ class StageBuilder {
         }
       }
     }
+    FindBoundaries();
   }
 
   Graph Build() {
     map_.assign(layout_.microbatches, std::vector<TensorId>(in_.tensors.size(), kNoId));
     for (const ScheduleSlot& slot :
-         StageSchedule(layout_.schedule, layout_.pp, stage_, layout_.microbatches)) {
-      slot.forward ? Forward(slot.microbatch) : Backward(slot.microbatch);
+         StageSchedule(layout_.schedule, layout_.pp, stage_, layout_.microbatches,
+                       static_cast<int>(forward_.size()))) {
+      slot.forward ? Forward(slot.microbatch, slot.chunk) : Backward(slot.microbatch, slot.chunk);
     }
     Optimizer();
     Scale();
@@ -61,7 +68,13 @@ class StageBuilder {
   }
 
  private:
-  bool Here(NodeId n) const { return n != kNoId && stage_of_[n] == stage_; }
+  // Node n runs on this rank: its (virtual) stage is this stage, or with
+  // the interleaved schedule one of this rank's chunks (virtual stage
+  // chunk * pp + rank, Megatron's order).
+  bool Here(NodeId n) const {
+    return n != kNoId && stage_of_[n] >= 0 && stage_of_[n] % layout_.pp == stage_;
+  }
+  int Chunk(NodeId n) const { return stage_of_[n] / layout_.pp; }
   bool ForwardMade(TensorId t) const {
     const NodeId p = in_.tensors[t].producer;
     return p != kNoId && in_.nodes[p].phase == Phase::kForward;
@@ -71,7 +84,9 @@ class StageBuilder {
   // storage another stage made is receiving that storage (once per
   // microbatch, however many views of it are read); in storage id order.
   void FindBoundaries() {
-    std::set<TensorId> recv, recv_grad, send, send_grad;
+    const size_t chunks = forward_.size();
+    std::vector<std::set<TensorId>> recv(chunks), recv_grad(chunks), send(chunks),
+        send_grad(chunks);
     auto crossing = [&](TensorId t) {
       const TensorId root = in_.StorageRoot(t);
       // A parameter gradient made elsewhere (a tied weight) is not sent:
@@ -79,31 +94,30 @@ class StageBuilder {
       if (in_.tensors[root].kind == TensorKind::kGradient) return kNoId;
       return in_.tensors[root].producer == kNoId ? kNoId : root;
     };
-    auto reads = [&](NodeId n, bool forward) {
+    for (NodeId n = 0; n < in_.nodes.size(); ++n) {
+      if (stage_of_[n] < 0) continue;
+      const bool forward = in_.nodes[n].phase == Phase::kForward;
       for (TensorId t : in_.nodes[n].inputs) {
         const TensorId root = crossing(t);
-        if (root == kNoId || Here(in_.tensors[root].producer)) continue;
-        if (ForwardMade(root)) {
-          recv.insert(root);
-        } else if (!forward) {
-          recv_grad.insert(root);
+        if (root == kNoId) continue;
+        const NodeId producer = in_.tensors[root].producer;
+        if (Here(n) && !Here(producer)) {
+          if (ForwardMade(root)) {
+            recv[Chunk(n)].insert(root);
+          } else if (!forward) {
+            recv_grad[Chunk(n)].insert(root);
+          }
+        } else if (!Here(n) && Here(producer)) {
+          (ForwardMade(root) ? send : send_grad)[Chunk(producer)].insert(root);
         }
       }
-    };
-    for (NodeId n : forward_) reads(n, true);
-    for (NodeId n : backward_) reads(n, false);
-    for (NodeId n = 0; n < in_.nodes.size(); ++n) {
-      if (Here(n) || stage_of_[n] < 0) continue;
-      for (TensorId t : in_.nodes[n].inputs) {
-        const TensorId root = crossing(t);
-        if (root == kNoId || !Here(in_.tensors[root].producer)) continue;
-        (ForwardMade(root) ? send : send_grad).insert(root);
-      }
     }
-    recv_.assign(recv.begin(), recv.end());
-    recv_grad_.assign(recv_grad.begin(), recv_grad.end());
-    send_.assign(send.begin(), send.end());
-    send_grad_.assign(send_grad.begin(), send_grad.end());
+    for (size_t c = 0; c < chunks; ++c) {
+      recv_[c].assign(recv[c].begin(), recv[c].end());
+      recv_grad_[c].assign(recv_grad[c].begin(), recv_grad[c].end());
+      send_[c].assign(send[c].begin(), send[c].end());
+      send_grad_[c].assign(send_grad[c].begin(), send_grad[c].end());
+    }
   }
 
   TensorId Add(const std::string& name, int64_t bytes, TensorKind kind, TensorId alias_of) {
@@ -238,10 +252,16 @@ class StageBuilder {
   // run): Megatron posts each send with the next receive
   // (send_forward_recv_backward, send_backward_recv_forward) and waits for
   // both.
-  void Recv(int m, const std::vector<TensorId>& tensors, const std::string& what) {
+  // ".stage<s>", and ".chunk<c>" with several chunks.
+  std::string Where(int chunk) const {
+    return ".stage" + std::to_string(stage_) +
+           (forward_.size() > 1 ? ".chunk" + std::to_string(chunk) : "");
+  }
+
+  void Recv(int m, int chunk, const std::vector<TensorId>& tensors, const std::string& what) {
     if (tensors.empty()) return;
     Node recv;
-    recv.name = Prefix(m) + "pp_recv_" + what + ".stage" + std::to_string(stage_);
+    recv.name = Prefix(m) + "pp_recv_" + what + Where(chunk);
     recv.op = "pp_recv";
     recv.phase = Phase::kBackward;
     recv.flops = 0;
@@ -257,10 +277,11 @@ class StageBuilder {
 
   // A pp_send node reading what it sends; a send is complete at the
   // stage's next receive, or at once when no receive follows.
-  void Send(int m, const std::vector<TensorId>& tensors, Phase phase, const std::string& what) {
+  void Send(int m, int chunk, const std::vector<TensorId>& tensors, Phase phase,
+            const std::string& what) {
     if (tensors.empty()) return;
     Node send;
-    send.name = Prefix(m) + "pp_send_" + what + ".stage" + std::to_string(stage_);
+    send.name = Prefix(m) + "pp_send_" + what + Where(chunk);
     send.op = "pp_send";
     send.phase = phase;
     send.flops = 0;
@@ -272,31 +293,31 @@ class StageBuilder {
   // Without --pp-free-outputs the schedule holds the sent activations until
   // this microbatch's backward has run (the backward call takes them): a
   // pp_release node reads them last.
-  void Release(int m) {
-    if (layout_.pp_free_outputs || send_.empty()) return;
+  void Release(int m, int chunk) {
+    if (layout_.pp_free_outputs || send_[chunk].empty()) return;
     Node release;
-    release.name = Prefix(m) + "pp_release.stage" + std::to_string(stage_);
+    release.name = Prefix(m) + "pp_release" + Where(chunk);
     release.op = "pp_release";
     release.phase = Phase::kBackward;
     release.flops = 0;
-    for (TensorId t : send_) release.inputs.push_back(map_[m][t]);
+    for (TensorId t : send_[chunk]) release.inputs.push_back(map_[m][t]);
     out_.nodes.push_back(std::move(release));
   }
 
-  void Forward(int m) {
-    Recv(m, recv_, "activations");
-    for (NodeId n : forward_) Copy(m, n);
-    Send(m, send_, Phase::kForward, "activations");
+  void Forward(int m, int c) {
+    Recv(m, c, recv_[c], "activations");
+    for (NodeId n : forward_[c]) Copy(m, n);
+    Send(m, c, send_[c], Phase::kForward, "activations");
   }
 
-  void Backward(int m) {
-    Recv(m, recv_grad_, "gradients");
-    for (NodeId n : backward_) {
+  void Backward(int m, int c) {
+    Recv(m, c, recv_grad_[c], "gradients");
+    for (NodeId n : backward_[c]) {
       Copy(m, n);
       Accumulate(m, n);
     }
-    Send(m, send_grad_, Phase::kBackward, "gradients");
-    Release(m);
+    Send(m, c, send_grad_[c], Phase::kBackward, "gradients");
+    Release(m, c);
   }
 
   // The optimizer state a stage holds: the state of its parameters, by
@@ -397,8 +418,9 @@ class StageBuilder {
   const int stage_;
   const std::vector<int>& stage_of_;
   Graph out_;
-  std::vector<NodeId> forward_, backward_;
-  std::vector<TensorId> recv_, recv_grad_, send_, send_grad_;
+  // Per chunk (one unless interleaved): its nodes, what it receives and sends.
+  std::vector<std::vector<NodeId>> forward_, backward_;
+  std::vector<std::vector<TensorId>> recv_, recv_grad_, send_, send_grad_;
   std::vector<TensorId> in_flight_;  // stage tensors of sends not yet complete
   std::vector<std::vector<TensorId>> map_;  // per microbatch: original -> stage tensor
   std::vector<TensorId> shared_;            // state tensors, one copy for all microbatches
@@ -574,27 +596,77 @@ std::vector<int> AssignStages(const Graph& graph, int stages) {
 }
 
 std::vector<ScheduleSlot> StageSchedule(const std::string& schedule, int stages, int stage,
-                                        int microbatches) {
+                                        int microbatches, int chunks) {
   std::vector<ScheduleSlot> slots;
   if (schedule == "gpipe") {
-    for (int m = 0; m < microbatches; ++m) slots.push_back({true, m});
-    for (int m = 0; m < microbatches; ++m) slots.push_back({false, m});
+    for (int m = 0; m < microbatches; ++m) slots.push_back({true, m, 0});
+    for (int m = 0; m < microbatches; ++m) slots.push_back({false, m, 0});
     return slots;
   }
-  const int warmup = std::min(stages - stage - 1, microbatches);
+  if (schedule != "interleaved") chunks = 1;
+  // The k-th forward (backward) runs microbatch (k / (p V)) p + k % p of
+  // chunk (k / p) % V (backward: V - 1 minus that), as Megatron's
+  // get_model_chunk_id; with V = 1 this is plain 1F1B.
+  const int total = microbatches * chunks;
+  auto slot = [&](bool forward, int k) {
+    const int group = k / (stages * chunks);
+    const int chunk = (k / stages) % chunks;
+    return ScheduleSlot{forward, group * stages + k % stages,
+                        forward ? chunk : chunks - 1 - chunk};
+  };
+  const int warmup =
+      schedule == "interleaved"
+          ? std::min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+          : std::min(stages - stage - 1, total);
   int forward = 0, backward = 0;
-  for (; forward < warmup; ++forward) slots.push_back({true, forward});
-  while (forward < microbatches) {
-    slots.push_back({true, forward++});
-    slots.push_back({false, backward++});
+  for (; forward < warmup; ++forward) slots.push_back(slot(true, forward));
+  while (forward < total) {
+    slots.push_back(slot(true, forward++));
+    slots.push_back(slot(false, backward++));
   }
-  while (backward < microbatches) slots.push_back({false, backward++});
+  while (backward < total) slots.push_back(slot(false, backward++));
   return slots;
 }
 
 Graph StageGraph(const Graph& graph, const ParallelLayout& layout, int stage,
                  const std::vector<int>& stage_of_node) {
   return StageBuilder(graph, layout, stage, stage_of_node).Build();
+}
+
+int PlanningMicrobatches(const ParallelLayout& layout, int stage) {
+  if (layout.schedule != "1f1b") return layout.microbatches;
+  const int warmup = std::min(layout.pp - stage - 1, layout.microbatches);
+  return std::min(layout.microbatches, warmup + 3);
+}
+
+namespace {
+
+// "mb<k>.<rest>" -> (k, rest); (-1, name) without the prefix.
+std::pair<int, std::string> SplitMicrobatch(const std::string& name) {
+  if (name.compare(0, 2, "mb") != 0) return {-1, name};
+  size_t i = 2;
+  while (i < name.size() && name[i] >= '0' && name[i] <= '9') ++i;
+  if (i == 2 || i >= name.size() || name[i] != '.') return {-1, name};
+  return {std::stoi(name.substr(2, i - 2)), name.substr(i + 1)};
+}
+
+}  // namespace
+
+SaveSet UniformPlan(const Graph& small, const SaveSet& keep, const Graph& full) {
+  // Per name without the prefix: whether every copy in `small` is saved.
+  std::map<std::string, bool> saved;
+  for (TensorId t = 0; t < small.tensors.size(); ++t) {
+    const bool kept = t >= keep.size() || keep[t] != 0;
+    auto [it, inserted] = saved.emplace(SplitMicrobatch(small.tensors[t].name).second, kept);
+    if (!inserted) it->second = it->second && kept;
+  }
+  SaveSet out = SaveAll(full);
+  out.resize(full.tensors.size(), 1);
+  for (TensorId t = 0; t < full.tensors.size(); ++t) {
+    auto found = saved.find(SplitMicrobatch(full.tensors[t].name).second);
+    if (found != saved.end() && !found->second) out[t] = 0;
+  }
+  return out;
 }
 
 }  // namespace ckptplan

@@ -85,6 +85,16 @@ TEST_CASE("pipeline stages hold the activations their schedule keeps in flight")
   // microbatch count. (B0's da0 is in flight until F1's receive: there
   // 4 + da0 100 + g1 4 + the received a0 100 = 208.)
   CHECK(StagePeak(graph, layout, 1) == 262);
+  {
+    // What the pp_recv nodes made is in the collectives category: at that
+    // peak the received a0 (100); da0 and the fresh g1 are temporaries
+    // (104), a1 a saved activation (50), g1 a gradient (4).
+    Graph g = StageGraph(graph, layout, 1, AssignStages(graph, 2));
+    const SimResult sim = Simulate(g, SaveAll(g), SimOptions());
+    CHECK(sim.peak_breakdown[static_cast<size_t>(Category::kCollectives)] == 100);
+    CHECK(sim.peak_breakdown[static_cast<size_t>(Category::kTemporaries)] == 104);
+    CHECK(sim.peak_breakdown[static_cast<size_t>(Category::kSavedActivations)] == 50);
+  }
   layout.microbatches = 6;
   CHECK(StagePeak(graph, layout, 1) == 262);
   layout.microbatches = 3;

@@ -138,6 +138,10 @@ const std::vector<DtypeSize>& DtypeSizes() {
   return kSizes;
 }
 
+bool IsCollectiveOp(std::string_view op) {
+  return op == "all_gather" || op == "reduce_scatter" || op == "all_reduce" || op == "pp_recv";
+}
+
 bool IsRandomOp(std::string_view op) {
   // "aten.bernoulli_.float" -> "bernoulli": drop the namespace and the
   // overload, then case and underscores.

@@ -4,8 +4,9 @@
 A hand-written pipeline of the small GPT (tests/torch/models.py make_gpt, one
 layer per stage) over gloo, world sizes 2 and 4, one stage per process: stage
 0 holds wte, wpe and h.0; stage s h.s; the last also ln_f, lm_head and the
-loss. GPipe or 1F1B over M microbatches (each the exported graph's batch),
-every microbatch's tokens (first stage) and targets (last) made before the
+loss. GPipe, 1F1B, and 1F1B with Megatron's deallocate_pipeline_outputs
+(1f1b-free: an output's data is freed once its send completes) over M
+microbatches (each the exported graph's batch), every microbatch's tokens (first stage) and targets (last) made before the
 step; a stage keeps each output until that microbatch's backward has run.
 Sends are isend; as Megatron's send_forward_recv_backward, a send is waited
 for with the stage's next receive (or at once when none follows). Step 2's
@@ -14,7 +15,7 @@ the prediction is `ckptplan simulate --pp W --microbatches M --schedule S` of
 the exported one-device graph of the same model.
 
 Usage: /usr/bin/python3 scripts/dist_pipeline_harness.py BUILD/ckptplan [--markdown]
-       [--world=N] [gpipe|1f1b] [--microbatches=M]
+       [--world=N] [gpipe|1f1b|1f1b-free] [--microbatches=M]
 """
 import json
 import os
@@ -30,45 +31,56 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch.autograd import Variable  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 import dist_harness  # noqa: E402
 
 
-def schedule(name, stages, stage, m):
+def schedule(name, stages, stage, m, chunks=1):
+    """(kind, microbatch, chunk) per slot, as StageSchedule (dist/pipeline.h)."""
     if name == "gpipe":
-        return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
-    warm = min(stages - stage - 1, m)
-    slots = [("F", i) for i in range(warm)]
+        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+    if name != "interleaved":
+        chunks = 1
+    total = m * chunks
+
+    def slot(kind, k):
+        chunk = (k // stages) % chunks
+        i = (k // (stages * chunks)) * stages + k % stages
+        return (kind, i, chunk if kind == "F" else chunks - 1 - chunk)
+
+    if name == "interleaved":
+        warm = min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+    else:
+        warm = min(stages - stage - 1, total)
+    slots = [slot("F", k) for k in range(warm)]
     f, b = warm, 0
-    while f < m:
-        slots += [("F", f), ("B", b)]
+    while f < total:
+        slots += [slot("F", f), slot("B", b)]
         f += 1
         b += 1
-    return slots + [("B", i) for i in range(b, m)]
+    return slots + [slot("B", k) for k in range(b, total)]
 
 
-def receives(stage, world, kind):
-    """Whether a slot of `kind` receives: forwards after the first stage,
-    backwards before the last."""
-    return stage > 0 if kind == "F" else stage < world - 1
-
-
-def worker(rank, world, sched, m, port, results):
+def worker(rank, world, config, port, results):
+    sched, m, chunks, free_outputs = config
     import models
     dist_harness.report_cpu_frees()
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
-    first, last = rank == 0, rank == world - 1
+    stages = world * chunks  # virtual stages; chunk c of this rank is c * world + rank
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        # One layer per stage; the embeddings on the first, the head on the last.
-        model, (idx, targets) = models.make_gpt(layers=world)
-        block = model.h[rank]
+        # One layer per virtual stage; the embeddings on the first, the head
+        # on the last.
+        model, (idx, targets) = models.make_gpt(layers=stages)
+        blocks = [model.h[c * world + rank] for c in range(chunks)]
+        first, last = rank == 0, rank == world - 1
         wte, wpe = (model.wte, model.wpe) if first else (None, None)
         ln_f, lm_head = (model.ln_f, model.lm_head) if last else (None, None)
-        mods = [mod for mod in (wte, wpe, block, ln_f, lm_head) if mod is not None]
+        mods = [mod for mod in [wte, wpe] + blocks + [ln_f, lm_head] if mod is not None]
         params = [p for mod in mods for p in mod.parameters()]
         del model, mods  # the other stages' parameters
         opt = torch.optim.Adam(params, lr=1e-3)
@@ -79,63 +91,78 @@ def worker(rank, world, sched, m, port, results):
                   if first or last]
         del idx, targets
 
-        def step():
-            slots = schedule(sched, world, rank, m)
-            held = {}
-            in_flight = []  # sends posted, not yet waited for
+        def receives(kind, chunk):
+            vs = chunk * world + rank
+            return vs > 0 if kind == "F" else vs < stages - 1
 
-            def recv(src):
+        def tag(kind, vs, i):  # of what virtual stage vs receives for microbatch i
+            return 2 * (vs * m + i) + (kind == "B")
+
+        def step():
+            slots = schedule(sched, world, rank, m, chunks)
+            held = {}
+            in_flight = []  # (send posted, output to free once it completes)
+
+            def complete():
+                for work, output in in_flight:
+                    work.wait()
+                    if output is not None:
+                        # Megatron's deallocate_output_tensor: the data goes,
+                        # the tensor (and its grad_fn) stays.
+                        output.data = torch.empty((1,))
+                in_flight.clear()
+
+            def recv(src, kind, vs, i):
                 # As Megatron's send_forward_recv_backward: the receive is
                 # posted with the sends in flight and all are waited for.
                 buf = torch.empty(b, t, d)
-                work = dist.irecv(buf, src)
-                for send in in_flight:
-                    send.wait()
-                in_flight.clear()
+                work = dist.irecv(buf, src, tag=tag(kind, vs, i))
+                complete()
                 work.wait()
                 return buf
 
-            def send(tensor, dst, k):
-                work = dist.isend(tensor, dst)
-                if any(receives(rank, world, kind) for kind, _ in slots[k + 1:]):
-                    in_flight.append(work)
-                else:
-                    work.wait()  # no receive follows: Megatron's send_backward waits
+            def send(tensor, dst, kind, vs, i, k, output=None):
+                in_flight.append((dist.isend(tensor, dst, tag=tag(kind, vs, i)), output))
+                if not any(receives(kd, c) for kd, _, c in slots[k + 1:]):
+                    complete()  # no receive follows: Megatron's send_backward waits
 
-            for k, (kind, i) in enumerate(slots):
+            for k, (kind, i, c) in enumerate(slots):
+                vs = c * world + rank
                 if kind == "F":
                     x_in = None
-                    if first:
+                    if vs == 0:
                         pos = torch.arange(t)
                         x = wte(inputs[i]) + wpe(pos)
                         del pos
                     else:
-                        x_in = recv(rank - 1)
+                        x_in = recv((vs - 1) % world, "F", vs, i)
                         x_in.requires_grad_()
                         x = x_in
-                    x = block(x)
-                    if last:
+                    x = blocks[c](x)
+                    if vs == stages - 1:
                         x = lm_head(ln_f(x))
                         x = F.cross_entropy(x.reshape(b * t, -1), inputs[i].reshape(b * t))
                     else:
-                        send(x.detach(), rank + 1, k)
-                    held[i] = (x_in, x)  # the output is kept for its backward
+                        send(x.detach(), (vs + 1) % world, "F", vs + 1, i, k,
+                             x if free_outputs else None)
+                    held[(i, c)] = (x_in, x)  # the output is kept for its backward
                     del x_in, x
                 else:
-                    x_in, out = held.pop(i)
-                    if last:
+                    x_in, out = held.pop((i, c))
+                    if vs == stages - 1:
                         out.backward()
                     else:
-                        g = recv(rank + 1)
-                        out.backward(g)
+                        g = recv((vs + 1) % world, "B", vs, i)
+                        # As Megatron's custom_backward: the output's data
+                        # may be gone, so no shape check.
+                        Variable._execution_engine.run_backward(
+                            (out,), (g,), False, False, (), True, True)
                         del g
                     del out
-                    if not first:
-                        send(x_in.grad, rank - 1, k)
+                    if vs > 0:
+                        send(x_in.grad, (vs - 1) % world, "B", vs - 1, i, k)
                     del x_in
-            for work in in_flight:
-                work.wait()
-            del in_flight
+            complete()
             opt.step()
             opt.zero_grad(set_to_none=True)
 
@@ -149,6 +176,16 @@ def worker(rank, world, sched, m, port, results):
     dist.destroy_process_group()
 
 
+# (schedule, virtual stages, --pp-free-outputs). The interleaved schedule
+# (virtual stages 2) deadlocks here on gloo: a send waited for at the next
+# receive waits on a receive its peer posts only later; it is not measured.
+CONFIGS = {
+    "gpipe": ("gpipe", 1, False),
+    "1f1b": ("1f1b", 1, False),
+    "1f1b-free": ("1f1b", 1, True),
+}
+
+
 def main():
     if os.environ.get("GLOG_minloglevel") != "2":
         os.environ["GLOG_minloglevel"] = "2"
@@ -156,7 +193,7 @@ def main():
     binary = sys.argv[1]
     markdown = "--markdown" in sys.argv
     worlds = [int(a[len("--world="):]) for a in sys.argv[2:] if a.startswith("--world=")]
-    scheds = [a for a in sys.argv[2:] if a in ("gpipe", "1f1b")]
+    names = [a for a in sys.argv[2:] if a in CONFIGS]
     counts = [int(a[len("--microbatches="):]) for a in sys.argv[2:]
               if a.startswith("--microbatches=")]
     from ckptplan_torch import export as export_torch
@@ -164,35 +201,42 @@ def main():
     rows = []
     with tempfile.TemporaryDirectory(prefix="ckptplan_pp_") as tmp:
         for world in worlds or (2, 4):
-            graph = os.path.join(tmp, "gpt%d.json" % world)
-            model, inputs = models.make_gpt(layers=world)
-            export_torch.write_json(export_torch.export_graph(model, inputs, optimizer="adam"),
-                                    graph)
-            for sched in scheds or ("gpipe", "1f1b"):
+            for name in names or CONFIGS:
+                sched, chunks, free = CONFIGS[name]
+                graph = os.path.join(tmp, "gpt%d.json" % (world * chunks))
+                if not os.path.exists(graph):
+                    model, inputs = models.make_gpt(layers=world * chunks)
+                    export_torch.write_json(
+                        export_torch.export_graph(model, inputs, optimizer="adam"), graph)
                 for m in counts or (4, 8):
                     manager = mp.Manager()
                     results = manager.dict()
-                    mp.spawn(worker, args=(world, sched, m, dist_harness.free_port(), results),
+                    mp.spawn(worker, args=(world, (sched, m, chunks, free),
+                                           dist_harness.free_port(), results),
                              nprocs=world, join=True)
-                    out = subprocess.run([binary, "simulate", graph, "--json", "--pp", str(world),
-                                          "--microbatches", str(m), "--schedule", sched],
+                    flags = ["--pp", str(world), "--microbatches", str(m), "--schedule", sched]
+                    if chunks > 1:
+                        flags += ["--virtual-stages", str(chunks)]
+                    if free:
+                        flags.append("--pp-free-outputs")
+                    out = subprocess.run([binary, "simulate", graph, "--json"] + flags,
                                          check=True, capture_output=True, text=True).stdout
                     predicted = {r["pp_stage"]: r["peak_bytes"]
                                  for r in json.loads(out)["ranks"]}
                     for stage in range(world):
                         meas, pred = results[stage], predicted[stage]
-                        rows.append((world, sched, m, stage, meas, pred,
+                        rows.append((world, name, m, stage, meas, pred,
                                      100.0 * (pred - meas) / meas))
     if markdown:
         print("| world | schedule | microbatches | stage | measured B | predicted B | error |")
         print("|---|---|---|---|---|---|---|")
-    for world, sched, m, stage, meas, pred, err in rows:
+    for world, name, m, stage, meas, pred, err in rows:
         if markdown:
             print("| %d | %s | %d | %d | %d | %d | %+.3f%% |" %
-                  (world, sched, m, stage, meas, pred, err))
+                  (world, name, m, stage, meas, pred, err))
         else:
-            print("world %d %-5s m=%d stage %d: measured %d B, predicted %d B, %+.3f%%" %
-                  (world, sched, m, stage, meas, pred, err))
+            print("world %d %-11s m=%d stage %d: measured %d B, predicted %d B, %+.3f%%" %
+                  (world, name, m, stage, meas, pred, err))
     sys.exit(0 if all(abs(r[6]) <= 1.0 for r in rows) else 1)
 
 

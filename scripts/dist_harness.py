@@ -8,7 +8,7 @@ allocation and free from before the model is built, so the running sum of the
 events is the bytes live; its maximum inside step 2 is the step's peak. c10's
 CPU memory reporting is switched on so frees on other threads (gloo's) are
 recorded too. The prediction is `ckptplan simulate` of the one-device graph
-that scripts/export_torch.py exports from the same model, with the layout
+that ckptplan_torch.export exports from the same model, with the layout
 flags; ranks are compared as sorted lists (ckptplan groups equal ranks).
 
 Configurations: DDP (bucket copy and gradient_as_bucket_view) and
@@ -29,6 +29,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))  # ckptplan_torch.export
 try:
     import torch
     import torch.distributed as dist
@@ -134,7 +135,7 @@ def opt_state(opt):
 
 
 def unique_bytes(tensors):
-    import export_torch
+    from ckptplan_torch import export as export_torch
     seen = {}
     for t in tensors:
         if t is not None and t.numel() > 0:
@@ -180,7 +181,7 @@ def main():
     only = [a for a in sys.argv[2:] if a in CONFIGS]
     worlds = [int(a[len("--world="):]) for a in sys.argv[2:] if a.startswith("--world=")]
     markdown = "--markdown" in sys.argv
-    import export_torch
+    from ckptplan_torch import export as export_torch
     import models
     failures = 0
     rows = []

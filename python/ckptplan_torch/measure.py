@@ -149,6 +149,9 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
         "predicted_overhead_percent": plan.get("recompute_overhead_percent", 0.0),
         "dropped_tensors": dropped,
         "nodes_rerun": rerun,
+        "offloaded_tensors": planned.offloaded_count(),
+        "host_peak_bytes": plan.get("offload", {}).get("host_peak_bytes", 0),
+        "exposed_us": plan.get("offload", {}).get("exposed_us", 0.0),
     }
 
 

@@ -128,5 +128,26 @@ TEST_CASE("layout flags out of range exit 2") {
                "--virtual-stages 2").code == 2);
 }
 
+TEST_CASE("simulate --tp: one rank stands for the tp ranks; --sp lowers it; --sp alone exits 2") {
+  const std::string graph = SmallTransformer(ScratchDir("dist_tp"));
+  auto one = nlohmann::json::parse(RunCli("simulate " + graph + " --json").out);
+  auto tp = nlohmann::json::parse(RunCli("simulate " + graph + " --json --dp 2 --tp 2").out);
+  auto sp = nlohmann::json::parse(RunCli("simulate " + graph + " --json --dp 2 --tp 2 --sp").out);
+  REQUIRE(tp["ranks"].size() == 1);
+  CHECK(tp["ranks"][0]["count"] == 4);  // 2 dp x 2 tp
+  CHECK(tp["layout"]["tp"] == 2);
+  // Parameters: the embedding and head split by vocabulary, the four
+  // linears' weights (and column biases) split; LayerNorms, wpe and row
+  // biases whole, so a little more than half.
+  const int64_t params = one["peak_breakdown"]["parameters"].get<int64_t>();
+  const int64_t tp_params = tp["ranks"][0]["peak_breakdown"]["parameters"].get<int64_t>();
+  CHECK(tp_params > params / 2);
+  CHECK(tp_params < params * 6 / 10);
+  CHECK(tp["peak_bytes"].get<int64_t>() < one["peak_bytes"].get<int64_t>());
+  CHECK(sp["peak_bytes"].get<int64_t>() < tp["peak_bytes"].get<int64_t>());
+  CHECK(RunCli("simulate " + graph + " --sp").code == 2);
+  CHECK(RunCli("simulate " + graph + " --tp 2 --tp-embedding rows").code == 2);
+}
+
 }  // namespace
 }  // namespace ckptplan

@@ -154,5 +154,17 @@ TEST_CASE("negative and overflowing sizes and costs") {
                  "malformed JSON"));
 }
 
+TEST_CASE("a node's tensor-parallel part: column, row or replicated") {
+  const std::string tensors = R"({"id":"x","bytes":4,"kind":"input"},{"id":"w","bytes":4,"kind":"parameter"},{"id":"a","bytes":4},{"id":"b","bytes":4})";
+  Graph g = ParseJsonGraph(Wrap(tensors,
+      R"({"id":"f","op":"matmul","phase":"forward","inputs":["x","w"],"outputs":["a"],"tp":"column"},)"
+      R"({"id":"g","op":"relu","phase":"forward","inputs":["a"],"outputs":["b"]})"), "tp.json");
+  CHECK(g.nodes[0].tp == TpRole::kColumn);
+  CHECK(g.nodes[1].tp == TpRole::kAuto);
+  CHECK(Contains(Rejection(Wrap(tensors,
+      R"({"id":"f","op":"matmul","phase":"forward","inputs":["x","w"],"outputs":["a"],"tp":"diagonal"})")),
+                 "node 'f': \"tp\" must be column, row or replicated, got \"diagonal\""));
+}
+
 }  // namespace
 }  // namespace ckptplan

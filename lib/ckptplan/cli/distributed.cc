@@ -348,22 +348,29 @@ struct LayoutRow {
 
 constexpr int kMaxSearchStages = 8;
 
+constexpr int kMaxSearchTp = 8;  // tensor parallelism stays within one 8-GPU node
+
 std::vector<ParallelLayout> CandidateLayouts(int gpus, int layers) {
   std::vector<ParallelLayout> layouts;
   // Up to 8 stages, 1F1B only: with as many microbatches as stages GPipe
   // holds every microbatch on every stage, never less than 1F1B.
   for (int pp = 1; pp <= gpus && pp <= layers && pp <= kMaxSearchStages; ++pp) {
     if (gpus % pp != 0) continue;
-    for (const char* schedule : {"1f1b"}) {
+    // tp 1, 2, 4, 8 dividing the ranks left, with sequence parallelism
+    // (Megatron's advice with tp: it never holds more).
+    for (int tp = 1; tp <= kMaxSearchTp && tp <= gpus / pp; tp *= 2) {
+      if ((gpus / pp) % tp != 0) continue;
       for (int zero = 0; zero <= 3; ++zero) {
         ParallelLayout l;
-        l.dp = gpus / pp;
+        l.dp = gpus / pp / tp;
+        l.tp = tp;
+        l.sp = tp > 1;
         l.pp = pp;
         l.zero = l.dp > 1 ? zero : 0;
         if (l.dp == 1 && zero > 0) continue;
         // The fewest microbatches that fill the pipeline.
         l.microbatches = pp;
-        l.schedule = schedule;
+        l.schedule = "1f1b";
         layouts.push_back(l);
       }
     }
@@ -443,7 +450,7 @@ int RunParallelSearch(const SweepOptions& options, const PlannerOptions& planner
     if (PlanLayout(loaded.graph, planner, &row)) rows.push_back(row);
   }
   // Cheapest first; then the lower peak; then the layout's order (fewer
-  // stages, 1f1b before gpipe, lower ZeRO stage).
+  // stages, lower tp, lower ZeRO stage).
   std::stable_sort(rows.begin(), rows.end(), [](const LayoutRow& a, const LayoutRow& b) {
     if (a.overhead_percent != b.overhead_percent) return a.overhead_percent < b.overhead_percent;
     return a.peak_bytes < b.peak_bytes;
@@ -468,7 +475,7 @@ int RunParallelSearch(const SweepOptions& options, const PlannerOptions& planner
   }
   out << "ckptplan sweep --search-parallel: " << options.graph_path << ", " << gpus
       << " GPUs, budget " << FormatBytes(planner.budget_bytes) << " per rank: " << rows.size()
-      << " of " << tried << " layouts fit (tp 1, pp <= 8, 1f1b with microbatches = pp)\n";
+      << " of " << tried << " layouts fit (tp 1-8 with sp, pp <= 8, 1f1b with microbatches = pp)\n";
   char line[160];
   std::snprintf(line, sizeof(line), "  %4s %4s %4s %4s %4s %-6s %12s %10s\n", "dp", "tp", "pp",
                 "zero", "mb", "sched", "peak", "recompute");

@@ -17,9 +17,10 @@ int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner
                        std::ostream& out);
 /// RunSimulate for a layout that is not one device.
 int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out);
-/// `sweep --search-parallel`: every layout of `gpus` ranks (tp 1; pp dividing
-/// gpus, at most the layers and at most 8; dp = gpus / pp; ZeRO 0-3; 1f1b
-/// with as many microbatches as stages) planned at planner.budget_bytes per rank;
+/// `sweep --search-parallel`: every layout of `gpus` ranks (pp dividing
+/// gpus, at most the layers and at most 8; tp 1, 2, 4 or 8 dividing the rest,
+/// with --sp when above 1; dp = gpus / (pp tp); ZeRO 0-3; 1f1b with as many
+/// microbatches as stages) planned at planner.budget_bytes per rank;
 /// prints those that fit, least recompute overhead first.
 int RunParallelSearch(const SweepOptions& options, const PlannerOptions& planner, int gpus,
                       std::ostream& out);

@@ -5,8 +5,11 @@
 #include <string>
 #include <unordered_map>
 
+#include <spdlog/spdlog.h>
+
 #include "ckptplan/base/errors.h"
 #include "ckptplan/dist/pipeline.h"
+#include "ckptplan/dist/tensor_parallel.h"
 
 namespace ckptplan {
 namespace {
@@ -147,32 +150,17 @@ void AddBuckets(Graph* graph, const ParallelLayout& layout) {
   graph->training.implicit_gradient_bytes = 0;
 }
 
-// The parameter an optimizer-state tensor belongs to, by name:
-// "<parameter>.<state>" (exp_avg, exp_avg_sq, step, momentum_buffer), as
-// scripts/export_torch.py and ONNX Runtime name them; kNoId when none.
-TensorId StateOwner(const Graph& graph, TensorId state,
-                    const std::unordered_map<std::string, TensorId>& params) {
-  const std::string& name = graph.tensors[state].name;
-  const size_t dot = name.rfind('.');
-  if (dot == std::string::npos) return kNoId;
-  auto found = params.find(name.substr(0, dot));
-  return found == params.end() ? kNoId : found->second;
-}
-
 // ZeroRedundancyOptimizer on one rank: the state of parameters it does not
 // own is not there, and the optimizer nodes that read it (or what such a
 // node made) do not run. State that names no parameter keeps `share`.
 template <typename Share>
 void KeepOwnedState(Graph* g, const std::vector<TensorId>& owned, Share share) {
-  std::unordered_map<std::string, TensorId> params;
-  for (TensorId t = 0; t < g->tensors.size(); ++t) {
-    if (IsRootOf(*g, t, TensorKind::kParameter)) params.emplace(g->tensors[t].name, t);
-  }
+  const std::vector<TensorId> owners = OptimizerStateOwners(*g);
   std::vector<uint8_t> mine(g->tensors.size(), 0), foreign(g->tensors.size(), 0);
   for (TensorId t : owned) mine[t] = 1;
   for (TensorId t = 0; t < g->tensors.size(); ++t) {
     if (!IsRootOf(*g, t, TensorKind::kOptimizerState)) continue;
-    const TensorId owner = StateOwner(*g, t, params);
+    const TensorId owner = owners[t];
     if (owner == kNoId) {
       g->tensors[t].bytes = share(g->tensors[t].bytes);
     } else if (!mine[owner]) {
@@ -238,15 +226,32 @@ Graph ShardRank(const Graph& graph, const ParallelLayout& layout, Share share,
     training.extra_parameter_bytes = share(training.extra_parameter_bytes);
     InsertGathers(&g, full_bytes);
   }
-  // One data-parallel rank is not wrapped in DDP: no buckets.
-  const bool ddp = layout.dp > 1 &&
-                   (layout.zero == 0 || (layout.zero == 1 && layout.zero_partition == "params"));
+  // DDP wraps the model only when there are data-parallel ranks.
+  const bool ddp = layout.dp > 1 && (layout.zero == 0 ||
+                                     (layout.zero == 1 && layout.zero_partition == "params"));
   if (ddp) AddBuckets(&g, layout);
   g.Finalize();
   return g;
 }
 
 }  // namespace
+
+std::vector<TensorId> OptimizerStateOwners(const Graph& graph) {
+  std::unordered_map<std::string, TensorId> params;
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
+    if (IsRootOf(graph, t, TensorKind::kParameter)) params.emplace(graph.tensors[t].name, t);
+  }
+  std::vector<TensorId> owners(graph.tensors.size(), kNoId);
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
+    if (!IsRootOf(graph, t, TensorKind::kOptimizerState)) continue;
+    const std::string& name = graph.tensors[t].name;
+    const size_t dot = name.rfind('.');
+    if (dot == std::string::npos) continue;
+    auto found = params.find(name.substr(0, dot));
+    if (found != params.end()) owners[t] = found->second;
+  }
+  return owners;
+}
 
 std::string ModuleUnit(const std::string& scope) {
   std::vector<std::string> parts;
@@ -293,9 +298,7 @@ void ValidateLayout(const ParallelLayout& layout) {
           "--schedule: expected gpipe, 1f1b or interleaved (got '" + layout.schedule + "')");
   Require(layout.tp_embedding == "vocab" || layout.tp_embedding == "replicated",
           "--tp-embedding: expected vocab or replicated (got '" + layout.tp_embedding + "')");
-  // Not built yet (issue 22): say so rather than answer for one device.
-  Require(layout.tp == 1 && !layout.sp,
-          "--tp and --sp: tensor and sequence parallelism are not implemented yet");
+  Require(!layout.sp || layout.tp > 1, "--sp: sequence parallelism needs --tp of at least 2");
   Require((layout.schedule == "interleaved") == (layout.virtual_stages > 1),
           "--schedule interleaved takes --virtual-stages 2 or more, and --virtual-stages "
           "needs --schedule interleaved");
@@ -379,12 +382,27 @@ void DistributeStage(const Graph& graph, const ParallelLayout& layout, int stage
 
 }  // namespace
 
-std::vector<RankGraph> DistributeGraph(const Graph& graph, const ParallelLayout& layout) {
+std::vector<RankGraph> DistributeGraph(const Graph& one_device, const ParallelLayout& layout) {
   ValidateLayout(layout);
   std::vector<RankGraph> ranks;
+  // Tensor parallelism first: every tp rank's graph is alike, so one stands
+  // for all of them (count); pipeline stages and ZeRO shards cut it further.
+  Graph tp_graph;
+  if (layout.tp > 1) {
+    TpSummary summary;
+    tp_graph = TensorParallelGraph(one_device, layout, &summary);
+    spdlog::info("tp {}{}: {} column-parallel and {} row-parallel nodes, {} collectives",
+                 layout.tp, layout.sp ? " with sp" : "", summary.column, summary.row,
+                 summary.collectives);
+  }
+  const Graph& graph = layout.tp > 1 ? tp_graph : one_device;
+  auto count_tp = [&layout](std::vector<RankGraph> r) {
+    for (RankGraph& rank : r) rank.count *= layout.tp;
+    return r;
+  };
   if (layout.pp == 1 && layout.microbatches == 1) {
     DistributeStage(graph, layout, 0, &ranks);
-    return ranks;
+    return count_tp(std::move(ranks));
   }
   const std::vector<int> stage_of = AssignStages(graph, layout.pp * layout.virtual_stages);
   for (int stage = 0; stage < layout.pp; ++stage) {
@@ -392,7 +410,7 @@ std::vector<RankGraph> DistributeGraph(const Graph& graph, const ParallelLayout&
     ValidateGraph(g);
     DistributeStage(g, layout, stage, &ranks);
   }
-  return ranks;
+  return count_tp(std::move(ranks));
 }
 
 }  // namespace ckptplan

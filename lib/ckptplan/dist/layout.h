@@ -74,6 +74,12 @@ struct ShardPlan {
 /// is "wte", "" is ""). FSDP wraps units; pipelines split layers.
 std::string ModuleUnit(const std::string& scope);
 
+/// Per tensor, the parameter an optimizer-state root belongs to, by name
+/// ("<parameter>.<state>": exp_avg, exp_avg_sq, step, momentum_buffer, as
+/// scripts/export_torch.py and ONNX Runtime name them); kNoId for other
+/// tensors and for state that names no parameter.
+std::vector<TensorId> OptimizerStateOwners(const Graph& graph);
+
 /// Assigns parameters to `dp` ranks as `partition` says.
 ShardPlan PlanShards(const Graph& graph, int dp, const std::string& partition);
 

@@ -56,6 +56,7 @@ std::string GraphToJson(const Graph& graph) {
     if (node.time_us >= 0) out += ",\"time_us\":" + Num(node.time_us);
     if (node.workspace_bytes > 0) out += ",\"workspace_bytes\":" + std::to_string(node.workspace_bytes);
     if (!node.scope.empty()) out += ",\"scope\":" + Str(node.scope);
+    if (node.tp != TpRole::kAuto) out += ",\"tp\":" + Str(std::string(ToString(node.tp)));
     out += n + 1 < graph.nodes.size() ? "},\n" : "}\n";
   }
   out += "]}\n";

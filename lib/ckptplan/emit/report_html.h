@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/offload.h"
 #include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {
@@ -47,6 +48,11 @@ struct HtmlReportInput {
   const SaveSet* keep = nullptr;  ///< required with `planned`
   size_t top = 10;                ///< tensors listed at the peak
   std::vector<SweepPoint> sweep;  ///< empty: no sweep section
+  /// With offloaded tensors: the rewrite `graph` and `planned` are of. Adds
+  /// the copy lanes under the planned chart (one row per direction, each copy
+  /// a bar from its start to its end on the step axis, CopySlices) and a
+  /// table of the offloaded tensors.
+  const OffloadedGraph* offloaded = nullptr;
 };
 
 /// The whole page. Deterministic: same input, same bytes. Throws

@@ -478,6 +478,10 @@ void Loader::ReadNode(const json& entry) {
   node.flops = OptionalCost(entry, "flops", where, problems_);
   node.time_us = OptionalCost(entry, "time_us", where, problems_);
   node.workspace_bytes = OptionalBytes(entry, "workspace_bytes", where, problems_, 0);
+  const std::string tp = OptionalString(entry, "tp", where, problems_, "");
+  if (!tp.empty() && !ParseTpRole(tp, &node.tp)) {
+    problems_.Add(where + ": \"tp\" must be column, row or replicated, got " + entry["tp"].dump());
+  }
   WriteInPlace(node);
   graph_.nodes.push_back(std::move(node));
   if (fresh) node_ids_.Insert(static_cast<uint32_t>(i));

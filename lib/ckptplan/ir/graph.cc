@@ -129,6 +129,22 @@ bool ParsePhase(std::string_view name, Phase* phase) {
   return false;
 }
 
+namespace {
+constexpr std::string_view kTpRoleNames[] = {"", "column", "row", "replicated"};
+}  // namespace
+
+std::string_view ToString(TpRole role) { return kTpRoleNames[static_cast<int>(role)]; }
+
+bool ParseTpRole(std::string_view name, TpRole* role) {
+  for (size_t i = 1; i < std::size(kTpRoleNames); ++i) {
+    if (kTpRoleNames[i] == name) {
+      *role = static_cast<TpRole>(i);
+      return true;
+    }
+  }
+  return false;
+}
+
 const std::vector<DtypeSize>& DtypeSizes() {
   static const std::vector<DtypeSize> kSizes = [] {
     std::vector<DtypeSize> sizes;

@@ -31,11 +31,18 @@ enum class TensorKind : uint8_t {
 
 enum class Phase : uint8_t { kForward, kBackward, kOptimizer };
 
+/// A node's part under tensor parallelism (--tp), when the graph says it
+/// (JSON "tp"); kAuto leaves it to the structural rule (dist/tensor_parallel.h).
+enum class TpRole : uint8_t { kAuto, kColumn, kRow, kReplicated };
+
 std::string_view ToString(TensorKind kind);
 std::string_view ToString(Phase phase);
 /// Returns false when `name` is not a known kind / phase.
 bool ParseTensorKind(std::string_view name, TensorKind* kind);
 bool ParsePhase(std::string_view name, Phase* phase);
+std::string_view ToString(TpRole role);  ///< "", column, row, replicated
+/// Returns false unless `name` is column, row or replicated.
+bool ParseTpRole(std::string_view name, TpRole* role);
 
 /// Bytes per element of a dtype name ("float32", "bf16", "int64", ...);
 /// 0 when unknown. Sub-byte types are not supported.
@@ -84,6 +91,7 @@ struct Node {
   double flops = -1;    ///< -1 when not given
   double time_us = -1;  ///< -1 when not given
   int64_t workspace_bytes = 0;  ///< transient bytes live only while it runs
+  TpRole tp = TpRole::kAuto;    ///< tensor-parallel part, when the graph gives it
 };
 
 /// Training state that is not spelled out as tensors in the graph.

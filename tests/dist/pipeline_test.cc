@@ -68,6 +68,42 @@ TEST_CASE("pipeline schedules: 1F1B warms up p - s - 1 forwards") {
   CHECK(!StageSchedule("gpipe", 2, 1, 2)[2].forward);
 }
 
+TEST_CASE("plans searched on fewer microbatches: how many, and spread to every microbatch") {
+  ParallelLayout layout;
+  layout.pp = 2;
+  layout.microbatches = 8;
+  // 1F1B: warm-up min(p - s - 1, m) + 3: stage 0 1 + 3 = 4, stage 1 0 + 3 = 3.
+  CHECK(PlanningMicrobatches(layout, 0) == 4);
+  CHECK(PlanningMicrobatches(layout, 1) == 3);
+  layout.microbatches = 2;
+  CHECK(PlanningMicrobatches(layout, 0) == 2);  // capped at m
+  layout.microbatches = 8;
+  layout.schedule = "gpipe";
+  CHECK(PlanningMicrobatches(layout, 0) == 8);  // every microbatch in flight
+  layout.schedule = "1f1b";
+  // Stage 1 of TwoLayers: each microbatch's a1 (f1 makes it, b1 reads it)
+  // is a candidate. Dropping microbatch 1's copy in a 3-microbatch plan
+  // drops all six copies in the 6-microbatch stage, nothing else.
+  const Graph graph = TwoLayers();
+  const std::vector<int> stage_of = AssignStages(graph, 2);
+  layout.microbatches = 3;
+  const Graph small = StageGraph(graph, layout, 1, stage_of);
+  layout.microbatches = 6;
+  const Graph full = StageGraph(graph, layout, 1, stage_of);
+  SaveSet keep = SaveAll(small);
+  for (TensorId t = 0; t < small.tensors.size(); ++t) {
+    if (small.tensors[t].name == "mb1.a1") keep[t] = 0;
+  }
+  const SaveSet spread = UniformPlan(small, keep, full);
+  int dropped = 0;
+  for (TensorId t = 0; t < full.tensors.size(); ++t) {
+    if (spread[t]) continue;
+    ++dropped;
+    CHECK(full.tensors[t].name.substr(full.tensors[t].name.find('.') + 1) == "a1");
+  }
+  CHECK(dropped == 6);
+}
+
 TEST_CASE("pipeline stages hold the activations their schedule keeps in flight") {
   const Graph graph = TwoLayers();
   ParallelLayout layout;

@@ -1,16 +1,21 @@
 #!/usr/bin/python3
 """Measured harness for ckptplan's pipeline stages (docs/distributed.md).
 
-A hand-written pipeline of the small GPT (tests/torch/models.py make_gpt, 2
-layers) over gloo, world size 2, one stage per process: stage 0 holds wte,
-wpe and h.0; stage 1 h.1, ln_f, lm_head and the loss. GPipe or 1F1B over M
-microbatches (each the exported graph's batch), every microbatch's inputs
-made before the step; a stage keeps each sent activation until that
-microbatch's backward has run. Step 2's peak per stage from the profiler's
-allocator events, as in dist_harness.py; the prediction is `ckptplan simulate
---pp 2 --microbatches M --schedule S` of the exported one-device graph.
+A hand-written pipeline of the small GPT (tests/torch/models.py make_gpt, one
+layer per stage) over gloo, world sizes 2 and 4, one stage per process: stage
+0 holds wte, wpe and h.0; stage s h.s; the last also ln_f, lm_head and the
+loss. GPipe, 1F1B, and 1F1B with Megatron's deallocate_pipeline_outputs
+(1f1b-free: an output's data is freed once its send completes) over M
+microbatches (each the exported graph's batch), every microbatch's tokens (first stage) and targets (last) made before the
+step; a stage keeps each output until that microbatch's backward has run.
+Sends are isend; as Megatron's send_forward_recv_backward, a send is waited
+for with the stage's next receive (or at once when none follows). Step 2's
+peak per stage from the profiler's allocator events, as in dist_harness.py;
+the prediction is `ckptplan simulate --pp W --microbatches M --schedule S` of
+the exported one-device graph of the same model.
 
 Usage: /usr/bin/python3 scripts/dist_pipeline_harness.py BUILD/ckptplan [--markdown]
+       [--world=N] [gpipe|1f1b|1f1b-free] [--microbatches=M]
 """
 import json
 import os
@@ -21,87 +26,143 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
+sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from torch.autograd import Variable  # noqa: E402
 from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 import dist_harness  # noqa: E402
 
 
-def schedule(name, stages, stage, m):
+def schedule(name, stages, stage, m, chunks=1):
+    """(kind, microbatch, chunk) per slot, as StageSchedule (dist/pipeline.h)."""
     if name == "gpipe":
-        return [("F", i) for i in range(m)] + [("B", i) for i in range(m)]
-    warm = min(stages - stage - 1, m)
-    slots = [("F", i) for i in range(warm)]
+        return [("F", i, 0) for i in range(m)] + [("B", i, 0) for i in range(m)]
+    if name != "interleaved":
+        chunks = 1
+    total = m * chunks
+
+    def slot(kind, k):
+        chunk = (k // stages) % chunks
+        i = (k // (stages * chunks)) * stages + k % stages
+        return (kind, i, chunk if kind == "F" else chunks - 1 - chunk)
+
+    if name == "interleaved":
+        warm = min((stages - stage - 1) * 2 + (chunks - 1) * stages, total)
+    else:
+        warm = min(stages - stage - 1, total)
+    slots = [slot("F", k) for k in range(warm)]
     f, b = warm, 0
-    while f < m:
-        slots += [("F", f), ("B", b)]
+    while f < total:
+        slots += [slot("F", f), slot("B", b)]
         f += 1
         b += 1
-    return slots + [("B", i) for i in range(b, m)]
+    return slots + [slot("B", k) for k in range(b, total)]
 
 
-def worker(rank, world, sched, m, port, results):
+def worker(rank, world, config, port, results):
+    sched, m, chunks, free_outputs = config
     import models
     dist_harness.report_cpu_frees()
     torch.set_num_threads(1)
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=world)
+    stages = world * chunks  # virtual stages; chunk c of this rank is c * world + rank
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        model, (idx, targets) = models.make_gpt()
-        if rank == 0:
-            mods = [model.wte, model.wpe, model.h[0]]
-        else:
-            mods = [model.h[1], model.ln_f, model.lm_head]
+        # One layer per virtual stage; the embeddings on the first, the head
+        # on the last.
+        model, (idx, targets) = models.make_gpt(layers=stages)
+        blocks = [model.h[c * world + rank] for c in range(chunks)]
+        first, last = rank == 0, rank == world - 1
+        wte, wpe = (model.wte, model.wpe) if first else (None, None)
+        ln_f, lm_head = (model.ln_f, model.lm_head) if last else (None, None)
+        mods = [mod for mod in [wte, wpe] + blocks + [ln_f, lm_head] if mod is not None]
         params = [p for mod in mods for p in mod.parameters()]
-        # Drop the other stage's parameters (keep this stage's modules by name).
-        if rank == 0:
-            wte, wpe, h = mods
-        else:
-            h, ln_f, lm_head = mods
-        del model, mods
+        del model, mods  # the other stages' parameters
         opt = torch.optim.Adam(params, lr=1e-3)
         b, t = idx.shape
         d = 64
-        inputs = [idx.clone() if rank == 0 else targets.clone() for _ in range(m)]
+        # Each microbatch's tokens on the first stage, its targets on the last.
+        inputs = [idx.clone() if first else targets.clone() for _ in range(m)
+                  if first or last]
         del idx, targets
 
+        def receives(kind, chunk):
+            vs = chunk * world + rank
+            return vs > 0 if kind == "F" else vs < stages - 1
+
+        def tag(kind, vs, i):  # of what virtual stage vs receives for microbatch i
+            return 2 * (vs * m + i) + (kind == "B")
+
         def step():
+            slots = schedule(sched, world, rank, m, chunks)
             held = {}
-            works = []  # sends in flight: blocking sends would deadlock 1F1B
-            for kind, i in schedule(sched, world, rank, m):
-                if kind == "F" and rank == 0:
-                    pos = torch.arange(t)
-                    x = wte(inputs[i]) + wpe(pos)
-                    del pos
-                    x = h(x)
-                    works.append(dist.isend(x.detach(), 1))
-                    held[i] = x
-                elif kind == "F":
-                    x_in = torch.empty(b, t, d)
-                    dist.recv(x_in, 0)
-                    x_in.requires_grad_()
-                    y = lm_head(ln_f(h(x_in)))
-                    loss = F.cross_entropy(y.reshape(b * t, -1), inputs[i].reshape(b * t))
-                    del y
-                    held[i] = (x_in, loss)
-                elif rank == 0:
-                    g = torch.empty(b, t, d)
-                    dist.recv(g, 1)
-                    x = held.pop(i)
-                    x.backward(g)
-                    del x, g
-                else:
-                    x_in, loss = held.pop(i)
-                    loss.backward()
-                    works.append(dist.isend(x_in.grad, 0))
-                    del x_in, loss
-            for work in works:
+            in_flight = []  # (send posted, output to free once it completes)
+
+            def complete():
+                for work, output in in_flight:
+                    work.wait()
+                    if output is not None:
+                        # Megatron's deallocate_output_tensor: the data goes,
+                        # the tensor (and its grad_fn) stays.
+                        output.data = torch.empty((1,))
+                in_flight.clear()
+
+            def recv(src, kind, vs, i):
+                # As Megatron's send_forward_recv_backward: the receive is
+                # posted with the sends in flight and all are waited for.
+                buf = torch.empty(b, t, d)
+                work = dist.irecv(buf, src, tag=tag(kind, vs, i))
+                complete()
                 work.wait()
-            del works
+                return buf
+
+            def send(tensor, dst, kind, vs, i, k, output=None):
+                in_flight.append((dist.isend(tensor, dst, tag=tag(kind, vs, i)), output))
+                if not any(receives(kd, c) for kd, _, c in slots[k + 1:]):
+                    complete()  # no receive follows: Megatron's send_backward waits
+
+            for k, (kind, i, c) in enumerate(slots):
+                vs = c * world + rank
+                if kind == "F":
+                    x_in = None
+                    if vs == 0:
+                        pos = torch.arange(t)
+                        x = wte(inputs[i]) + wpe(pos)
+                        del pos
+                    else:
+                        x_in = recv((vs - 1) % world, "F", vs, i)
+                        x_in.requires_grad_()
+                        x = x_in
+                    x = blocks[c](x)
+                    if vs == stages - 1:
+                        x = lm_head(ln_f(x))
+                        x = F.cross_entropy(x.reshape(b * t, -1), inputs[i].reshape(b * t))
+                    else:
+                        send(x.detach(), (vs + 1) % world, "F", vs + 1, i, k,
+                             x if free_outputs else None)
+                    held[(i, c)] = (x_in, x)  # the output is kept for its backward
+                    del x_in, x
+                else:
+                    x_in, out = held.pop((i, c))
+                    if vs == stages - 1:
+                        out.backward()
+                    else:
+                        g = recv((vs + 1) % world, "B", vs, i)
+                        # As Megatron's custom_backward: the output's data
+                        # may be gone, so no shape check.
+                        Variable._execution_engine.run_backward(
+                            (out,), (g,), False, False, (), True, True)
+                        del g
+                    del out
+                    if vs > 0:
+                        send(x_in.grad, (vs - 1) % world, "B", vs - 1, i, k)
+                    del x_in
+            complete()
             opt.step()
             opt.zero_grad(set_to_none=True)
 
@@ -115,42 +176,68 @@ def worker(rank, world, sched, m, port, results):
     dist.destroy_process_group()
 
 
+# (schedule, virtual stages, --pp-free-outputs). The interleaved schedule
+# (virtual stages 2) deadlocks here on gloo: a send waited for at the next
+# receive waits on a receive its peer posts only later; it is not measured.
+CONFIGS = {
+    "gpipe": ("gpipe", 1, False),
+    "1f1b": ("1f1b", 1, False),
+    "1f1b-free": ("1f1b", 1, True),
+}
+
+
 def main():
     if os.environ.get("GLOG_minloglevel") != "2":
         os.environ["GLOG_minloglevel"] = "2"
         os.execv(sys.executable, [sys.executable] + sys.argv)
     binary = sys.argv[1]
     markdown = "--markdown" in sys.argv
-    import export_torch
+    worlds = [int(a[len("--world="):]) for a in sys.argv[2:] if a.startswith("--world=")]
+    names = [a for a in sys.argv[2:] if a in CONFIGS]
+    counts = [int(a[len("--microbatches="):]) for a in sys.argv[2:]
+              if a.startswith("--microbatches=")]
+    from ckptplan_torch import export as export_torch
     import models
     rows = []
     with tempfile.TemporaryDirectory(prefix="ckptplan_pp_") as tmp:
-        graph = os.path.join(tmp, "gpt.json")
-        model, inputs = models.make_gpt()
-        export_torch.write_json(export_torch.export_graph(model, inputs, optimizer="adam"), graph)
-        for sched in ("gpipe", "1f1b"):
-            for m in (4, 8):
-                manager = mp.Manager()
-                results = manager.dict()
-                mp.spawn(worker, args=(2, sched, m, dist_harness.free_port(), results), nprocs=2,
-                         join=True)
-                out = subprocess.run([binary, "simulate", graph, "--json", "--pp", "2",
-                                      "--microbatches", str(m), "--schedule", sched],
-                                     check=True, capture_output=True, text=True).stdout
-                predicted = {r["pp_stage"]: r["peak_bytes"] for r in json.loads(out)["ranks"]}
-                for stage in (0, 1):
-                    meas, pred = results[stage], predicted[stage]
-                    rows.append((sched, m, stage, meas, pred, 100.0 * (pred - meas) / meas))
+        for world in worlds or (2, 4):
+            for name in names or CONFIGS:
+                sched, chunks, free = CONFIGS[name]
+                graph = os.path.join(tmp, "gpt%d.json" % (world * chunks))
+                if not os.path.exists(graph):
+                    model, inputs = models.make_gpt(layers=world * chunks)
+                    export_torch.write_json(
+                        export_torch.export_graph(model, inputs, optimizer="adam"), graph)
+                for m in counts or (4, 8):
+                    manager = mp.Manager()
+                    results = manager.dict()
+                    mp.spawn(worker, args=(world, (sched, m, chunks, free),
+                                           dist_harness.free_port(), results),
+                             nprocs=world, join=True)
+                    flags = ["--pp", str(world), "--microbatches", str(m), "--schedule", sched]
+                    if chunks > 1:
+                        flags += ["--virtual-stages", str(chunks)]
+                    if free:
+                        flags.append("--pp-free-outputs")
+                    out = subprocess.run([binary, "simulate", graph, "--json"] + flags,
+                                         check=True, capture_output=True, text=True).stdout
+                    predicted = {r["pp_stage"]: r["peak_bytes"]
+                                 for r in json.loads(out)["ranks"]}
+                    for stage in range(world):
+                        meas, pred = results[stage], predicted[stage]
+                        rows.append((world, name, m, stage, meas, pred,
+                                     100.0 * (pred - meas) / meas))
     if markdown:
-        print("| schedule | microbatches | stage | measured B | predicted B | error |")
-        print("|---|---|---|---|---|---|")
-    for sched, m, stage, meas, pred, err in rows:
+        print("| world | schedule | microbatches | stage | measured B | predicted B | error |")
+        print("|---|---|---|---|---|---|---|")
+    for world, name, m, stage, meas, pred, err in rows:
         if markdown:
-            print("| %s | %d | %d | %d | %d | %+.3f%% |" % (sched, m, stage, meas, pred, err))
+            print("| %d | %s | %d | %d | %d | %d | %+.3f%% |" %
+                  (world, name, m, stage, meas, pred, err))
         else:
-            print("%-5s m=%d stage %d: measured %d B, predicted %d B, %+.3f%%" %
-                  (sched, m, stage, meas, pred, err))
-    sys.exit(0 if all(abs(r[5]) <= 1.0 for r in rows) else 1)
+            print("world %d %-11s m=%d stage %d: measured %d B, predicted %d B, %+.3f%%" %
+                  (world, name, m, stage, meas, pred, err))
+    sys.exit(0 if all(abs(r[6]) <= 1.0 for r in rows) else 1)
 
 
 if __name__ == "__main__":

@@ -110,6 +110,10 @@ int main(int argc, char** argv) {
   AddSearch(plan_cmd, &plan);
   std::string plan_bucket_cap, simulate_bucket_cap;
   AddParallel(plan_cmd, &plan.layout, &plan_bucket_cap);
+  plan_cmd->add_flag("--pp-plan-all-microbatches", plan.pp_plan_all_microbatches,
+                     "1F1B: search each stage's plan on every microbatch, not on the warm-up "
+                     "+ 3 that hold the same situations")
+      ->group("Parallel layout (docs/distributed.md)");
   // Hidden (empty group): debugging and benchmarks.
   plan_cmd->add_option("--planner", plan.planner, "incremental or reference")->group("");
   plan_cmd->add_flag("--timings", plan.timings, "Print timings to stderr")->group("");

@@ -67,12 +67,65 @@ TEST_CASE("plan with --zero 3 writes each stage's decisions; simulate --plan agr
   CHECK(again["peak_bytes"] == file["stages"][0]["predicted_peak_bytes"]);
 }
 
+TEST_CASE("plan with --pp 2 writes each stage's decisions; simulate --plan applies each stage's") {
+  const std::string dir = ScratchDir("dist_plan_pp");
+  const std::string graph = SmallTransformer(dir);
+  const std::string layout = " --pp 2 --microbatches 4 --schedule 1f1b";
+  auto save_all = nlohmann::json::parse(RunCli("simulate " + graph + " --json" + layout).out);
+  // Received activations and gradients are collectives: stage 0 peaks in a
+  // backward holding the gradient it received, batch x seq x hidden x 2
+  // bytes (16-bit) = 2 x 32 x 64 x 2 = 8192; one device has none.
+  REQUIRE(save_all["ranks"].size() == 2);
+  CHECK(save_all["ranks"][0]["peak_breakdown"]["collectives"] == 8192);
+  CHECK(nlohmann::json::parse(RunCli("simulate " + graph + " --json").out)["peak_breakdown"]
+            ["collectives"] == 0);
+  const int64_t budget = save_all["peak_bytes"].get<int64_t>() * 9 / 10;
+  auto plan = RunCli("plan " + graph + " --json --budget " + std::to_string(budget) + layout +
+                     " -o " + dir + "/plan.json");
+  REQUIRE(plan.code == 0);
+  auto file = nlohmann::json::parse(Slurp(dir + "/plan.json"));
+  REQUIRE(file["stages"].size() == 2);
+  auto again = nlohmann::json::parse(
+      RunCli("simulate " + graph + " --json" + layout + " --plan " + dir + "/plan.json").out);
+  REQUIRE(again["ranks"].size() == 2);
+  for (int s = 0; s < 2; ++s) {
+    CHECK(again["ranks"][s]["peak_bytes"] == file["stages"][s]["predicted_peak_bytes"]);
+    CHECK(again["ranks"][s]["peak_bytes"].get<int64_t>() <= budget);
+  }
+}
+
+TEST_CASE("simulate --plan with a layout loads the graph as the plan recorded") {
+  // The plan records --dim batch=2 --dim seq=16; simulate without them
+  // loads the same graph and reproduces the stage's prediction.
+  const std::string dir = ScratchDir("dist_plan_load");
+  const std::string onnx = std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/gpt2_tiny.onnx";
+  const std::string dims = " --dim batch=2 --dim seq=16 --loss none";
+  auto save_all = nlohmann::json::parse(
+      RunCli("simulate " + onnx + dims + " --json --dp 2 --zero 3").out);
+  // The save-all peak as the budget (the lower bound is 1.7 of its
+  // 1.74 MiB): without the recorded dims the graph would not load at all.
+  const int64_t budget = save_all["peak_bytes"].get<int64_t>();
+  REQUIRE(RunCli("plan " + onnx + dims + " --dp 2 --zero 3 --budget " + std::to_string(budget) +
+                 " -o " + dir + "/plan.json").code == 0);
+  auto file = nlohmann::json::parse(Slurp(dir + "/plan.json"));
+  CHECK(file["load"]["dims"]["seq"] == 16);
+  auto again = RunCli("simulate " + onnx + " --json --dp 2 --zero 3 --plan " + dir + "/plan.json");
+  REQUIRE(again.code == 0);
+  CHECK(nlohmann::json::parse(again.out)["peak_bytes"] ==
+        file["stages"][0]["predicted_peak_bytes"]);
+}
+
 TEST_CASE("layout flags out of range exit 2") {
   const std::string graph = SmallTransformer(ScratchDir("dist_usage"));
   CHECK(RunCli("simulate " + graph + " --dp 0").code == 2);
   CHECK(RunCli("simulate " + graph + " --dp 2 --zero 4").code == 2);
   CHECK(RunCli("simulate " + graph + " --dp 2 --zero 2 --zero-partition params").code == 2);
   CHECK(RunCli("simulate " + graph + " --dp 2 --grad-buckets flat").code == 2);
+  // Interleaved needs chunks, and microbatches a multiple of the stages.
+  CHECK(RunCli("simulate " + graph + " --pp 2 --schedule interleaved").code == 2);
+  CHECK(RunCli("simulate " + graph + " --pp 2 --virtual-stages 2").code == 2);
+  CHECK(RunCli("simulate " + graph + " --pp 2 --microbatches 3 --schedule interleaved "
+               "--virtual-stages 2").code == 2);
 }
 
 TEST_CASE("simulate --tp: one rank stands for the tp ranks; --sp lowers it; --sp alone exits 2") {

@@ -109,14 +109,14 @@ TEST_CASE("timeline csv: a row per step, a column per category, quoted names") {
   CHECK(CountOf(csv, "\n") == sim.steps.size() + 1);
   CHECK(
       csv.rfind("step,node,op,phase,recompute,parameters,gradients,optimizer_state,buffers,inputs,"
-                "saved_activations,temporaries,recomputed,reserve,total\n",
+                "saved_activations,temporaries,recomputed,reserve,collectives,total\n",
                 0) == 0);
   CHECK(csv.find("\n1,\"act,\"\"gelu\"\"\",gelu,forward,0,") != std::string::npos);
   // Peak row, act_bwd at step 7 (after loss_bwd, fc2_bwd and the recompute of
   // fc1): params 8192, dw2 4096, adam 16384, x 1024, da1 + dh1 16384
-  // temporaries, h1 8192 recomputed; total 54272 (53 KiB).
+  // temporaries, h1 8192 recomputed, no collectives; total 54272 (53 KiB).
   CHECK(csv.find(
-            "\n7,act_bwd,gelu_backward,backward,0,8192,4096,16384,0,1024,0,16384,8192,0,54272\n") !=
+            "\n7,act_bwd,gelu_backward,backward,0,8192,4096,16384,0,1024,0,16384,8192,0,0,54272\n") !=
         std::string::npos);
   CHECK(csv.find("\n6,fc1,linear,forward,1,") != std::string::npos);
 }

@@ -59,6 +59,9 @@ struct PlanOptions : CommonOptions, SearchFlags {
   /// Bound on the estimated relative gradient error of approximate recompute
   /// (approx_planner.h); 0: exact plans.
   double max_error = 0;
+  /// With a 1F1B layout, search each stage's plan on the full schedule, not
+  /// on PlanningMicrobatches (dist/pipeline.h) first.
+  bool pp_plan_all_microbatches = false;
 };
 
 struct SweepOptions : CommonOptions, SearchFlags {

@@ -1,14 +1,16 @@
 #include "ckptplan/cli/distributed.h"
 
 #include <algorithm>
-#include <map>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/base/errors.h"
+#include "ckptplan/base/file_io.h"
 #include "ckptplan/base/output_file.h"
 #include "ckptplan/base/size.h"
 #include "ckptplan/emit/plan_io.h"
@@ -138,30 +140,117 @@ std::vector<RankRun> MakeRuns(const Graph& graph, const ParallelLayout& layout, 
   return runs;
 }
 
+// A plan for one stage made on fewer microbatches (speed): with 1F1B the
+// search runs on the stage built with PlanningMicrobatches (the same
+// situations, fewer copies), and the plan, spread to every microbatch
+// (UniformPlan), is returned when the full schedule's simulation of `run`
+// (the stage's planning rank) fits. Otherwise nothing: the caller searches
+// the full stage graph.
+std::optional<PlannerResult> PlanOnFewerMicrobatches(const Graph& graph,
+                                                     const ParallelLayout& layout,
+                                                     const RankRun& run,
+                                                     const PlannerOptions& planner) {
+  const int stage = run.rank.pp_stage;
+  ParallelLayout small = layout;
+  small.microbatches = PlanningMicrobatches(layout, stage);
+  if (small.microbatches >= layout.microbatches) return std::nullopt;
+  for (RankGraph& rank : DistributeGraph(graph, small)) {
+    if (rank.pp_stage != stage || rank.dp_rank != run.rank.dp_rank) continue;
+    PlannerResult found = PlanGraph(rank.graph, planner);
+    const SaveSet keep = UniformPlan(rank.graph, found.keep, run.rank.graph);
+    const SimResult sim = SimulateRank(run.rank.graph, keep, planner.reserve_bytes);
+    if (sim.peak_bytes > planner.budget_bytes) {
+      spdlog::info("plan: stage {}: the plan of {} microbatches peaks at {} on {}; searching "
+                   "the full schedule", stage, small.microbatches, FormatBytes(sim.peak_bytes),
+                   layout.microbatches);
+      return std::nullopt;
+    }
+    found.keep = keep;
+    found.peak = sim.peak_bytes;
+    found.recompute_cost = sim.recompute_cost;
+    found.fits = true;
+    found.method += " on " + std::to_string(small.microbatches) + " of " +
+                    std::to_string(layout.microbatches) + " microbatches, every microbatch alike";
+    return found;
+  }
+  return std::nullopt;
+}
+
 // The graph a parallel layout is applied to; the per-step outputs are one
 // device's and refused.
-LoadedGraph LoadForLayout(const CommonOptions& options) {
+// `recorded`: the load a plan file records (simulate --plan), which the
+// flags override, as for one device.
+LoadedGraph LoadForLayout(const CommonOptions& options, LoadOptions* load,
+                          const std::optional<LoadOptions>& recorded = std::nullopt,
+                          const std::string& plan_path = "") {
   if (!options.timeline_path.empty() || !options.report_path.empty() ||
       !options.trace_path.empty() || !options.timeline_csv_path.empty()) {
     throw InputError("--timeline, --report, --trace and --timeline-csv are one device's; they "
                      "do not take a parallel layout yet",
                      kExitUsage);
   }
-  return LoadGraph(options.graph_path, ResolveLoad(options.load, std::nullopt, nullptr));
+  std::vector<std::string> conflicts;
+  *load = ResolveLoad(options.load, recorded, &conflicts);
+  for (const std::string& conflict : conflicts) spdlog::warn("{}: {}", plan_path, conflict);
+  return LoadGraph(options.graph_path, *load);
+}
+
+// A distributed plan file's decisions for each rank: the decisions of its
+// stage ("stages"), read against the rank's graph; a plan without "stages"
+// (one device's) applies its decisions to every rank.
+// Returns the first rank's reading (budget, reserve).
+LoadedPlan ApplyPlanFile(const std::string& path, std::vector<RankRun>* runs) {
+  const std::string text = ReadFile(path);
+  nlohmann::json plan;
+  try {
+    plan = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw InputError(path + ": not JSON: " + e.what());
+  }
+  std::map<int, std::string> stage_text;  // a plan file holding one stage's decisions
+  if (plan.contains("stages") && plan["stages"].is_array()) {
+    for (const nlohmann::json& stage : plan["stages"]) {
+      if (!stage.is_object() || !stage.contains("pp_stage") || !stage["pp_stage"].is_number_integer() ||
+          !stage.contains("decisions")) {
+        throw InputError(path + ": \"stages\": each entry needs \"pp_stage\" and \"decisions\"");
+      }
+      nlohmann::json one = plan;
+      one.erase("stages");
+      one["decisions"] = stage["decisions"];
+      stage_text[stage["pp_stage"].get<int>()] = one.dump();
+    }
+  }
+  LoadedPlan first;
+  for (RankRun& run : *runs) {
+    auto found = stage_text.find(run.rank.pp_stage);
+    if (!stage_text.empty() && found == stage_text.end()) {
+      throw InputError(path + ": \"stages\" has no entry for pipeline stage " +
+                       std::to_string(run.rank.pp_stage));
+    }
+    const std::string where = path + " (pipeline stage " + std::to_string(run.rank.pp_stage) + ")";
+    const LoadedPlan loaded = found == stage_text.end()
+                                  ? ParsePlan(run.rank.graph, text, path)
+                                  : ParsePlan(run.rank.graph, found->second, where);
+    run.keep = Resize(loaded.keep, run.rank.graph);
+    if (&run == &runs->front()) first = loaded;
+  }
+  return first;
 }
 
 }  // namespace
 
 int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
-  LoadedGraph loaded = LoadForLayout(options);
+  LoadOptions load;
+  const std::optional<LoadOptions> recorded =
+      options.plan_path.empty() ? std::nullopt : ReadPlanHeader(options.plan_path).load;
+  LoadedGraph loaded = LoadForLayout(options, &load, recorded, options.plan_path);
   std::vector<RankRun> runs =
       MakeRuns(loaded.graph, options.layout, options.reserve_bytes.value_or(0));
   int64_t reserve = options.reserve_bytes.value_or(0), budget = -1;
   if (!options.plan_path.empty()) {
-    LoadedPlan plan = ReadPlan(loaded.graph, options.plan_path);
+    const LoadedPlan plan = ApplyPlanFile(options.plan_path, &runs);
     budget = plan.budget_bytes;
     reserve = options.reserve_bytes.value_or(plan.reserve_bytes);
-    for (RankRun& run : runs) run.keep = Resize(plan.keep, run.rank.graph);
   }
   for (RankRun& run : runs) run.planned = SimulateRank(run.rank.graph, run.keep, reserve);
   Summary base{"simulate", options.graph_path, budget, reserve, nullptr, nullptr, nullptr,
@@ -172,7 +261,8 @@ int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
 
 int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner,
                        std::ostream& out) {
-  LoadedGraph loaded = LoadForLayout(options);
+  LoadOptions load;
+  LoadedGraph loaded = LoadForLayout(options, &load);
   std::vector<RankRun> runs =
       MakeRuns(loaded.graph, options.layout, options.reserve_bytes.value_or(0));
   // One plan per stage, made where memory is tightest: the stage's rank with
@@ -186,8 +276,16 @@ int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner
   }
   std::string infeasible;
   for (const auto& [stage, index] : planner_rank) {
-    const Graph& g = runs[index].rank.graph;
-    PlanOutcome outcome = ComputePlan(g, planner, /*per_step=*/false);
+    std::optional<PlannerResult> fewer;
+    if (!options.pp_plan_all_microbatches) {
+      fewer = PlanOnFewerMicrobatches(loaded.graph, options.layout, runs[index], planner);
+    }
+    PlanOutcome outcome;
+    if (fewer) {
+      outcome.found = std::move(*fewer);
+    } else {
+      outcome = ComputePlan(runs[index].rank.graph, planner, /*per_step=*/false);
+    }
     spdlog::info("plan: stage {}: {}", stage, outcome.found.method);
     for (RankRun& run : runs) {
       if (run.rank.pp_stage != stage) continue;
@@ -210,8 +308,9 @@ int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner
     // every stage's decisions (docs/formats.md: "parallel" and "stages").
     const RankRun& first = runs[planner_rank.begin()->second];
     PlanRecord record{options.graph_path, loaded.sha256, options.budget_bytes.value_or(0),
-                      options.reserve_bytes.value_or(0), options.start, nullptr, &first.save_all, &first.planned,
-                      &first.keep, first.bound};
+                      options.reserve_bytes.value_or(0), options.start,
+                      IsOnnxPath(options.graph_path) ? &load : nullptr, &first.save_all,
+                      &first.planned, &first.keep, first.bound};
     ordered_json plan = PlanToJson(first.rank.graph, record);
     plan["parallel"] = LayoutJson(options.layout);
     ordered_json stages = ordered_json::array();
@@ -311,7 +410,9 @@ bool PlanLayout(const Graph& graph, const PlannerOptions& planner, LayoutRow* ro
     RankRun& run = runs[index];
     SaveSet keep = run.keep;
     if (run.save_all.peak_bytes > planner.budget_bytes) {
-      PlannerResult found = PlanGraph(run.rank.graph, planner);
+      std::optional<PlannerResult> fewer =
+          PlanOnFewerMicrobatches(graph, row->layout, run, planner);
+      PlannerResult found = fewer ? std::move(*fewer) : PlanGraph(run.rank.graph, planner);
       if (!found.fits) return false;
       keep = found.keep;
     }

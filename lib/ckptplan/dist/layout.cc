@@ -299,8 +299,12 @@ void ValidateLayout(const ParallelLayout& layout) {
   Require(layout.tp_embedding == "vocab" || layout.tp_embedding == "replicated",
           "--tp-embedding: expected vocab or replicated (got '" + layout.tp_embedding + "')");
   Require(!layout.sp || layout.tp > 1, "--sp: sequence parallelism needs --tp of at least 2");
-  Require(layout.schedule != "interleaved" && layout.virtual_stages == 1,
-          "--schedule interleaved and --virtual-stages: not implemented yet");
+  Require((layout.schedule == "interleaved") == (layout.virtual_stages > 1),
+          "--schedule interleaved takes --virtual-stages 2 or more, and --virtual-stages "
+          "needs --schedule interleaved");
+  Require(layout.schedule != "interleaved" || layout.microbatches % layout.pp == 0,
+          "--schedule interleaved: --microbatches must be a multiple of --pp (got " +
+              std::to_string(layout.microbatches) + " and " + std::to_string(layout.pp) + ")");
 }
 
 ShardPlan PlanShards(const Graph& graph, int dp, const std::string& partition) {
@@ -400,7 +404,7 @@ std::vector<RankGraph> DistributeGraph(const Graph& one_device, const ParallelLa
     DistributeStage(graph, layout, 0, &ranks);
     return count_tp(std::move(ranks));
   }
-  const std::vector<int> stage_of = AssignStages(graph, layout.pp);
+  const std::vector<int> stage_of = AssignStages(graph, layout.pp * layout.virtual_stages);
   for (int stage = 0; stage < layout.pp; ++stage) {
     Graph g = StageGraph(graph, layout, stage, stage_of);
     ValidateGraph(g);

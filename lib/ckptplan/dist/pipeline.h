@@ -8,6 +8,7 @@
 
 #include "ckptplan/dist/layout.h"
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {
 
@@ -22,18 +23,26 @@ namespace ckptplan {
 /// Throws InputError when the graph has fewer layers than `stages`.
 std::vector<int> AssignStages(const Graph& graph, int stages);
 
-/// One step of a stage's schedule: microbatch `microbatch`'s forward or backward.
+/// One step of a stage's schedule: microbatch `microbatch`'s forward or
+/// backward of the rank's model chunk `chunk` (0 unless interleaved).
 struct ScheduleSlot {
   bool forward;
   int microbatch;
+  int chunk;
 };
 /// gpipe: every forward, then every backward. 1f1b: min(p - s - 1, m)
 /// forwards, then one forward and one backward alternating, then the
-/// remaining backwards.
+/// remaining backwards. interleaved (Megatron's, `chunks` = V model chunks
+/// per rank, m a multiple of p): the same over the m V chunk-microbatches,
+/// with min((p - s - 1) 2 + (V - 1) p, m V) warm-up forwards; the k-th
+/// forward is microbatch (k / (p V)) p + k % p of chunk (k / p) % V, the
+/// k-th backward the same microbatch of chunk V - 1 - (k / p) % V.
 std::vector<ScheduleSlot> StageSchedule(const std::string& schedule, int stages, int stage,
-                                        int microbatches);
+                                        int microbatches, int chunks = 1);
 
-/// Stage `stage`'s graph: its nodes per microbatch in schedule order, with
+/// Stage `stage`'s graph: its nodes per microbatch in schedule order (with
+/// the interleaved schedule `stage_of_node` holds virtual stages, chunk c of
+/// rank s being virtual stage c p + s), with
 /// a `pp_recv` node making the activations received from the previous stage
 /// (and, in backward, the gradients from the next one), a `pp_send` node
 /// reading what it sends, and its own optimizer part at the end. Without
@@ -44,6 +53,25 @@ std::vector<ScheduleSlot> StageSchedule(const std::string& schedule, int stages,
 /// bytes are scaled by the stage's share of the parameter bytes.
 Graph StageGraph(const Graph& graph, const ParallelLayout& layout, int stage,
                  const std::vector<int>& stage_of_node);
+
+/// The microbatches a stage's plan is searched on (speed; the plan is then
+/// spread to every microbatch by UniformPlan and checked by simulating the
+/// full schedule). 1F1B repeats one pattern after its warm-up of
+/// w = min(p - s - 1, m) forwards, so w + 3 microbatches hold each situation
+/// of the full step: the first backward with the most in flight, a backward
+/// accumulating into the gradients with the most in flight (the steady
+/// state), and the cooldown. Relies on the schedule rule above
+/// (StageSchedule) and on each microbatch's copy of the graph being alike.
+/// GPipe holds every microbatch in flight: m.
+int PlanningMicrobatches(const ParallelLayout& layout, int stage);
+
+/// Spreads a save set of `small` (a stage graph built with fewer
+/// microbatches, same layout otherwise) onto `full`, one decision for every
+/// microbatch, as frameworks apply checkpointing: a tensor "mb<k>.<name>" of
+/// `full` is saved when every copy "mb<j>.<name>" in `small` is saved; a
+/// tensor without a microbatch prefix takes its namesake's decision.
+/// Tensors without a counterpart are saved.
+SaveSet UniformPlan(const Graph& small, const SaveSet& keep, const Graph& full);
 
 }  // namespace ckptplan
 

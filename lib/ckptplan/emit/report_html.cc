@@ -26,6 +26,7 @@ constexpr const char* kCategoryColors[kNumCategories] = {
     "#D55E00",  // temporaries: vermillion
     "#000000",  // recomputed: black
     "#999999",  // reserve: grey
+    "#7F3C8D",  // collectives: purple
 };
 
 // Chart geometry in CSS pixels.

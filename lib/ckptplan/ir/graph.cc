@@ -154,6 +154,10 @@ const std::vector<DtypeSize>& DtypeSizes() {
   return kSizes;
 }
 
+bool IsCollectiveOp(std::string_view op) {
+  return op == "all_gather" || op == "reduce_scatter" || op == "all_reduce" || op == "pp_recv";
+}
+
 std::string OpBaseName(std::string_view op) {
   if (op.substr(0, 5) == "aten.") {
     op.remove_prefix(5);

@@ -71,6 +71,12 @@ std::string OpBaseName(std::string_view op);
 /// overload suffix ignored).
 bool IsLinearOp(std::string_view op);
 
+/// True for the ops the parallel layouts insert to move data between ranks
+/// (dist/): all_gather, reduce_scatter, all_reduce, pp_recv. What they make
+/// (gathered parameters, received activations and gradients) is counted
+/// in the `collectives` category.
+bool IsCollectiveOp(std::string_view op);
+
 /// True for kinds that live for the whole step whatever the plan.
 inline bool IsResidentKind(TensorKind kind) {
   return kind == TensorKind::kInput || kind == TensorKind::kParameter ||

@@ -22,7 +22,7 @@ constexpr size_t kMinPrefixBytes = size_t{1} << 20;
 
 constexpr std::string_view kCategoryNames[] = {
     "parameters", "gradients", "optimizer_state", "buffers",  "inputs",
-    "saved_activations", "temporaries", "recomputed", "reserve"};
+    "saved_activations", "temporaries", "recomputed", "reserve", "collectives"};
 
 bool IsForwardProduced(const Graph& graph, TensorId t) {
   NodeId p = graph.tensors[t].producer;
@@ -247,6 +247,7 @@ class Builder {
         buffer = static_cast<uint32_t>(result_.buffers.size());
         Category category = recompute ? Category::kRecomputed
                             : made == SimContext::Made::kGradient ? Category::kGradients
+                            : context_.collective_made[out]       ? Category::kCollectives
                                                                   : Category::kTemporaries;
         Buffer& buffer_made = result_.buffers.emplace_back();
         buffer_made.root = out;
@@ -440,6 +441,7 @@ SimContext::SimContext(const Graph& g) : graph(g) {
   }
   inputs_begin[num_nodes] = static_cast<uint32_t>(ids.size());
   made.resize(num_tensors);
+  collective_made.resize(num_tensors);
   producer.resize(num_tensors);
   alias_of.resize(num_tensors);
   bytes.resize(num_tensors);
@@ -450,6 +452,8 @@ SimContext::SimContext(const Graph& g) : graph(g) {
               : tensor.kind == TensorKind::kGradient ? Made::kGradient
                                                      : Made::kActivation;
     producer[t] = tensor.producer;
+    collective_made[t] = tensor.producer != kNoId &&
+                         IsCollectiveOp(graph.nodes[tensor.producer].op);
     alias_of[t] = tensor.alias_of;
     bytes[t] = tensor.bytes;
   }

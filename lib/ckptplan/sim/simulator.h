@@ -73,8 +73,9 @@ enum class Category : uint8_t {
   kTemporaries,
   kRecomputed,
   kReserve,
+  kCollectives,  ///< what collective ops make (IsCollectiveOp): gathers, receives
 };
-inline constexpr size_t kNumCategories = 9;
+inline constexpr size_t kNumCategories = 10;
 std::string_view ToString(Category category);
 using CategoryBytes = std::array<int64_t, kNumCategories>;
 
@@ -170,6 +171,7 @@ struct SimContext {
   const Graph& graph;
   std::vector<TensorId> root;               ///< StorageRoot of each tensor
   std::vector<uint8_t> forward_produced;    ///< made by a forward node
+  std::vector<uint8_t> collective_made;     ///< made by a collective op (IsCollectiveOp)
   std::vector<uint8_t> resident_root;       ///< storage is resident
   std::vector<uint8_t> is_candidate;        ///< in SaveCandidates
   /// Candidates every plan saves: recomputing one would re-run a random op

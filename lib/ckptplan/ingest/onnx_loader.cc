@@ -155,11 +155,17 @@ void CheckTopology(const onnx::ModelProto& model, const std::string& source) {
                      "(ONNX graphs must be topologically sorted)");
       }
     }
+    bool named_output = false;
     for (const std::string& out : node.output()) {
+      named_output |= !out.empty();
       if (!out.empty() && !defined.insert(out).second) {
         problems.Add(where + " makes tensor " + Quote(out) +
                      ", which is already defined (expected one producer per tensor)");
       }
+    }
+    // Every ONNX op makes at least one output; the builder reads the first.
+    if (!named_output) {
+      problems.Add(where + " names no output tensor (expected at least 1)");
     }
   }
   problems.ThrowIfAny();

@@ -322,7 +322,7 @@ int main(int argc, char** argv) {
         if (!sweep_from.empty() || !sweep_to.empty() || sweep_steps != 0) {
           throw InputError("sweep: give either --budgets or --from/--to/--steps", kExitUsage);
         }
-        sweep.budgets = ParseBudgetList(sweep_budgets);
+        sweep.budgets = ParseBudgetList(sweep_budgets, "--budgets");
       } else if (!sweep_from.empty() || !sweep_to.empty() || sweep_steps != 0) {
         if (sweep_from.empty() || sweep_to.empty() || sweep_steps == 0) {
           throw InputError("sweep: --from, --to and --steps go together", kExitUsage);

@@ -35,10 +35,10 @@ void CheckMonotone(const SweepResult& sweep) {
 TEST_CASE("sweep: budgets") {
   CHECK(LinearBudgets(20, 80, 4) == std::vector<int64_t>{20, 40, 60, 80});
   CHECK(LinearBudgets(5, 9, 1) == std::vector<int64_t>{5});
-  CHECK(ParseBudgetList("1KiB,2048") == std::vector<int64_t>{1024, 2048});
+  CHECK(ParseBudgetList("1KiB,2048", "budgets") == std::vector<int64_t>{1024, 2048});
   CHECK_THROWS_AS(LinearBudgets(80, 20, 4), InputError);
   CHECK_THROWS_AS(LinearBudgets(20, 80, 0), InputError);
-  CHECK_THROWS_AS(ParseBudgetList("1KiB,,2KiB"), InputError);
+  CHECK_THROWS_AS(ParseBudgetList("1KiB,,2KiB", "budgets"), InputError);
 }
 
 TEST_CASE("sweep: transformer block trade-off is monotone") {

@@ -215,6 +215,9 @@ LoadOptions ResolveLoad(const LoadFlags& flags, const std::optional<LoadOptions>
                         std::vector<std::string>* conflicts) {
   LoadOptions load = recorded.value_or(LoadOptions{});
   load.limits = flags.limits;
+  load.loss_hint =
+      "pass --loss cross-entropy or --loss mean to append one (--loss none to train on the "
+      "output as it is)";
   auto conflict = [&](const std::string& given, const std::string& was) {
     if (recorded && conflicts) conflicts->push_back(given + " overrides " + was + " recorded in the plan");
   };

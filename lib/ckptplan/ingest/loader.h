@@ -71,6 +71,9 @@ struct LoadOptions {
   std::optional<OptimizerImpl> optimizer_impl;
   /// --loss; unset: none appended, and a warning when the graph ends at logits.
   std::optional<LossKind> loss;
+  /// Appended to that warning: how the caller sets `loss` (the CLI names its
+  /// flag); empty: nothing appended.
+  std::string loss_hint;
   /// --dropout-mask-bytes: 1 (a bool mask, native_dropout) or 4 (a float
   /// mask, CPU eager F.dropout).
   int dropout_mask_bytes = 1;

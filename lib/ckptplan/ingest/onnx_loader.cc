@@ -155,11 +155,17 @@ void CheckTopology(const onnx::ModelProto& model, const std::string& source) {
                      "(ONNX graphs must be topologically sorted)");
       }
     }
+    bool named_output = false;
     for (const std::string& out : node.output()) {
+      named_output |= !out.empty();
       if (!out.empty() && !defined.insert(out).second) {
         problems.Add(where + " makes tensor " + Quote(out) +
                      ", which is already defined (expected one producer per tensor)");
       }
+    }
+    // Every ONNX op makes at least one output; the builder reads the first.
+    if (!named_output) {
+      problems.Add(where + " names no output tensor (expected at least 1)");
     }
   }
   problems.ThrowIfAny();
@@ -235,6 +241,7 @@ struct ForwardOp {
   const NodeProto* proto = nullptr;
   bool folded = false;  // every output's value is known at load time
   bool relayout = false;  // a Concat of parameter views: a parameter itself
+  int64_t select_axis = -1;  // a Gather read as eager's select (SelectAxis): its axis
 };
 
 // ---- strides of views (what eager PyTorch can view and what it copies) ----
@@ -369,13 +376,14 @@ class Builder {
     if (!options_.loss) {
       spdlog::warn("{}: the graph ends at output '{}' ({} elements), not at a loss: the loss "
                    "(e.g. SoftmaxCrossEntropyLoss) is missing, so its saved log-probabilities "
-                   "and gradients are not counted; pass --loss cross-entropy or --loss mean to "
-                   "append one (--loss none to train on the output as it is)",
-                   ShowName(graph_.source), ShowName(logits[0]), Shape(logits[0])->Elements());
+                   "and gradients are not counted{}{}",
+                   ShowName(graph_.source), ShowName(logits[0]), Shape(logits[0])->Elements(),
+                   options_.loss_hint.empty() ? "" : "; ", options_.loss_hint);
       return;
     }
     if (logits.size() > 1) {
-      throw InputError(graph_.source + ": --loss: the graph has " +
+      throw InputError(graph_.source + ": cannot append the " +
+                           std::string(ToString(*options_.loss)) + " loss: the graph has " +
                            std::to_string(logits.size()) + " non-scalar outputs ('" + logits[0] +
                            "', '" + logits[1] + "'...); expected one to append the loss to",
                        kExitUsage);
@@ -834,24 +842,25 @@ class Builder {
 
   // Gather of an activation at a 0-d index (x[:, 0]) is eager's select: a
   // view that keeps its whole base alive while the view is saved; its
-  // backward makes a gradient of the base's size.
-  bool IsSelect(const ForwardOp& op) {
-    if (op.op != "Gather" || op.inputs.size() < 2 || op.outputs.empty()) return false;
+  // backward makes a gradient of the base's size (EmitSelectBackward).
+  // Returns the (non-negative) axis, -1 when `op` is no such select.
+  int64_t SelectAxis(const ForwardOp& op) {
+    if (op.op != "Gather" || op.inputs.size() < 2 || op.outputs.empty()) return -1;
     const TensorShape* index = Shape(op.inputs[1]);
     const TensorShape* data = Shape(op.inputs[0]);
     if (!index || !index->has_rank || !index->dims.empty() || !data || !data->Known()) {
-      return false;
+      return -1;
     }
-    if (initializers_.count(op.inputs[0]) || folded_outputs_.count(op.inputs[0])) return false;
+    if (initializers_.count(op.inputs[0]) || folded_outputs_.count(op.inputs[0])) return -1;
     int64_t axis = 0;
     for (const auto& attr : op.proto->attribute()) if (attr.name() == "axis") axis = attr.i();
     const int64_t rank = static_cast<int64_t>(data->dims.size());
     if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return false;
+    if (axis < 0 || axis >= rank) return -1;
     std::vector<int64_t> strides = StridesOf(op.inputs[0]);
     strides.erase(strides.begin() + axis);
     strides_[op.outputs[0]] = std::move(strides);
-    return true;
+    return axis;
   }
 
   // Strides of `name` relative to its storage: a view's as TrackView found
@@ -890,6 +899,88 @@ class Builder {
     if (strides.size() != out_shape->dims.size()) return true;
     strides_[out] = std::move(strides);
     return true;
+  }
+
+  // TensorIterator's elementwise ops (ATen TensorIterator.cpp,
+  // reorder_dimensions) lay their output out densely in the dim order of the
+  // operands: for each pair of dims the first operand whose strides tell
+  // them apart (broadcast dims skipped; equal strides: the larger dim goes
+  // outer) decides. So `attention(x).transpose(1, 0) + x` is laid out like
+  // the transposed operand, and so is what follows it. Records the strides
+  // of output 0 when it is not contiguous.
+  void PropagateElementwiseLayout(const ForwardOp& op) {
+    static const std::set<std::string_view> kElementwise = {
+        "Abs", "Add", "Clip", "Cos", "Div", "Dropout", "Elu", "Erf", "Exp", "LeakyRelu", "Log", "Mul",
+        "Neg", "Pow", "Reciprocal", "Relu", "Sigmoid", "Sin", "Sqrt", "Sub", "Tanh", "Where"};
+    if (!kElementwise.count(op.op) || op.outputs.empty() || op.outputs[0].empty()) return;
+    const TensorShape* out = Shape(op.outputs[0]);
+    if (!out || !out->Known() || out->dims.size() < 2) return;
+    const std::vector<int64_t>& dims = out->dims;
+    const size_t rank = dims.size();
+    std::vector<std::vector<int64_t>> operands;  // strides aligned to `dims`, 0 if broadcast
+    bool strided = false;
+    for (const std::string& in : op.inputs) {
+      const TensorShape* s = in.empty() ? nullptr : Shape(in);
+      if (!s || !s->Known() || s->dims.size() > rank) continue;
+      strided |= strides_.count(in) > 0;
+      std::vector<int64_t> strides = StridesOf(in);
+      std::vector<int64_t> aligned(rank, 0);
+      const size_t lead = rank - s->dims.size();
+      for (size_t i = 0; i < s->dims.size(); ++i) {
+        bool broadcast = s->dims[i] == 1 && dims[lead + i] != 1;
+        aligned[lead + i] = broadcast || i >= strides.size() ? 0 : strides[i];
+      }
+      operands.push_back(std::move(aligned));
+    }
+    if (!strided) return;
+    // 1 when dim a goes inside dim b, -1 when outside, 0 when no operand says.
+    auto inner = [&](size_t a, size_t b) {
+      for (const std::vector<int64_t>& st : operands) {
+        if (st[a] == 0 || st[b] == 0) continue;
+        if (st[a] < st[b]) return -1;
+        if (st[a] > st[b]) return 1;
+        if (dims[a] > dims[b]) return 1;
+      }
+      return 0;
+    };
+    std::vector<size_t> perm(rank);  // innermost dim first, as ATen's perm_
+    for (size_t i = 0; i < rank; ++i) perm[i] = rank - 1 - i;
+    for (size_t i = 1; i < rank; ++i) {
+      size_t b = i;
+      for (size_t a = i; a-- > 0;) {
+        int c = inner(perm[a], perm[b]);
+        if (c > 0) {
+          std::swap(perm[a], perm[b]);
+          b = a;
+        } else if (c < 0) {
+          break;
+        }
+      }
+    }
+    std::vector<int64_t> strides(rank, 1);
+    int64_t next = 1;
+    for (size_t d : perm) {
+      strides[d] = next;
+      next = SaturatingMul(next, std::max<int64_t>(dims[d], 1));
+    }
+    if (strides != ContiguousStrides(dims)) strides_[op.outputs[0]] = std::move(strides);
+  }
+
+  // Bytes of the contiguous copy ATen makes of a LayerNorm input that is not
+  // contiguous (layer_norm_cpu and its backward call expect_contiguous on
+  // X); the copy lives while the kernel runs.
+  int64_t NormInputCopy(const ForwardOp& op) const {
+    if (op.op != "LayerNormalization" || op.inputs.empty()) return 0;
+    const TensorShape* x = Shape(op.inputs[0]);
+    if (!x || !x->Known() || !strides_.count(op.inputs[0])) return 0;
+    std::vector<int64_t> contiguous = ContiguousStrides(x->dims);
+    const std::vector<int64_t>& strides = strides_.at(op.inputs[0]);
+    for (size_t i = 0; i < x->dims.size() && i < strides.size(); ++i) {
+      if (x->dims[i] != 1 && strides[i] != contiguous[i]) {
+        return SaturatingMul(Elements(op.inputs[0]), ElementBytes(op.inputs[0]));
+      }
+    }
+    return 0;
   }
 
   // A matrix product's operand eager PyTorch cannot fold into the shape the
@@ -1016,10 +1107,11 @@ class Builder {
   void EmitForward() {
     extras_.resize(ops_.size());
     for (size_t i = 0; i < ops_.size(); ++i) {
-      const ForwardOp& op = ops_[i];
+      ForwardOp& op = ops_[i];
       if (op.folded || op.relayout) continue;
       const OpRule& rule = Rule(op);
       if (&rule == &FallbackOpRule()) fallback_ops_.insert(op.op);
+      op.select_axis = SelectAxis(op);
       Node node;
       node.name = op.name;
       node.op = op.op;
@@ -1035,13 +1127,16 @@ class Builder {
         if (rule.view && !op.inputs.empty() && !op.inputs[0].empty() && TrackView(op, out)) {
           graph_.tensors[t].alias_of = Id(op.inputs[0]);
         }
-        if ((IsSelect(op) || IsSameTypeCast(op)) && out == op.outputs[0]) {
+        if ((op.select_axis >= 0 || IsSameTypeCast(op)) && out == op.outputs[0]) {
           graph_.tensors[t].alias_of = Id(op.inputs[0]);
         }
       }
+      if (!rule.view) PropagateElementwiseLayout(op);
       AddContiguousCopies(op, node);
       extras_[i] = AddExtras(op, rule, node);
-      node.workspace_bytes = ConvWorkspace(op, Phase::kForward) + RecurrentWorkspace(op);
+      node.workspace_bytes = SaturatingAdd(
+          SaturatingAdd(ConvWorkspace(op, Phase::kForward), RecurrentWorkspace(op)),
+          NormInputCopy(op));
       SetCost(node, ForwardFlops(op, rule), op.op);
       forward_flops_.push_back(node.flops);
       node_of_op_.push_back(graph_.nodes.size());
@@ -1156,13 +1251,22 @@ class Builder {
                             node);
       return;
     }
+    TensorId select_grad = kNoId;
     for (size_t i : grad_inputs) {
+      if (i == 0 && op.select_axis > 0) {
+        select_grad = AddTensor(op.outputs[0] + ":select_backward",
+                                SaturatingMul(Elements(op.inputs[0]), precision_.activation_bytes),
+                                TensorKind::kActivation);
+        node.outputs.push_back(select_grad);
+        continue;
+      }
       bool passes = rule.view || rule.passes_gradient || IsSameTypeCast(op);
       MakeGradient(op.inputs[i], passes ? output_grad : kNoId, node);
     }
     bool input_grad = std::find(grad_inputs.begin(), grad_inputs.end(), 0) != grad_inputs.end();
     node.workspace_bytes = SaturatingAdd(node.workspace_bytes,
                                          ConvWorkspace(op, Phase::kBackward, input_grad));
+    node.workspace_bytes = SaturatingAdd(node.workspace_bytes, NormInputCopy(op));
     for (size_t i = 0; i < op.inputs.size() && i < 32; ++i) {
       if (!((rule.backward_temporaries >> i) & 1) || op.inputs[i].empty()) continue;
       node.workspace_bytes = SaturatingAdd(
@@ -1170,6 +1274,35 @@ class Builder {
     }
     SetCost(node, forward_flops * rule.backward_flops_ratio, op.op);
     graph_.nodes.push_back(std::move(node));
+    if (select_grad != kNoId) EmitSliceBackward(op, select_grad);
+  }
+
+  // Eager's x[:, i] (Python indexing: how a class token or a pooled first
+  // position is taken) is a full-range slice per leading dim, then a select;
+  // the ONNX export keeps only the select, a Gather at a 0-d index on axis
+  // `select_axis`. ATen's select_backward and slice_backward each make a
+  // zeroed tensor of their input's size (the base's) and copy the incoming
+  // gradient into it: the select's and the first slice's are live at once,
+  // then each slice's and the next's. The last one is the base's gradient.
+  void EmitSliceBackward(const ForwardOp& op, TensorId select_grad) {
+    TensorId previous = select_grad;
+    for (int64_t k = 1; k <= op.select_axis; ++k) {
+      Node node;
+      node.name = op.name + ".backward/slice" + std::to_string(k);
+      node.op = "SliceGrad";
+      node.scope = op.scope;
+      node.phase = Phase::kBackward;
+      node.inputs.push_back(previous);
+      if (k == op.select_axis) {
+        MakeGradient(op.inputs[0], kNoId, node);
+      } else {
+        previous = AddTensor(op.outputs[0] + ":slice_backward" + std::to_string(k),
+                             graph_.tensors[select_grad].bytes, TensorKind::kActivation);
+        node.outputs.push_back(previous);
+      }
+      SetCost(node, 0, "Slice");
+      graph_.nodes.push_back(std::move(node));
+    }
   }
 
   // LSTM/GRU's backward in three nodes, as autograd walks it. The last

@@ -218,7 +218,7 @@ SaveSet StartSet(const SimContext& context, const std::string& start,
                  const RecomputePolicy& policy) {
   if (start == "save-all") return SaveAll(context.graph);
   if (start == "mincut") return MinCutStart(context, policy).keep;
-  throw InputError("--start: unknown start set '" + start + "' (expected mincut or save-all)",
+  throw InputError("unknown start set '" + start + "' (expected mincut or save-all)",
                    kExitUsage);
 }
 

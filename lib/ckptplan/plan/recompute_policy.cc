@@ -100,7 +100,7 @@ RecomputePolicy MakeRecomputePolicy(const std::string& policy_path, const std::s
     std::string op = Trim(item);
     if (op.empty()) continue;
     if (!ValidOpName(op)) {
-      throw InputError("--recomputable-ops: '" + op + "' is not an op name", kExitUsage);
+      throw InputError("recomputable op '" + op + "' is not an op name", kExitUsage);
     }
     policy.ops.insert(NormalizeOpName(op));
   }

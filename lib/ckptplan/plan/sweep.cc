@@ -9,9 +9,10 @@ namespace ckptplan {
 
 std::vector<int64_t> LinearBudgets(int64_t from, int64_t to, int steps) {
   if (steps < 1)
-    throw InputError("--steps: expected at least 1, got " + std::to_string(steps), kExitUsage);
+    throw InputError("sweep: expected at least 1 step, got " + std::to_string(steps), kExitUsage);
   if (from > to) {
-    throw InputError("--from " + FormatBytes(from) + " is above --to " + FormatBytes(to),
+    throw InputError("sweep: the lowest budget, " + FormatBytes(from) + ", is above the highest, " +
+                         FormatBytes(to),
                      kExitUsage);
   }
   if (steps == 1) return {from};
@@ -23,13 +24,13 @@ std::vector<int64_t> LinearBudgets(int64_t from, int64_t to, int steps) {
   return budgets;
 }
 
-std::vector<int64_t> ParseBudgetList(std::string_view text) {
+std::vector<int64_t> ParseBudgetList(std::string_view text, std::string_view what) {
   std::vector<int64_t> budgets;
   size_t begin = 0;
   while (begin <= text.size()) {
     size_t end = text.find(',', begin);
     if (end == std::string_view::npos) end = text.size();
-    budgets.push_back(ParseSize(text.substr(begin, end - begin), "--budgets"));
+    budgets.push_back(ParseSize(text.substr(begin, end - begin), what));
     begin = end + 1;
   }
   return budgets;

@@ -24,8 +24,9 @@ namespace ckptplan {
 std::vector<int64_t> LinearBudgets(int64_t from, int64_t to, int steps);
 
 /// Parses "20GiB,40GiB,60GiB" (sizes as ParseSize reads them). Throws
-/// InputError (kExitUsage) naming --budgets on a bad entry.
-std::vector<int64_t> ParseBudgetList(std::string_view text);
+/// InputError (kExitUsage) naming `what` (the caller's name for the list,
+/// e.g. its flag) on a bad entry.
+std::vector<int64_t> ParseBudgetList(std::string_view text, std::string_view what);
 
 struct SweepRow {
   int64_t budget_bytes = 0;

@@ -14,6 +14,12 @@ values) or an op that writes one of its inputs in place. BatchNorm's
 native_batch_norm is re-run without its running statistics, so recomputing
 it gives the same output and updates the statistics once, as eager does.
 BatchNorm with momentum=None is refused (its factor is traced as a constant).
+
+A plan's "approximations" ([{"node", "rank"}], issue #23) make those linear
+nodes' re-runs use the rank-r truncated SVD of their weight (approx.py); the
+forward and every other re-run stay exact. Refused: an approximation of a node
+that is not a linear node on a parameter matrix, at a rank outside 1..min(k,
+n), or of a node the plan never re-runs.
 """
 
 import json
@@ -91,6 +97,7 @@ class _Runner:
         self.keep = set(keep)  # tensor ids held to the end (the loss, gradients)
         self.refs = {}
         self.approx = {}         # node id -> rank its re-runs use (approximate recompute)
+        self.factors = approx.Factors()
         self.capture = None      # {node id: None} -> (target, args, kwargs) of its re-run
         self.recompute_s = 0.0   # seconds spent in recompute steps since last reset
         nodes = program.nodes
@@ -162,7 +169,8 @@ class _Runner:
                 args[3] = args[4] = None  # the statistics were updated by the forward
             start = time.perf_counter() if recompute else 0.0
             if recompute and node["id"] in self.approx:
-                out = approx.call(fx_node.target, args, kwargs, self.approx[node["id"]])
+                out = approx.call(fx_node.target, args, kwargs, self.approx[node["id"]],
+                                  self.factors, node["id"])
             else:
                 out = fx_node.target(*args, **kwargs)
             if recompute:

@@ -25,6 +25,22 @@ TEST_CASE("GraphToJson round-trips synthetic graphs") {
   CHECK(GraphToJson(again) == GraphToJson(graph));
 }
 
+TEST_CASE("GraphToJson writes approx options back as read") {
+  const Graph graph = LoadJsonGraph(CKPTPLAN_SOURCE_DIR "/tests/graphs/approx_mlp.json");
+  const Graph again = ParseJsonGraph(GraphToJson(graph), "round-trip.json");
+  REQUIRE(again.nodes.size() == graph.nodes.size());
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    REQUIRE(again.nodes[n].approx.size() == graph.nodes[n].approx.size());
+    for (size_t o = 0; o < graph.nodes[n].approx.size(); ++o) {
+      CHECK(again.nodes[n].approx[o].rank == graph.nodes[n].approx[o].rank);
+      CHECK(again.nodes[n].approx[o].flops == graph.nodes[n].approx[o].flops);
+      CHECK(again.nodes[n].approx[o].error == graph.nodes[n].approx[o].error);
+      CHECK(again.nodes[n].approx[o].output_error == graph.nodes[n].approx[o].output_error);
+    }
+  }
+  CHECK(GraphToJson(again) == GraphToJson(graph));
+}
+
 TEST_CASE("a generated transformer round-trips through the stream") {
   TransformerOptions options;
   options.layers = 2;

@@ -154,5 +154,57 @@ TEST_CASE("negative and overflowing sizes and costs") {
                  "malformed JSON"));
 }
 
+TEST_CASE("approx options load sorted by rank; the sample graph has them on its linears") {
+  Graph graph = LoadJsonGraph(CKPTPLAN_SOURCE_DIR "/tests/graphs/approx_mlp.json");
+  const Node& fc1 = graph.nodes[1];
+  REQUIRE(fc1.name == "fc1");
+  REQUIRE(fc1.approx.size() == 4);
+  CHECK(fc1.approx[0].rank == 16);
+  // 2 x batch 1024 x rank 16 x (256 in + 512 out) = 25,165,824 FLOP.
+  CHECK(fc1.approx[0].flops == 25165824);
+  CHECK(fc1.approx[0].error == 0.05);
+  CHECK(fc1.approx[0].output_error == doctest::Approx(0.3));
+  CHECK(fc1.approx[0].time_us == -1);
+  CHECK(graph.ApproxCost(1, fc1.approx[0]) == 25165824);
+  CHECK(graph.nodes[2].approx.empty());
+  const Graph sorted = ParseJsonGraph(Wrap(R"({"id":"x","bytes":4,"kind":"input"},
+{"id":"w","bytes":4,"kind":"parameter"},{"id":"y","bytes":4})",
+      R"({"id":"mm","op":"MatMul","phase":"forward","inputs":["x","w"],"outputs":["y"],
+"time_us":10,"flops":100,"approx":[{"rank":8,"flops":50,"error":0.1},
+{"rank":2,"flops":20,"time_us":3,"error":0.3}]})"), "sorted.json");
+  REQUIRE(sorted.nodes[0].approx.size() == 2);
+  CHECK(sorted.nodes[0].approx[0].rank == 2);
+  CHECK(sorted.cost_unit == CostUnit::kMicroseconds);
+  CHECK(sorted.ApproxCost(0, sorted.nodes[0].approx[0]) == 3);  // its own time_us
+  // Without time_us: the node's 10 us x 50 / 100 FLOP = 5 us.
+  CHECK(sorted.ApproxCost(0, sorted.nodes[0].approx[1]) == 5);
+}
+
+TEST_CASE("approx options are checked, every problem named") {
+  const std::string tensors = R"({"id":"x","bytes":4,"kind":"input"},
+{"id":"w","bytes":4,"kind":"parameter"},{"id":"y","bytes":4},{"id":"z","bytes":4})";
+  std::string message = Rejection(Wrap(tensors, R"(
+{"id":"mm","op":"aten.mm.default","phase":"forward","inputs":["x","w"],"outputs":["y"],"flops":9,
+ "approx":[{"rank":0,"flops":1,"error":0.1},{"rank":4,"error":-1},{"rank":4,"flops":1,"error":0.2},
+           {"rank":4,"flops":1,"error":0.2}]},
+{"id":"relu","op":"relu","phase":"forward","inputs":["y"],"outputs":["z"],"flops":1,
+ "approx":[{"rank":2,"flops":1,"error":0.1}]})"));
+  CHECK(Contains(message, "node 'mm': approx[0]: \"rank\" must be a positive integer, got 0"));
+  CHECK(Contains(message, "node 'mm': approx[1]: missing \"flops\""));
+  CHECK(Contains(message, "node 'mm': approx[1]: error must be finite and >= 0, got -1"));
+  CHECK(Contains(message, "node 'mm': approx lists rank 4 twice"));
+  message = Rejection(Wrap(tensors, R"(
+{"id":"relu","op":"relu","phase":"forward","inputs":["x"],"outputs":["y"],"flops":1,
+ "approx":[{"rank":2,"flops":1,"error":0.1}]},
+{"id":"mm","op":"aten.mm.default","phase":"forward","inputs":["x","y"],"outputs":["z"],"flops":9,
+ "approx":[{"rank":2,"flops":1,"error":0.1}]})"));
+  CHECK(Contains(message, "node 'mm': approx: the node reads no parameter"));
+  CHECK(Contains(message, "node 'relu': approx is only for linear ops"));
+  message = Rejection(Wrap(tensors, R"(
+{"id":"mm","op":"addmm","phase":"backward","inputs":["x","w"],"outputs":["y"],"flops":9,
+ "approx":{"rank":2}})"));
+  CHECK(Contains(message, "node 'mm': \"approx\" must be an array of options, got object"));
+}
+
 }  // namespace
 }  // namespace ckptplan

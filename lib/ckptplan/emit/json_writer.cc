@@ -56,6 +56,15 @@ std::string GraphToJson(const Graph& graph) {
     if (node.time_us >= 0) out += ",\"time_us\":" + Num(node.time_us);
     if (node.workspace_bytes > 0) out += ",\"workspace_bytes\":" + std::to_string(node.workspace_bytes);
     if (!node.scope.empty()) out += ",\"scope\":" + Str(node.scope);
+    for (size_t i = 0; i < node.approx.size(); ++i) {
+      const ApproxOption& option = node.approx[i];
+      out += i == 0 ? ",\"approx\":[" : ",";
+      out += "{\"rank\":" + std::to_string(option.rank) + ",\"flops\":" + Num(option.flops);
+      if (option.time_us >= 0) out += ",\"time_us\":" + Num(option.time_us);
+      out += ",\"error\":" + Num(option.error);
+      if (option.output_error >= 0) out += ",\"output_error\":" + Num(option.output_error);
+      out += i + 1 < node.approx.size() ? "}" : "}]";
+    }
     out += n + 1 < graph.nodes.size() ? "},\n" : "}\n";
   }
   out += "]}\n";

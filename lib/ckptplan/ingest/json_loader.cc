@@ -222,6 +222,8 @@ class Loader {
     ReadTraining();
     problems_.ThrowIfAny();
     ValidateGraph(graph_, limits_);
+    CheckApproxNodes();
+    problems_.ThrowIfAny();
     return std::move(graph_);
   }
 
@@ -350,6 +352,8 @@ class Loader {
   std::unordered_map<std::string, uint32_t> version_suffix_;
 
   void WriteInPlace(Node& node);
+  void ReadApprox(const json& entry, const std::string& where, Node* node);
+  void CheckApproxNodes();
   TensorId NewVersion(TensorId written, TensorId current, const std::string& node_name);
 };
 
@@ -478,9 +482,77 @@ void Loader::ReadNode(const json& entry) {
   node.flops = OptionalCost(entry, "flops", where, problems_);
   node.time_us = OptionalCost(entry, "time_us", where, problems_);
   node.workspace_bytes = OptionalBytes(entry, "workspace_bytes", where, problems_, 0);
+  ReadApprox(entry, where, &node);
   WriteInPlace(node);
   graph_.nodes.push_back(std::move(node));
   if (fresh) node_ids_.Insert(static_cast<uint32_t>(i));
+}
+
+// "approx": [{"rank", "flops", "time_us"?, "error", "output_error"?}, ...],
+// one option per rank; kept sorted by rank.
+void Loader::ReadApprox(const json& entry, const std::string& where, Node* node) {
+  auto it = entry.find("approx");
+  if (it == entry.end()) return;
+  if (!it->is_array()) {
+    problems_.Add(where + ": \"approx\" must be an array of options, got " + TypeName(*it));
+    return;
+  }
+  for (size_t i = 0; i < it->size(); ++i) {
+    const json& option = (*it)[i];
+    const std::string at = where + ": approx[" + std::to_string(i) + "]";
+    if (!option.is_object()) {
+      problems_.Add(at + " must be an object, got " + TypeName(option));
+      continue;
+    }
+    ApproxOption read;
+    auto rank = option.find("rank");
+    if (rank == option.end() || !rank->is_number_integer() || rank->get<int64_t>() < 1) {
+      problems_.Add(at + ": \"rank\" must be a positive integer, got " +
+                    (rank == option.end() ? std::string("nothing") : rank->dump()));
+      continue;
+    }
+    read.rank = rank->get<int64_t>();
+    for (const char* key : {"flops", "error"}) {
+      if (!option.contains(key)) problems_.Add(at + ": missing \"" + key + "\"");
+    }
+    read.flops = std::max(0.0, OptionalCost(option, "flops", at, problems_));
+    read.error = std::max(0.0, OptionalCost(option, "error", at, problems_));
+    read.time_us = OptionalCost(option, "time_us", at, problems_);
+    read.output_error = OptionalCost(option, "output_error", at, problems_);
+    node->approx.push_back(read);
+  }
+  std::stable_sort(node->approx.begin(), node->approx.end(),
+                   [](const ApproxOption& a, const ApproxOption& b) { return a.rank < b.rank; });
+  for (size_t i = 1; i < node->approx.size(); ++i) {
+    if (node->approx[i].rank == node->approx[i - 1].rank) {
+      problems_.Add(where + ": approx lists rank " + std::to_string(node->approx[i].rank) +
+                    " twice");
+    }
+  }
+}
+
+// Approximate options belong to forward linear nodes whose weight is a
+// parameter (read directly or through a view): what the PyTorch side
+// replaces by a truncated SVD. Runs on a validated graph (alias chains end).
+void Loader::CheckApproxNodes() {
+  for (const Node& node : graph_.nodes) {
+    if (node.approx.empty()) continue;
+    const std::string where = "node " + Quote(node.name) + ": approx";
+    if (node.phase != Phase::kForward) {
+      problems_.Add(where + " is only for forward nodes, got phase " +
+                    std::string(ToString(node.phase)));
+    }
+    if (!IsLinearOp(node.op)) {
+      problems_.Add(where + " is only for linear ops (mm, addmm, matmul, bmm, linear, Gemm), got " +
+                    Quote(node.op));
+    }
+    const bool reads_weight = std::any_of(node.inputs.begin(), node.inputs.end(), [&](TensorId t) {
+      return graph_.tensors[graph_.StorageRoot(t)].kind == TensorKind::kParameter;
+    });
+    if (!reads_weight) {
+      problems_.Add(where + ": the node reads no parameter (or view of one) as its weight");
+    }
+  }
 }
 
 // SAX handler that never holds the whole document: each entry of the

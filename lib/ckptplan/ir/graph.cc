@@ -138,9 +138,11 @@ const std::vector<DtypeSize>& DtypeSizes() {
   return kSizes;
 }
 
-bool IsRandomOp(std::string_view op) {
-  // "aten.bernoulli_.float" -> "bernoulli": drop the namespace and the
-  // overload, then case and underscores.
+namespace {
+
+// "aten.bernoulli_.float" -> "bernoulli": drop the namespace and the
+// overload, then case and underscores.
+std::string OpBaseName(std::string_view op) {
   if (op.substr(0, 5) == "aten.") {
     op.remove_prefix(5);
     op = op.substr(0, op.find('.'));
@@ -150,6 +152,21 @@ bool IsRandomOp(std::string_view op) {
     if (c == '_') continue;
     name += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
   }
+  return name;
+}
+
+}  // namespace
+
+bool IsLinearOp(std::string_view op) {
+  const std::string name = OpBaseName(op);
+  for (const char* linear : {"mm", "addmm", "matmul", "bmm", "linear", "gemm"}) {
+    if (name == linear) return true;
+  }
+  return false;
+}
+
+bool IsRandomOp(std::string_view op) {
+  const std::string name = OpBaseName(op);
   static const char* const kRandom[] = {
       "bernoulli", "dropout", "nativedropout", "featuredropout", "alphadropout",
       "featurealphadropout", "rand", "randn", "randint", "randlike", "randnlike",
@@ -183,6 +200,14 @@ double Graph::NodeCost(NodeId n) const {
   const Node& node = nodes[n];
   double cost = cost_unit == CostUnit::kMicroseconds ? node.time_us : node.flops;
   return cost > 0 ? cost : 0.0;
+}
+
+double Graph::ApproxCost(NodeId n, const ApproxOption& option) const {
+  if (cost_unit == CostUnit::kFlops) return option.flops;
+  if (option.time_us >= 0) return option.time_us;
+  const Node& node = nodes[n];
+  if (node.time_us >= 0 && node.flops > 0) return node.time_us * option.flops / node.flops;
+  return -1;
 }
 
 void Graph::Finalize() {

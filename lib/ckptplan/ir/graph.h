@@ -54,6 +54,11 @@ const std::vector<DtypeSize>& DtypeSizes();
 /// recomputes one (see SimContext::pinned).
 bool IsRandomOp(std::string_view op);
 
+/// True for a matrix-multiply op that approximate recompute may replace
+/// (mm, addmm, matmul, bmm, linear, Gemm; aten and ONNX spellings, any case,
+/// overload suffix ignored).
+bool IsLinearOp(std::string_view op);
+
 /// True for kinds that live for the whole step whatever the plan.
 inline bool IsResidentKind(TensorKind kind) {
   return kind == TensorKind::kInput || kind == TensorKind::kParameter ||
@@ -68,6 +73,21 @@ struct Tensor {
   NodeId producer = kNoId;    ///< node that makes it; kNoId for graph inputs
 };
 
+/// One way to re-run a linear node approximately in recomputation: its weight
+/// replaced by the rank-`rank` truncated SVD (factors refreshed once a step);
+/// the forward always runs exactly. Read from a graph's optional "approx"
+/// field (docs/approximate-recompute.md).
+struct ApproxOption {
+  int64_t rank = 0;          ///< >= 1
+  double flops = 0;          ///< cost of the approximate node, replacing Node::flops
+  double time_us = -1;       ///< -1 when not given
+  /// Measured relative error of the step's parameter gradients
+  /// (||g_approx - g|| / ||g|| over all parameters) when only this node's
+  /// recomputation uses this option.
+  double error = 0;
+  double output_error = -1;  ///< relative error of the node's output; -1: not given
+};
+
 struct Node {
   std::string name;
   std::string op;
@@ -78,6 +98,7 @@ struct Node {
   double flops = -1;    ///< -1 when not given
   double time_us = -1;  ///< -1 when not given
   int64_t workspace_bytes = 0;  ///< transient bytes live only while it runs
+  std::vector<ApproxOption> approx;  ///< by ascending rank; empty: none
 };
 
 /// Training state that is not spelled out as tensors in the graph.
@@ -114,6 +135,10 @@ struct Graph {
   TensorId StorageRoot(TensorId t) const;
   /// Cost of running `n` once in cost_unit; 0 when the node has no cost.
   double NodeCost(NodeId n) const;
+  /// Cost of re-running `n` with `option` in cost_unit: the option's flops,
+  /// or in microseconds its time_us, else the node's time_us scaled by
+  /// option flops / node flops; -1 when it cannot be costed in cost_unit.
+  double ApproxCost(NodeId n, const ApproxOption& option) const;
   /// Re-derives producers and cost_unit; call after building a graph by hand.
   void Finalize();
 };

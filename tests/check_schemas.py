@@ -60,6 +60,20 @@ def main():
             failures += 1
         failures += validate("plan.schema.json", onnx_plan, "onnx_plan.json")
         checked += 1
+        # Approximate recompute: a graph with "approx" options and a plan using them.
+        with open("tests/graphs/approx_mlp.json") as f:
+            failures += validate("graph.schema.json", json.load(f), "tests/graphs/approx_mlp.json")
+        checked += 1
+        subprocess.run([binary, "plan", "tests/graphs/approx_mlp.json", "--budget", "10.5MiB",
+                        "--max-error", "1%", "-o", f"{tmp}/approx_plan.json"],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(f"{tmp}/approx_plan.json") as f:
+            approx_plan = json.load(f)
+        if not approx_plan.get("approximations"):
+            print("FAIL approx_plan.json: no \"approximations\"")
+            failures += 1
+        failures += validate("plan.schema.json", approx_plan, "approx_plan.json")
+        checked += 1
         for schema, name in (("plan.schema.json", "plan.json"), ("timeline.schema.json", "timeline.json")):
             with open(f"{tmp}/{name}") as f:
                 failures += validate(schema, json.load(f), name)

@@ -119,6 +119,10 @@ int main(int argc, char** argv) {
                        "Offload: device-host copy rate per direction, e.g. 25GB/s (default: "
                        "the --device preset's, when --device is given)");
   plan_cmd->add_option("--host-budget", host_budget, "Offload: host bytes offloads may hold");
+  std::string max_error;
+  plan_cmd->add_option("--max-error", max_error,
+                       "Approximate recompute: bound on the estimated relative gradient error, "
+                       "e.g. 1% or 0.01 (default 0: exact plans)");
   plan_cmd->add_option("--compute-rate", compute_rate,
                        "Offload: FLOP/s timing nodes without time_us (default: the device's)")
       ->check(CLI::PositiveNumber);
@@ -294,6 +298,7 @@ int main(int argc, char** argv) {
       }
       if (!host_budget.empty()) plan.host_budget_bytes = ParseSize(host_budget, "--host-budget");
       if (compute_rate > 0) plan.compute_flops_per_s = compute_rate;
+      if (!max_error.empty()) plan.max_error = ParseMaxErrorFlag(max_error);
       return RunPlan(plan, std::cout);
     }
     if (generate_cmd->parsed()) {

@@ -3,6 +3,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -13,6 +14,7 @@
 #include "ckptplan/base/errors.h"
 #include "ckptplan/base/text_escape.h"
 #include "ckptplan/cli/distributed.h"
+#include "ckptplan/plan/approx_planner.h"
 #include "ckptplan/plan/incremental.h"
 #include "ckptplan/emit/json_writer.h"
 #include "ckptplan/emit/export.h"
@@ -97,6 +99,36 @@ LoadOptions PlanLoadOptions(const LoadFlags& flags, const PlanHeader& header,
   return load;
 }
 
+// A plan file's approximations on `sim`, the simulation of its save set on
+// `graph` (`rewritten`: the node map when that graph is an offload rewrite).
+// Each approximated node must be re-run by the plan's recomputation.
+ApproxPlan PlanFileApproximations(const Graph& graph, const SimResult& sim, const LoadedPlan& plan,
+                                  const std::string& plan_path,
+                                  const std::vector<NodeId>* rewritten) {
+  std::vector<std::pair<NodeId, size_t>> chosen = plan.approximations;
+  if (rewritten != nullptr) {
+    for (auto& [node, option] : chosen) node = (*rewritten)[node];
+  }
+  ApproxPlan approx = EvaluateApproximations(graph, sim, chosen, plan.max_error);
+  for (const ApproxChoice& choice : approx.choices) {
+    if (choice.reruns == 0) {
+      throw InputError(plan_path + ": approximations: node '" +
+                       ShowName(graph.nodes[choice.node].name) +
+                       "' is not re-run by the plan's recomputation, so it cannot run "
+                       "approximately");
+    }
+  }
+  if (std::fabs(approx.estimated_error - plan.estimated_error) > 1e-9 * (1 + plan.estimated_error)) {
+    spdlog::warn("{}: the plan records estimated error {}, the graph's options give {}", plan_path,
+                 ErrorText(plan.estimated_error), ErrorText(approx.estimated_error));
+  }
+  if (approx.estimated_error > plan.max_error) {
+    spdlog::warn("{}: estimated error {} is over the plan's max_error {}", plan_path,
+                 ErrorText(approx.estimated_error), ErrorText(plan.max_error));
+  }
+  return approx;
+}
+
 }  // namespace
 
 namespace {
@@ -160,6 +192,11 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
                      kExitUsage);
   }
   planner_options.reference_greedy = options.planner == "reference";
+  if (options.max_error > 0 && !options.layout.IsSingleDevice()) {
+    throw InputError("--max-error: approximate recompute is planned for one device only (not "
+                     "with --dp, --zero, --tp, --pp)",
+                     kExitUsage);
+  }
   if (!options.layout.IsSingleDevice()) return RunDistributedPlan(options, planner_options, out);
   auto clock = std::chrono::steady_clock::now();
   const LoadOptions load = ResolveLoad(options.load, std::nullopt, nullptr);
@@ -171,6 +208,18 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   const bool per_step = !options.timeline_path.empty() || !options.report_path.empty() ||
                         !options.trace_path.empty() || !options.timeline_csv_path.empty();
   PlanOutcome outcome = ComputePlan(graph, planner_options, per_step);
+  // Approximate recompute: approximations on the plan, which is re-planned
+  // when the approximate costs make another one cheaper (same budget).
+  std::optional<ApproxPlan> approx;
+  if (options.max_error > 0) {
+    ApproxPlanned approximate =
+        PlanApproximations(graph, planner_options, outcome.found, options.max_error);
+    if (approximate.found.keep != outcome.found.keep) {
+      outcome.found = std::move(approximate.found);
+      outcome.planned = SimulateRecorded(graph, outcome.found.keep, reserve_bytes, per_step);
+    }
+    approx = std::move(approximate.approx);
+  }
   spdlog::info("plan: {}", outcome.found.method);
   const SimResult& save_all = outcome.save_all;
   const SimResult& planned = outcome.planned;
@@ -228,8 +277,10 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
   const SimResult& out_planned = offloaded ? offload_planned : planned;
   const SimResult& out_save_all = offloaded ? offload_save_all : save_all;
   const SaveSet& out_keep = offloaded ? offload_keep : found.keep;
+  if (approx && offloaded) approx = ChooseApproximations(out_graph, out_planned, options.max_error);
   Summary summary{"plan", options.graph_path, budget_bytes, reserve_bytes,
                   &out_save_all, &out_planned, &out_keep, bound, options.top};
+  if (approx) summary.approx = &*approx;
   // Render everything before writing anything, so a failure leaves no files.
   std::string plan_text, timeline_text;
   if (!options.output_path.empty()) {
@@ -240,6 +291,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
       record.offloaded = &*offloaded;
       record.offload_settings = &*offload_settings;
     }
+    if (approx) record.approx = &*approx;
     plan_text = PlanToJson(out_graph, record)
                     .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
                 "\n";
@@ -272,8 +324,9 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   int64_t reserve = options.reserve_bytes.value_or(0);
   int64_t budget = -1;
   std::optional<OffloadedGraph> offloaded;
+  LoadedPlan plan;
   if (!options.plan_path.empty()) {
-    LoadedPlan plan = ReadPlan(graph, options.plan_path);
+    plan = ReadPlan(graph, options.plan_path);
     if (!plan.graph_sha256.empty() && plan.graph_sha256 != loaded.sha256) {
       spdlog::warn("{}: plan was made for a graph with a different digest than {}",
                    options.plan_path, options.graph_path);
@@ -296,6 +349,12 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
   Summary summary{"simulate", options.graph_path, budget, reserve, &save_all, &simulated,
                   &keep, ComputeLowerBound(graph, reserve), options.top,
                   !options.plan_path.empty()};
+  std::optional<ApproxPlan> approx;
+  if (!plan.approximations.empty()) {
+    approx = PlanFileApproximations(sim_graph, simulated, plan, options.plan_path,
+                                    offloaded ? &offloaded->rewritten_node : nullptr);
+    summary.approx = &*approx;
+  }
   std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {
     reports.push_back({options.timeline_path,
@@ -404,8 +463,14 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
     spdlog::warn("{}: plan was made for a graph with a different digest than {}",
                  options.plan_path, graph_path);
   }
+  std::optional<ApproxPlan> approx;
+  if (!plan.approximations.empty()) {
+    const SimResult sim =
+        SimulateRecorded(loaded.graph, plan.keep, plan.reserve_bytes, /*per_step=*/false);
+    approx = PlanFileApproximations(loaded.graph, sim, plan, options.plan_path, nullptr);
+  }
   ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
-                    plan.reserve_bytes};
+                    plan.reserve_bytes, approx ? &*approx : nullptr};
   ExportResult result = ExportPlan(loaded.graph, input, options.target);
   if (options.output_path.empty()) {
     out << result.text;

@@ -56,6 +56,9 @@ struct PlanOptions : CommonOptions, SearchFlags {
   std::optional<int64_t> host_budget_bytes;  ///< host bytes offloads may hold
   /// FLOP/s timing nodes without time_us; unset: the device's 16-bit matrix rate.
   std::optional<double> compute_flops_per_s;
+  /// Bound on the estimated relative gradient error of approximate recompute
+  /// (approx_planner.h); 0: exact plans.
+  double max_error = 0;
 };
 
 struct SweepOptions : CommonOptions, SearchFlags {

@@ -2,6 +2,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+
 #include "ckptplan/base/errors.h"
 
 namespace ckptplan {
@@ -59,6 +63,23 @@ std::string FrozenText(const std::vector<std::string>& frozen) {
 }
 
 }  // namespace
+
+double ParseMaxErrorFlag(const std::string& arg) {
+  const bool percent = !arg.empty() && arg.back() == '%';
+  const std::string number = percent ? arg.substr(0, arg.size() - 1) : arg;
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(number.c_str(), &end);
+  if (number.empty() || end != number.c_str() + number.size() || errno != 0 ||
+      !std::isfinite(value) || value < 0 ||
+      number.find_first_not_of("0123456789.eE-+") != std::string::npos) {
+    throw InputError("--max-error: cannot read '" + arg +
+                         "' as an error bound (expected a fraction like 0.01 or a percentage "
+                         "like 1%)",
+                     kExitUsage);
+  }
+  return percent ? value / 100.0 : value;
+}
 
 std::pair<std::string, int64_t> ParseDimFlag(const std::string& arg) {
   size_t eq = arg.find('=');

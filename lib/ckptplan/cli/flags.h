@@ -59,6 +59,9 @@ std::string LoadErrorHint(const UnresolvedShapesError& error);
 /// Parses "NAME=N" (--dim) and "NAME:AxBxC" (--input-shape). Throw
 /// InputError (kExitUsage) naming the flag.
 std::pair<std::string, int64_t> ParseDimFlag(const std::string& arg);
+/// Parses --max-error: a fraction ("0.01") or a percentage ("1%"), finite
+/// and >= 0. Throws InputError (kExitUsage) naming the flag.
+double ParseMaxErrorFlag(const std::string& arg);
 std::pair<std::string, std::vector<int64_t>> ParseInputShapeFlag(const std::string& arg);
 
 }  // namespace ckptplan

@@ -432,6 +432,16 @@ std::string Report(const ExportResult& result, ExportTarget target, const Export
            << "  " << result.chosen.dropped << " candidates recomputed (plan: "
            << result.plan.dropped << ")\n";
   }
+  if (input.approx != nullptr && input.approx->any()) {
+    const ApproxPlan& approx = *input.approx;
+    report << "approximations: the plan re-runs " << approx.choices.size()
+           << " linear(s) approximately (estimated gradient error "
+           << ErrorText(approx.estimated_error) << ", recompute "
+           << CostText(unit, approx.recompute_cost) << "); " << ToString(target)
+           << " cannot express approximate recompute, so this file recomputes exactly (recompute "
+           << CostText(unit, result.chosen.recompute_cost)
+           << "); apply the plan file with ckptplan_torch.apply_plan to run them\n";
+  }
   return report.str();
 }
 
@@ -443,6 +453,13 @@ std::string WriteText(const Graph& graph, const ExportInput& input, ExportTarget
   head["version"] = 1;
   head["plan"] = input.plan_path;
   head["rounding"] = ReportJson(graph, result, step_cost);
+  if (input.approx != nullptr && input.approx->any()) {
+    head["approximations"] = {
+        {"expressed", false},
+        {"count", input.approx->choices.size()},
+        {"plan_recompute_cost", input.approx->recompute_cost},
+        {"note", "approximate recompute is not expressible here: recomputed exactly"}};
+  }
   switch (target) {
     case ExportTarget::kPytorchSac:
       text = PytorchSacText(graph, result.chosen.keep, head);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/plan/approx_planner.h"
 #include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {
@@ -42,6 +43,10 @@ struct ExportInput {
   SaveSet keep;           ///< the plan
   int64_t budget_bytes = 0;
   int64_t reserve_bytes = 0;
+  /// The plan's approximations evaluated on its save set; nullptr or none:
+  /// an exact plan. No target runs recomputation approximately: the file
+  /// says so and recomputes exactly.
+  const ApproxPlan* approx = nullptr;
 };
 
 struct ExportResult {

@@ -18,7 +18,7 @@ namespace ckptplan {
 using nlohmann::ordered_json;
 
 std::vector<Decision> MakeDecisions(const Graph& graph, const SaveSet& keep,
-                                    const SimResult& planned) {
+                                    const SimResult& planned, const ApproxPlan* approx) {
   std::unordered_map<TensorId, const Recompute*> by_tensor;
   for (const Recompute& record : planned.recomputes) by_tensor.emplace(record.tensor, &record);
   std::vector<Decision> decisions;
@@ -28,6 +28,10 @@ std::vector<Decision> MakeDecisions(const Graph& graph, const SaveSet& keep,
     if (decision.recompute && it != by_tensor.end()) {
       decision.recompute_cost = it->second->cost;
       decision.chain = it->second->chain;
+      if (approx != nullptr && ChainApproximated(*approx, decision.chain)) {
+        decision.approximate = true;
+        decision.recompute_cost = ApproxChainCost(*approx, *it->second);
+      }
     }
     decisions.push_back(std::move(decision));
   }
@@ -216,8 +220,19 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
   plan["peak_breakdown"] = BreakdownJson(planned, planned.peak_step);
   plan["cost_unit"] = ToString(graph.cost_unit);
   plan["step_cost"] = planned.step_cost;
-  plan["recompute_cost"] = planned.recompute_cost;
-  plan["recompute_overhead_percent"] = Percent(planned.recompute_cost, planned.step_cost);
+  const ApproxPlan* approx = record.approx != nullptr && record.approx->any() ? record.approx
+                                                                              : nullptr;
+  if (approx) {
+    // The cost as run: the approximations applied; the exact figure beside it.
+    plan["recompute_cost"] = approx->recompute_cost;
+    plan["recompute_overhead_percent"] = Percent(approx->recompute_cost, planned.step_cost);
+    plan["exact_recompute_cost"] = approx->exact_recompute_cost;
+    plan["max_error"] = approx->max_error;
+    plan["estimated_error"] = approx->estimated_error;
+  } else {
+    plan["recompute_cost"] = planned.recompute_cost;
+    plan["recompute_overhead_percent"] = Percent(planned.recompute_cost, planned.step_cost);
+  }
   if (record.offloaded && record.offload_settings) {
     const OffloadedGraph& off = *record.offloaded;
     const OffloadSettings& settings = *record.offload_settings;
@@ -254,10 +269,22 @@ ordered_json PlanToJson(const Graph& graph, const PlanRecord& record) {
       entries.emplace_back(copy.tensor, std::move(entry));
     }
   }
-  for (const Decision& decision : MakeDecisions(graph, *record.keep, planned)) {
+  if (approx) {
+    ordered_json approximations = ordered_json::array();
+    for (const ApproxChoice& choice : approx->choices) {
+      approximations.push_back({{"node", graph.nodes[choice.node].name},
+                                {"rank", choice.rank},
+                                {"error", choice.error},
+                                {"cost_saved", choice.cost_saved}});
+    }
+    plan["approximations"] = std::move(approximations);
+  }
+  for (const Decision& decision : MakeDecisions(graph, *record.keep, planned, approx)) {
     ordered_json entry;
     entry["tensor"] = graph.tensors[decision.tensor].name;
-    entry["action"] = decision.recompute ? "recompute" : "save";
+    entry["action"] = !decision.recompute    ? "save"
+                      : decision.approximate ? "recompute_approx"
+                                             : "recompute";
     entry["bytes"] = decision.bytes;
     entry["recompute_cost"] = decision.recompute_cost;
     const NodeId producer = graph.tensors[decision.tensor].producer;
@@ -291,6 +318,64 @@ int64_t ReadBytesField(const nlohmann::json& root, const char* key, Problems& pr
     return 0;
   }
   return it->get<int64_t>();
+}
+
+// "approximations": [{"node", "rank", ...}]; "max_error", "estimated_error".
+void ReadApproximations(const Graph& graph, const nlohmann::json& root, LoadedPlan* plan,
+                        Problems& problems) {
+  auto list = root.find("approximations");
+  if (list == root.end()) return;
+  if (!list->is_array()) {
+    problems.Add("\"approximations\" must be an array");
+    return;
+  }
+  std::unordered_map<std::string, NodeId> nodes;
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) nodes.emplace(graph.nodes[n].name, n);
+  for (size_t i = 0; i < list->size(); ++i) {
+    const nlohmann::json& entry = (*list)[i];
+    const std::string where = "approximations[" + std::to_string(i) + "]";
+    if (!entry.is_object() || !entry.contains("node") || !entry["node"].is_string() ||
+        !entry.contains("rank") || !entry["rank"].is_number_integer()) {
+      problems.Add(where + ": needs a \"node\" string and an integer \"rank\"");
+      continue;
+    }
+    const std::string name = entry["node"].get<std::string>();
+    const int64_t rank = entry["rank"].get<int64_t>();
+    auto it = nodes.find(name);
+    if (it == nodes.end()) {
+      problems.Add(where + ": unknown node '" + name + "' (not in " + graph.source + ")");
+      continue;
+    }
+    const std::vector<ApproxOption>& options = graph.nodes[it->second].approx;
+    auto option = std::find_if(options.begin(), options.end(),
+                               [&](const ApproxOption& o) { return o.rank == rank; });
+    if (option == options.end()) {
+      std::string ranks;
+      for (const ApproxOption& o : options) ranks += (ranks.empty() ? "" : ", ") + std::to_string(o.rank);
+      problems.Add(where + ": node '" + name + "' has no approx option of rank " +
+                   std::to_string(rank) + " in " + graph.source +
+                   (ranks.empty() ? " (it has no approx options)" : " (ranks: " + ranks + ")"));
+      continue;
+    }
+    plan->approximations.emplace_back(it->second, static_cast<size_t>(option - options.begin()));
+  }
+  std::sort(plan->approximations.begin(), plan->approximations.end());
+  for (size_t i = 1; i < plan->approximations.size(); ++i) {
+    if (plan->approximations[i].first == plan->approximations[i - 1].first) {
+      problems.Add("approximations: node '" + graph.nodes[plan->approximations[i].first].name +
+                   "' is listed twice");
+    }
+  }
+  for (auto [key, value] : {std::pair{"max_error", &plan->max_error},
+                            std::pair{"estimated_error", &plan->estimated_error}}) {
+    auto it = root.find(key);
+    if (it == root.end()) continue;
+    if (!it->is_number() || !std::isfinite(it->get<double>()) || it->get<double>() < 0) {
+      problems.Add(std::string("\"") + key + "\" must be a number >= 0");
+      continue;
+    }
+    *value = it->get<double>();
+  }
 }
 
 }  // namespace
@@ -359,13 +444,14 @@ LoadedPlan ParsePlan(const Graph& graph, std::string_view text, const std::strin
                      "backward reads)");
       }
       plan.offloaded.push_back(it->second);
-    } else if (action != "save" && action != "recompute") {
-      problems.Add(where + ": \"action\" must be save, recompute or offload, got '" + action +
-                   "'");
+    } else if (action != "save" && action != "recompute" && action != "recompute_approx") {
+      problems.Add(where + ": \"action\" must be save, recompute, recompute_approx or offload, "
+                   "got '" + action + "'");
     } else {
       plan.keep[it->second] = action == "save";
     }
   }
+  ReadApproximations(graph, root, &plan, problems);
   std::sort(plan.offloaded.begin(), plan.offloaded.end());
   if (!plan.offloaded.empty()) {
     auto offload = root.find("offload");

@@ -12,6 +12,7 @@
 #include "ckptplan/base/problems.h"
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/plan/approx_planner.h"
 #include "ckptplan/sim/offload.h"
 #include "ckptplan/sim/simulator.h"
 
@@ -24,9 +25,13 @@ struct Decision {
   int64_t bytes;               ///< storage bytes of the tensor's root
   double recompute_cost;       ///< cost of the chain its first use ran; 0 if saved
   std::vector<NodeId> chain;   ///< nodes re-run for it, in order
+  /// The chain re-runs a node `approx` approximates ("recompute_approx");
+  /// recompute_cost is then the chain's cost with the approximations.
+  bool approximate = false;
 };
+/// `approx` (may be nullptr) is the plan's approximations (approx_planner.h).
 std::vector<Decision> MakeDecisions(const Graph& graph, const SaveSet& keep,
-                                    const SimResult& planned);
+                                    const SimResult& planned, const ApproxPlan* approx = nullptr);
 
 /// How offloaded tensors were timed (sim/offload.h): what simulate --plan
 /// needs to rewrite the graph the same way.
@@ -54,6 +59,9 @@ struct PlanRecord {
   /// rewrite, `planned` its simulation, and `offload_settings` how it was timed.
   const OffloadedGraph* offloaded = nullptr;
   const OffloadSettings* offload_settings = nullptr;
+  /// The approximations chosen on `planned` (nullptr or none chosen: an
+  /// exact plan, written without any approximation field).
+  const ApproxPlan* approx = nullptr;
 };
 nlohmann::ordered_json PlanToJson(const Graph& graph, const PlanRecord& record);
 
@@ -90,9 +98,16 @@ struct LoadedPlan {
   std::string graph_sha256;
   std::vector<TensorId> offloaded;  ///< ascending ids; empty: no offload
   OffloadSettings offload;          ///< how they were timed, when any
+  /// "approximations": (node, option index into its approx) by node id;
+  /// empty: an exact plan. max_error and estimated_error as recorded.
+  std::vector<std::pair<NodeId, size_t>> approximations;
+  double max_error = 0;
+  double estimated_error = 0;
 };
 /// Reads a plan file for `graph`. Every tensor it names must be a candidate
-/// of `graph`; candidates it does not name are saved. Throws InputError
+/// of `graph`; candidates it does not name are saved; "recompute_approx"
+/// reads as "recompute". Every approximation must name a node of `graph`
+/// and one of its approx ranks. Throws InputError
 /// naming the file and the tensor.
 LoadedPlan ReadPlan(const Graph& graph, const std::string& path);
 /// ReadPlan on text already read; `source` names it in messages.

@@ -77,7 +77,26 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
   char overhead[64];
   std::snprintf(overhead, sizeof(overhead), "(%.2f%% of the step's %s)", OverheadPercent(planned),
                 CostText(graph, planned.step_cost).c_str());
-  Line(out, "  recompute cost      %-12s %s", CostText(graph, planned.recompute_cost), overhead);
+  const ApproxPlan* approx = summary.approx;
+  if (approx != nullptr && approx->any()) {
+    std::snprintf(overhead, sizeof(overhead), "(%s of the step's %s), approximate",
+                  PercentText(approx->recompute_cost, planned.step_cost).c_str(),
+                  CostText(graph, planned.step_cost).c_str());
+    Line(out, "  recompute cost      %-12s %s", CostText(graph, approx->recompute_cost), overhead);
+    Line(out, "  exact recompute     %-12s %s", CostText(graph, approx->exact_recompute_cost),
+         "(" + PercentText(approx->exact_recompute_cost, planned.step_cost) + "), " +
+             PercentText(approx->cost_saved, approx->exact_recompute_cost) + " saved");
+    Line(out, "  approximations      %s",
+         std::to_string(approx->choices.size()) + " re-run linear" +
+             (approx->choices.size() == 1 ? "" : "s") + ", estimated gradient error " +
+             ErrorText(approx->estimated_error) + " <= max error " +
+             ErrorText(approx->max_error));
+  } else {
+    Line(out, "  recompute cost      %-12s %s", CostText(graph, planned.recompute_cost), overhead);
+    if (approx != nullptr) {
+      Line(out, "  approximations      none: %s", DescribeNoApprox(graph, *approx));
+    }
+  }
 
   out << "\nMemory at the peak, by category:\n";
   ordered_json breakdown = BreakdownJson(planned, planned.peak_step);
@@ -95,7 +114,15 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
     Line(out, "  %-12s %s", FormatBytes(live.bytes),
          ShowName(tensor.name) + "  [" + std::string(ToString(live.category)) + "]  " + made_by);
   }
-  std::vector<Decision> decisions = MakeDecisions(graph, *summary.keep, planned);
+  if (approx != nullptr && approx->any()) {
+    out << "\nApproximate recompute (rank of the weight's truncated SVD):\n";
+    for (const ApproxChoice& choice : approx->choices) {
+      Line(out, "  %-19s %s", ShowName(graph.nodes[choice.node].name),
+           "rank " + std::to_string(choice.rank) + ", error " + ErrorText(choice.error) +
+               ", saves " + CostText(graph, choice.cost_saved));
+    }
+  }
+  std::vector<Decision> decisions = MakeDecisions(graph, *summary.keep, planned, approx);
   size_t recomputed = std::count_if(decisions.begin(), decisions.end(),
                                     [](const Decision& d) { return d.recompute; });
   out << "\nDecisions: " << recomputed << " of " << decisions.size()
@@ -104,7 +131,8 @@ std::string SummaryText(const Graph& graph, const Summary& summary) {
     if (!decision.recompute) continue;
     std::string chain;
     for (NodeId n : decision.chain) chain += (chain.empty() ? "" : " -> ") + ShowName(graph.nodes[n].name);
-    Line(out, "  recompute %-28s %s", ShowName(graph.tensors[decision.tensor].name),
+    Line(out, decision.approximate ? "  recompute_approx %-21s %s" : "  recompute %-28s %s",
+         ShowName(graph.tensors[decision.tensor].name),
          FormatBytes(decision.bytes) + ", cost " + CostText(graph, decision.recompute_cost) +
              (chain.empty() ? "" : ", chain " + chain));
   }
@@ -132,8 +160,28 @@ ordered_json SummaryJson(const Graph& graph, const Summary& summary) {
   out["peak_breakdown"] = BreakdownJson(planned, planned.peak_step);
   out["cost_unit"] = ToString(graph.cost_unit);
   out["step_cost"] = planned.step_cost;
-  out["recompute_cost"] = planned.recompute_cost;
-  out["recompute_overhead_percent"] = OverheadPercent(planned);
+  const ApproxPlan* approx = summary.approx;
+  if (approx != nullptr && approx->any()) {
+    out["recompute_cost"] = approx->recompute_cost;
+    out["recompute_overhead_percent"] = Percent(approx->recompute_cost, planned.step_cost);
+    out["exact_recompute_cost"] = approx->exact_recompute_cost;
+  } else {
+    out["recompute_cost"] = planned.recompute_cost;
+    out["recompute_overhead_percent"] = OverheadPercent(planned);
+  }
+  if (approx != nullptr) {
+    out["max_error"] = approx->max_error;
+    out["estimated_error"] = approx->estimated_error;
+    ordered_json chosen = ordered_json::array();
+    for (const ApproxChoice& choice : approx->choices) {
+      chosen.push_back({{"node", graph.nodes[choice.node].name},
+                        {"rank", choice.rank},
+                        {"error", choice.error},
+                        {"cost_saved", choice.cost_saved}});
+    }
+    out["approximations"] = std::move(chosen);
+    if (!approx->any()) out["no_approximation"] = DescribeNoApprox(graph, *approx);
+  }
   ordered_json top = ordered_json::array();
   for (const LiveTensor& live : LiveAt(graph, planned, planned.peak_step, summary.top)) {
     const Tensor& tensor = graph.tensors[live.tensor];
@@ -150,11 +198,13 @@ ordered_json SummaryJson(const Graph& graph, const Summary& summary) {
   }
   out["top_tensors_at_peak"] = std::move(top);
   ordered_json recomputed = ordered_json::array();
-  for (const Decision& decision : MakeDecisions(graph, *summary.keep, planned)) {
+  for (const Decision& decision : MakeDecisions(graph, *summary.keep, planned, approx)) {
     if (!decision.recompute) continue;
-    recomputed.push_back({{"tensor", graph.tensors[decision.tensor].name},
-                          {"bytes", decision.bytes},
-                          {"recompute_cost", decision.recompute_cost}});
+    ordered_json entry{{"tensor", graph.tensors[decision.tensor].name},
+                       {"bytes", decision.bytes},
+                       {"recompute_cost", decision.recompute_cost}};
+    if (decision.approximate) entry["action"] = "recompute_approx";
+    recomputed.push_back(std::move(entry));
   }
   out["recomputed"] = std::move(recomputed);
   return out;

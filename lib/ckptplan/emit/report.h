@@ -9,6 +9,7 @@
 
 #include "ckptplan/ir/cost.h"
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/plan/approx_planner.h"
 #include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {
@@ -35,6 +36,9 @@ struct Summary {
   LowerBound lower_bound;
   size_t top = 10;  ///< tensors to list at the peak
   bool has_plan = true;  ///< false: `planned` is save-all, print it once
+  /// Approximate recompute asked for (max error > 0): what was chosen on
+  /// `planned`, or why nothing was. nullptr: exact, nothing said.
+  const ApproxPlan* approx = nullptr;
 };
 std::string SummaryText(const Graph& graph, const Summary& summary);
 nlohmann::ordered_json SummaryJson(const Graph& graph, const Summary& summary);

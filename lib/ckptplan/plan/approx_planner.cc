@@ -33,12 +33,6 @@ struct Item {
   std::vector<Option> options;
 };
 
-std::string Number(double value) {
-  char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.4g", value);
-  return buffer;
-}
-
 // Fills the totals and saved_per_run from `plan.choices`.
 void Finish(const Graph& graph, ApproxPlan* plan) {
   plan->estimated_error = 0;
@@ -139,6 +133,12 @@ ApproxChoice MakeChoice(const Graph& graph, NodeId n, size_t o, uint32_t reruns)
 }
 
 }  // namespace
+
+std::string ErrorText(double error) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%.4g", error);
+  return buffer;
+}
 
 const ApproxChoice* ApproxPlan::Find(NodeId n) const {
   auto it = std::lower_bound(choices.begin(), choices.end(), n,
@@ -272,8 +272,8 @@ std::string DescribeNoApprox(const Graph& graph, const ApproxPlan& approx) {
       const ApproxOption& best = graph.nodes[approx.best_node].approx[approx.best_option];
       return "every option is over the error bound: the lowest, node '" +
              ShowName(graph.nodes[approx.best_node].name) + "' at rank " +
-             std::to_string(best.rank) + ", has error " + Number(best.error) + " > " +
-             Number(approx.max_error);
+             std::to_string(best.rank) + ", has error " + ErrorText(best.error) + " > " +
+             ErrorText(approx.max_error);
     }
   }
   return "";

@@ -87,6 +87,9 @@ double ApproxChainCost(const ApproxPlan& approx, const Recompute& recompute);
 /// True when `chain` re-runs a node `approx` approximates.
 bool ChainApproximated(const ApproxPlan& approx, const std::vector<NodeId>& chain);
 
+/// A relative error as messages write it: "0.006", "1.2e-05" (4 digits).
+std::string ErrorText(double error);
+
 /// "none: ..." / the reason in words, naming the node and bound where one
 /// applies; empty for kNone and kExact.
 std::string DescribeNoApprox(const Graph& graph, const ApproxPlan& approx);

@@ -7,9 +7,11 @@
   flag no node has options;
 - the exporter's error of an option is what apply_plan's step gives when
   that node alone is approximate in the recompute-all program (same figure);
-- `apply --measure` of the lowest-budget plan with its re-run linear at rank
-  4: exit 0, loss and buffers bit-equal, measured gradient error printed and
-  within max_error; the same plan at rank 2 exceeds max_error: exit 5;
+- `ckptplan plan --max-error 2%` at the lowest budget approximates the re-run
+  linear (rank >= 4: the lower ranks' errors are over the bound), and
+  `apply --measure` of that plan exits 0, loss and buffers bit-equal, measured
+  gradient error printed and within max_error; the same plan edited to rank 2
+  exceeds max_error: exit 5;
 - an approximation on a node that is no linear, or at rank 0: exit 3.
 
 Usage: torch_approx_test.py CKPTPLAN_BINARY. Exits 77 (skipped) without torch."""
@@ -112,25 +114,29 @@ def run(tmp):
     got = measure.gradient_error(ref, model)
     assert abs(got - first[2]["error"]) <= 1e-6 * first[2]["error"], (got, first[2])
 
-    # A plan from ckptplan at its lowest budget, its re-run linear approximated.
+    # ckptplan's plan at its lowest budget with --max-error 2%.
     plan_path = os.path.join(tmp, "plan.json")
     lowest = json.loads(ckptplan("sweep", graph_path, "--budgets", "1",
                                  "--json"))["lowest_peak_bytes"]
     ckptplan("plan", graph_path, "--budget", str(lowest), "-o", plan_path)
     with open(plan_path) as f:
         plan = json.load(f)
-    good, rerun = with_approximations(plan, 4, nodes)
-    assert rerun, "the lowest plan re-runs no linear node"
-    write(os.path.join(tmp, "good.json"), good)
+    good_path = os.path.join(tmp, "good.json")
+    ckptplan("plan", graph_path, "--budget", str(lowest), "--max-error", "2%", "-o", good_path)
+    with open(good_path) as f:
+        good = json.load(f)
+    assert good["approximations"] and good["max_error"] == 0.02, good.get("approximations")
+    assert all(a["rank"] >= 4 for a in good["approximations"]), good["approximations"]
+    assert any(d["action"] == "recompute_approx" for d in good["decisions"])
     rc, out, _ = run_cli("apply", "--model", SPEC, "--optimizer", "sgd", "--plan",
-                         os.path.join(tmp, "good.json"), "--measure", "--steps", "1")
+                         good_path, "--measure", "--steps", "1")
     assert rc == 0, rc
     assert "loss and buffers bit-equal to the eager step" in out
     measured = float(re.search(r"gradient error: measured ([0-9.e+-]+)", out).group(1))
     assert 0 < measured <= good["max_error"], measured
     assert "against exact recompute of the same plan" in out
 
-    bad, _ = with_approximations(plan, 2, nodes)
+    bad, rerun = with_approximations(plan, 2, nodes)
     write(os.path.join(tmp, "rank2.json"), bad)
     rc, out, err = run_cli("apply", "--model", SPEC, "--optimizer", "sgd", "--plan",
                            os.path.join(tmp, "rank2.json"), "--measure", "--steps", "0")

@@ -157,6 +157,15 @@ def weights_path(name):
     return os.path.join(SCRATCH, name + ".pt")
 
 
+def training(name):
+    """How the saved weights were trained (weight decay 0.1 when unrecorded)."""
+    try:
+        with open(weights_path(name) + ".json") as f:
+            return json.load(f)
+    except OSError:
+        return {"weight_decay": 0.1}
+
+
 def _factory(name, trained):
     make, batches = MODELS[name]
     torch.manual_seed(0)
@@ -193,7 +202,7 @@ def cmd_train(args):
         make, batches = MODELS[name]
         torch.manual_seed(0)
         model = make()
-        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+        opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
         data = batches(0)
         start, losses = time.process_time(), []
         for step in range(args.steps):
@@ -208,6 +217,9 @@ def cmd_train(args):
                       flush=True)
         torch.save(model.state_dict(), weights_path(name) + ".tmp")
         os.replace(weights_path(name) + ".tmp", weights_path(name))
+        with open(weights_path(name) + ".json", "w") as f:
+            json.dump({"steps": args.steps, "lr": args.lr, "weight_decay": args.weight_decay,
+                       "final_loss": statistics.mean(losses[-20:])}, f)
 
 
 # --------------------------------------------------------------------------
@@ -402,7 +414,7 @@ def train_with_plan(name, plan, steps, lr):
     from ckptplan_torch.apply import apply_plan
     make, batches = MODELS[name]
     model, held_out = _factory(name, True)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.1)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=training(name)["weight_decay"])
     step = apply_plan(model, plan)
     data = batches(7)
     losses = []
@@ -468,6 +480,7 @@ def main(argv=None):
     tr.add_argument("--models", default="gpt,mlp")
     tr.add_argument("--steps", type=int, default=1500)
     tr.add_argument("--lr", type=float, default=3e-3)
+    tr.add_argument("--weight-decay", type=float, default=0.1)
     rp = sub.add_parser("report")
     rp.add_argument("--models", default="gpt,mlp")
     rp.add_argument("--max-error", type=float, default=0.05)

@@ -240,12 +240,13 @@ def make_plan(graph_path, budget, out_path, max_error=None):
     and the summary ckptplan printed. A ckptplan without --max-error: its
     exact plan, approximated by stand_in_approximations."""
     args = ["plan", graph_path, "--budget", str(budget), "-o", out_path]
-    if max_error is not None and planner_has_max_error():
+    native = max_error is not None and planner_has_max_error()
+    if native:
         args += ["--max-error", repr(max_error)]
     summary = ckptplan(*args)
     with open(out_path) as f:
         plan = json.load(f)
-    if max_error is not None and "max_error" not in plan:
+    if max_error is not None and not native:
         with open(graph_path) as f:
             plan = stand_in_approximations(plan, json.load(f), max_error)
         with open(out_path, "w") as f:
@@ -387,8 +388,8 @@ def report_random(name, max_error, fraction):
                               max_error)
     smallest = min(o["error"] for n in graph["nodes"] for o in n.get("approx", ()))
     print("%s, random weights, --max-error %g: %d approximations; the smallest option error "
-          "in the graph is %.4f" % (name, max_error, len(plan.get("approximations") or []),
-                                    smallest))
+          "of any linear node (re-run by the plan or not) is %.4f" %
+          (name, max_error, len(plan.get("approximations") or []), smallest))
     print("  ckptplan: " + "\n  ckptplan: ".join(
         line for line in summary.splitlines() if "approx" in line.lower()))
 

@@ -399,7 +399,7 @@ def cmd_report(args):
                for name in args.models.split(",")]
     print_table(results)
     print()
-    for name in args.models.split(","):
+    for name in args.models.split(",") if args.random_max_error > 0 else ():
         report_random(name, args.random_max_error, args.fraction)
     with open(os.path.join(SCRATCH, "report.json"), "w") as f:
         json.dump(results, f, indent=1)
@@ -485,7 +485,8 @@ def main(argv=None):
     rp = sub.add_parser("report")
     rp.add_argument("--models", default="gpt,mlp")
     rp.add_argument("--max-error", type=float, default=0.05)
-    rp.add_argument("--random-max-error", type=float, default=0.01)
+    rp.add_argument("--random-max-error", type=float, default=0.01,
+                    help="bound for the random-weight plans (0: skip them)")
     rp.add_argument("--fraction", type=float, default=0.25,
                     help="budget: lowest + FRACTION x (save-all - lowest)")
     rp.add_argument("--steps", type=int, default=5, help="timed steps per plan")

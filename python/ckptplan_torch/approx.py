@@ -85,6 +85,10 @@ class Factors:
     def __init__(self):
         self.basis = {}  # node id -> V (n x r, orthonormal columns)
 
+    def nbytes(self):
+        """Bytes the bases hold between steps (outside the plan's prediction)."""
+        return sum(v.numel() * v.element_size() for v in self.basis.values())
+
     def get(self, node_id, m, rank):
         """(A, B) with A @ B = M V V^T, the projection of m (k x n) onto V."""
         m = m.detach()

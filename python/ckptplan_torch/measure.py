@@ -202,6 +202,7 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
             "max_error": plan.get("max_error"),
             "exact_step_s": median(times["exact"]),
             "exact_recompute_s": median(recompute["exact"]),
+            "factor_bytes": planned.runner.factors.nbytes(),
         })
     return result
 

@@ -8,6 +8,13 @@ before the first backward node that reads it (program.py), and every value is
 released after the last step that reads it. That is the step `ckptplan
 simulate` predicts, so the allocator's peak equals the plan's.
 
+Offload decisions move a tensor's bytes out of the device allocator after
+the forward step the plan names (`freed_after`) and back into a new tensor
+before the backward node it names (`reloaded_before`): on CPU into a numpy
+buffer (memory torch's allocator does not own, so its peak falls as the
+simulator predicts); on CUDA into a pinned host buffer, copied on a side
+stream (written, not run here: no GPU).
+
 Refused, with a PlanError naming the tensor and the op: a plan that
 recomputes a random op (dropout's bernoulli_: a re-run would draw other
 values) or an op that writes one of its inputs in place. BatchNorm's
@@ -25,11 +32,12 @@ n), or of a node the plan never re-runs.
 import json
 import time
 
+import numpy as np
 import torch
 import torch.nn as nn
 
 from . import approx, export
-from .program import PlanError, Program, is_random_op
+from .program import ORIGINAL, RELOADED, PlanError, Program, is_random_op
 
 _BATCH_NORM = "aten.native_batch_norm.default"
 
@@ -57,6 +65,86 @@ def saved_set(plan, program, source="plan"):
                         "(was it made on this model's export, with these input shapes?): %s"
                         % (source, ", ".join(unknown[:5])))
     return {t for t in program.candidates if actions.get(t, "save") == "save"}
+
+
+def offloaded_set(plan):
+    """{tensor: (freed_after, reloaded_before)} of the plan's offload decisions."""
+    out = {}
+    for d in plan["decisions"]:
+        if d.get("action") != "offload":
+            continue
+        if not isinstance(d.get("freed_after"), str) or \
+                not isinstance(d.get("reloaded_before"), str):
+            raise PlanError("tensor %s: an offload decision needs freed_after and "
+                            "reloaded_before (node names)" % d.get("tensor"))
+        out[d["tensor"]] = (d["freed_after"], d["reloaded_before"])
+    return out
+
+
+class _HostCopies:
+    """Offloaded tensors' bytes while they are off the device.
+
+    out(t) copies a device tensor's whole storage to host; back(key) makes
+    a new device tensor of that storage's size, copies the bytes back and
+    returns it with the original sizes, strides and offset. On CPU the host
+    buffer is a numpy array, memory the torch allocator never sees. On CUDA
+    it is a pinned buffer and both copies run on a side stream: the copy out
+    starts once the compute stream has made the tensor, and its storage goes
+    back to the caching allocator for reuse only when the copy completes
+    (record_stream); the compute stream waits for a copy back only when its
+    first reader is about to run (ready), so the copy overlaps the steps in
+    between. (The CUDA path is unvalidated: it was never run on a GPU.)
+    """
+
+    def __init__(self):
+        self.held = {}
+        self.pending = {}  # key -> CUDA event recorded after its copy back
+        self.stream = None
+
+    def _side_stream(self, device):
+        if self.stream is None:
+            self.stream = torch.cuda.Stream(device)
+        return self.stream
+
+    def out(self, key, t):
+        count = export.storage_bytes(t) // t.element_size()
+        whole = t.as_strided((count,), (1,), 0)
+        layout = (t.shape, t.stride(), t.storage_offset(), t.dtype, t.device, count)
+        if t.device.type == "cuda":
+            host = torch.empty(count, dtype=t.dtype, pin_memory=True)
+            stream = self._side_stream(t.device)
+            stream.wait_stream(torch.cuda.current_stream(t.device))
+            with torch.cuda.stream(stream):
+                host.copy_(whole, non_blocking=True)
+            t.record_stream(stream)
+        else:
+            buffer = np.empty(count * t.element_size(), dtype=np.uint8)
+            host = torch.from_numpy(buffer).view(t.dtype)
+            host.copy_(whole)
+        self.held[key] = (host, layout)
+
+    def back(self, key):
+        host, (shape, stride, offset, dtype, device, count) = self.held.pop(key)
+        whole = torch.empty(count, dtype=dtype, device=device)
+        if device.type == "cuda":
+            stream = self._side_stream(device)
+            stream.wait_stream(torch.cuda.current_stream(device))
+            with torch.cuda.stream(stream):
+                whole.copy_(host, non_blocking=True)
+            whole.record_stream(stream)
+            done = torch.cuda.Event()
+            done.record(stream)
+            self.pending[key] = (done, device)
+        else:
+            whole.copy_(host)
+        return whole.as_strided(shape, stride, offset)
+
+    def ready(self, key):
+        """Makes the compute stream wait for `key`'s copy back (CUDA)."""
+        pending = self.pending.pop(key, None)
+        if pending is not None:
+            done, device = pending
+            torch.cuda.current_stream(device).wait_event(done)
 
 
 def _writes_input(target):
@@ -100,6 +188,7 @@ class _Runner:
         self.factors = approx.Factors()
         self.capture = None      # {node id: None} -> (target, args, kwargs) of its re-run
         self.recompute_s = 0.0   # seconds spent in recompute steps since last reset
+        self.host = _HostCopies()
         nodes = program.nodes
         for n, recompute in program.steps:
             fx_node = binding.node_of.get(nodes[n]["id"])
@@ -119,7 +208,9 @@ class _Runner:
         n, recompute = self.program.steps[step]
         node = self.program.nodes[n]
         forward_read = node["phase"] == "forward" and not recompute
-        return [(t, self.program.reads_copy(t, forward_read)) for t in node["inputs"]]
+        reads = [(t, self.program.slot(t, forward_read, recompute)) for t in node["inputs"]]
+        # A copy to host after this step reads the tensor's original value.
+        return reads + [(t, ORIGINAL) for t in self.program.offload_after.get(step, ())]
 
     def _plan_frees(self):
         """frees[s]: slots (tensor id, is copy) released after step s."""
@@ -130,6 +221,8 @@ class _Runner:
                 last[slot] = s
             for t in program.nodes[n]["outputs"]:
                 last.setdefault((t, recompute), s)  # never read: freed at once
+            for t in program.reload_before.get(s, ()):
+                last.setdefault((t, RELOADED), s)
         keep = {t for t in program.tensors if self._kept_to_end(t)}
         self.frees = [[] for _ in program.steps]
         for slot, s in last.items():
@@ -149,6 +242,12 @@ class _Runner:
             node = program.nodes[n]
             fx_node = self.binding.node_of[node["id"]]
             forward_read = node["phase"] == "forward" and not recompute
+            for t in program.reload_before.get(s, ()):
+                values[(t, RELOADED)] = self.host.back(t)
+            if self.host.pending:
+                for t in node["inputs"]:
+                    if program.slot(t, forward_read, recompute) == RELOADED:
+                        self.host.ready(t)
 
             def value_of(ref):
                 if not isinstance(ref, export._TensorRef):
@@ -156,7 +255,7 @@ class _Runner:
                 if ref.tid is None:
                     raise PlanError("node %s reads a value the graph does not name" %
                                     node["id"])
-                return values[(ref.tid, program.reads_copy(ref.tid, forward_read))]
+                return values[(ref.tid, program.slot(ref.tid, forward_read, recompute))]
 
             refs = self.refs.get(fx_node)
             if refs is None:
@@ -180,6 +279,8 @@ class _Runner:
             del args, kwargs
             self._store(values, fx_node, node, out, recompute)
             del out
+            for t in program.offload_after.get(s, ()):
+                self.host.out(t, values[(t, ORIGINAL)])
             for slot in self.frees[s]:
                 values.pop(slot, None)
 
@@ -250,7 +351,8 @@ class PlannedModel:
         self.graph = graph
         self.binding = binding
         probe = Program(graph, ())
-        program = Program(graph, saved_set(self.plan, probe, self.source))
+        program = Program(graph, saved_set(self.plan, probe, self.source),
+                          offloaded_set(self.plan))
         check_recomputable(program)
         self._check_chains(program)
         loss_id = binding.ids[_output_nodes(binding)[0]]
@@ -312,8 +414,12 @@ class PlannedModel:
 
     def recompute_summary(self):
         """(candidates the plan drops, nodes re-run) of the applied program."""
-        dropped = self.program.candidates - self.program.saved
+        dropped = self.program.candidates - self.program.saved - set(self.program.offloaded)
         return len(dropped), len(self.program.recomputed_nodes())
+
+    def offloaded_count(self):
+        """Tensors the applied program offloads."""
+        return len(self.program.offloaded)
 
 
 def approximations(plan, program, graph, binding, source="plan"):

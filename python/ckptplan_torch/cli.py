@@ -5,7 +5,9 @@
       --approximations, each linear node a plan can re-run gets the measured
       errors and costs of its low-rank re-runs (the "approx" node field).
   apply --model SPEC --plan plan.json [--measure] [--tolerance PERCENT]
-      Runs training steps with the plan applied. With --measure: prints the
+      Runs training steps with the plan applied (its recomputes and its
+      offloads: host copies in numpy buffers on CPU, pinned buffers and a
+      side stream on CUDA, unvalidated). With --measure: prints the
       predicted and measured peak and the bit-for-bit check against the
       unplanned eager step, and fails when the measured peak exceeds the
       prediction by more than the tolerance (default 1%). A plan with
@@ -69,6 +71,13 @@ def _mib(n):
     return "%.2f MiB" % (n / 2.0 ** 20)
 
 
+def _offloads(count, host_bytes=None):
+    if not count:
+        return ""
+    held = "" if host_bytes is None else ", host peak %d B (%s)" % (host_bytes, _mib(host_bytes))
+    return ", offloads %d to host%s" % (count, held)
+
+
 def cmd_apply(args):
     from . import apply, measure
     model, inputs = _make(args.model, args.seed)
@@ -82,8 +91,8 @@ def cmd_apply(args):
         loss.backward()
         opt.step()
         dropped, rerun = step.recompute_summary()
-        print("ckptplan_torch apply: loss %.6f; plan recomputes %d tensors (%d nodes re-run)" %
-              (loss.item(), dropped, rerun))
+        print("ckptplan_torch apply: loss %.6f; plan recomputes %d tensors (%d nodes re-run)%s" %
+              (loss.item(), dropped, rerun, _offloads(step.offloaded_count())))
         print("(peak not measured: add --measure)")
         return EXIT_OK
     r = measure.measure_plan(model, inputs, plan, optimizer=args.optimizer,
@@ -92,8 +101,9 @@ def cmd_apply(args):
         json.dump(r, sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        print("device %s; plan recomputes %d tensors (%d nodes re-run)" %
-              (r["device"], r["dropped_tensors"], r["nodes_rerun"]))
+        print("device %s; plan recomputes %d tensors (%d nodes re-run)%s" %
+              (r["device"], r["dropped_tensors"], r["nodes_rerun"],
+               _offloads(r["offloaded_tensors"], r["host_peak_bytes"])))
         print("step peak: predicted %d B (%s), measured %d B (%s), %+.4f%%; eager %d B (%s)" %
               (r["predicted_bytes"], _mib(r["predicted_bytes"]), r["measured_bytes"],
                _mib(r["measured_bytes"]), r["error_percent"], r["eager_bytes"],

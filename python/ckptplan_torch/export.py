@@ -829,24 +829,3 @@ def write_json(graph, path):
     with open(tmp, "w") as f:
         f.write(text)
     os.replace(tmp, path)
-def in_place_form(graph):
-    """Rewrites in-place aten ops (names like aten.add_.Tensor) from the alias_of form
-    into the in-place form of graph format v1: the node lists the tensor it writes
-    among its outputs, and later reads name that tensor. Views keep alias_of."""
-    producer = {}
-    for node in graph["nodes"]:
-        for out in node["outputs"]:
-            producer.setdefault(out, node)
-    written = {}  # alias id -> id of the tensor whose storage it writes
-    for tensor in graph["tensors"]:
-        alias, node = tensor.get("alias_of"), producer.get(tensor["id"])
-        if alias is None or node is None or alias not in node["inputs"]:
-            continue
-        parts = node["op"].split(".")
-        if len(parts) > 1 and parts[1].endswith("_"):
-            written[tensor["id"]] = written.get(alias, alias)
-    graph["tensors"] = [t for t in graph["tensors"] if t["id"] not in written]
-    for node in graph["nodes"]:
-        for key in ("inputs", "outputs"):
-            node[key] = [written.get(t, t) for t in node[key]]
-    return graph

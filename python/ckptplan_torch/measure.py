@@ -193,6 +193,9 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
         "dropped_tensors": dropped,
         "nodes_rerun": rerun,
         "recompute_s": median(recompute["planned"]),
+        "offloaded_tensors": planned.offloaded_count(),
+        "host_peak_bytes": plan.get("offload", {}).get("host_peak_bytes", 0),
+        "exposed_us": plan.get("offload", {}).get("exposed_us", 0.0),
     }
     if approximate:
         result.update({

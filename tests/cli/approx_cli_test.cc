@@ -58,6 +58,12 @@ TEST_CASE("plan --max-error 1%: fc1 re-run at rank 64; simulate --plan and expor
   CHECK(Contains(made.out, "1 re-run linear, estimated gradient error 0.006 <= max error 0.01"));
   CHECK(Contains(made.out, "fc1                 rank 64, error 0.006, saves 167.8 MFLOP"));
 
+  // The same input, the same plan file, byte for byte.
+  REQUIRE(RunCli(std::string("plan ") + kGraph + " --budget 10.5MiB --max-error 1% -o " + dir +
+                 "/again.json")
+              .code == 0);
+  CHECK(Slurp(dir + "/again.json") == Slurp(dir + "/p.json"));
+
   // Re-simulated: the same peak, the same approximate cost.
   auto replay = RunCli(std::string("simulate ") + kGraph + " --plan " + dir + "/p.json --json");
   REQUIRE(replay.code == 0);
@@ -67,6 +73,20 @@ TEST_CASE("plan --max-error 1%: fc1 re-run at rank 64; simulate --plan and expor
   CHECK(sim["exact_recompute_cost"] == 268959744.0);
   CHECK(sim["estimated_error"] == 0.006);
   CHECK(replay.err.empty());
+
+  // The HTML report gives the same figures and marks the approximated chain.
+  REQUIRE(RunCli(std::string("plan ") + kGraph + " --budget 10.5MiB --max-error 1% --report " +
+                 dir + "/r.html")
+              .code == 0);
+  const std::string html = Slurp(dir + "/r.html");
+  CHECK(Contains(html, "101.2 MFLOP</td><td>3.42% of the step's 3.0 GFLOP, with approximate "
+                       "recompute"));
+  CHECK(Contains(html, "<th>exact recompute</th><td class=\"num\">269.0 MFLOP</td>"));
+  CHECK(Contains(html, "fc1 &rarr; relu1 (approximate)"));
+
+  // check gates memory, which approximations do not change: the graph checks as any other.
+  auto checked = RunCli(std::string("check ") + kGraph + " --budget 10.5MiB --annotate none");
+  CHECK(checked.code == 0);
 
   // No framework target runs recomputation approximately: export says so.
   auto exported = RunCli("export " + dir + "/p.json --to pytorch-sac -o " + dir + "/sac.json");

@@ -63,7 +63,7 @@ double BestSaving(const Graph& graph, const SimResult& planned, double max_error
 
 TEST_CASE("property: approximate plans fit, stay within the bound, cost no more than exact "
           "plans and read back from the plan file") {
-  int approximated = 0, plans = 0;
+  int approximated = 0, plans = 0, replanned = 0;
   for (uint64_t seed = 1; seed <= 100; ++seed) {
     RandomGraphOptions random;
     random.seed = seed;
@@ -110,9 +110,15 @@ TEST_CASE("property: approximate plans fit, stay within the bound, cost no more 
       CHECK(approx.exact_recompute_cost == sim.recompute_cost);
       CHECK(approx.recompute_cost == doctest::Approx(sim.recompute_cost - saved));
       CHECK(approx.recompute_cost <= exact.recompute_cost + 1e-9);
+      // Re-planning only keeps a plan cheaper than approximating the exact one.
+      const ApproxPlan on_exact =
+          ChooseApproximations(graph, Simulate(graph, exact.keep, sim_options), max_error);
+      CHECK(approx.recompute_cost <= on_exact.recompute_cost);
+      if (planned.replans > 0) CHECK(approx.recompute_cost < on_exact.recompute_cost);
       // The choice on the plan held is as good as any combination.
       CHECK(approx.cost_saved >= BestSaving(graph, sim, max_error) - 1e-6);
       approximated += approx.any();
+      replanned += planned.replans > 0;
       if (!approx.any()) continue;
 
       // The plan file, written and read back, gives the same figures.
@@ -138,7 +144,8 @@ TEST_CASE("property: approximate plans fit, stay within the bound, cost no more 
   // The corpus exercises plans with and without approximations.
   CHECK(plans > 100);
   CHECK(approximated > 30);
-  MESSAGE("approximate plans: " << approximated << " of " << plans << " fitting plans");
+  MESSAGE("approximate plans: " << approximated << " of " << plans << " fitting plans, "
+                                << replanned << " re-planned");
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "ckptplan/base/errors.h"
 #include "ckptplan/ingest/json_loader.h"
+#include "ckptplan/sim/offload.h"
 #include "cli_util.h"
 
 namespace ckptplan {
@@ -98,6 +99,78 @@ TEST_CASE("layer targets need layer scopes") {
   CHECK_THROWS_WITH_AS(ExportPlan(graph, input, ExportTarget::kMegatron),
                        doctest::Contains("flat.json: megatron recomputes whole layers"),
                        InputError);
+}
+
+// two_layers.json with Megatron-like scopes: f0, f1 in h.N/attn make a0, a1;
+// g0, g1 in h.N/mlp make b0, b1. Each node 10 FLOP, timed at 1 FLOP/us: node
+// n runs over [10n, 10n + 10) us.
+Graph AttnMlpGraph() {
+  std::string text = testing::Slurp(kGraphPath);
+  for (auto [from, to] : {std::pair<std::string, std::string>{"l.0/f", "h.0/attn"},
+                          {"l.0/g", "h.0/mlp"}, {"l.1/f", "h.1/attn"}, {"l.1/g", "h.1/mlp"}}) {
+    text.replace(text.find(from), from.size(), to);
+  }
+  return ParseJsonGraph(text, "attn_mlp.json");
+}
+
+// The plan: a0 and a1 offloaded over 100 B/us each way (100 B: 1 us a copy).
+ExportInput OffloadA(const Graph& graph, int64_t budget) {
+  ExportInput input = DropA0(graph, budget);
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
+    const std::string& name = graph.tensors[t].name;
+    if (name == "a0" || name == "a1") {
+      input.keep[t] = 0;
+      input.offloaded.push_back(t);
+    }
+  }
+  input.offload.link = {100e6, 100e6};
+  input.offload.node_time_us = NodeTimes(graph, 1.0);
+  return input;
+}
+
+TEST_CASE("exports of a plan that offloads: jax exact, megatron's offload modules, sac rounds") {
+  const Graph graph = AttnMlpGraph();
+  // a0 out over [10, 11) us (during g0: freed after it), back over [70, 71)
+  // (before bw_f1, due at bw_g0's 80 us); a1 out [30, 31) (freed after g1),
+  // back [50, 51) (before bw_head, due at bw_g1's 60 us); nothing exposed.
+  // Peak at bw_head: x 10 + b0 100 + b1 100 + a1's copy 100 + d1 10 = 320
+  // (save-all: 420).
+  ExportResult jax = ExportPlan(graph, OffloadA(graph, 330), ExportTarget::kJax);
+  CHECK(jax.exact);
+  CHECK(jax.plan.peak_bytes == 320);
+  CHECK(jax.plan.exposed_cost == 0);
+  CHECK(jax.text.find("\"policy\": \"jax.checkpoint_policies.save_and_offload_only_these_names\"")
+        != std::string::npos);
+  CHECK(jax.text.find("\"names_which_can_be_saved\": [\n    \"b0\",\n    \"b1\"\n  ]") !=
+        std::string::npos);
+  CHECK(jax.text.find("\"names_which_can_be_offloaded\": [\n    \"a0\",\n    \"a1\"\n  ]") !=
+        std::string::npos);
+  CHECK(jax.text.find("\"offload_src\": \"device\",\n  \"offload_dst\": \"pinned_host\"") !=
+        std::string::npos);
+  CHECK(jax.report.find("2 offloaded, peak 320 B") != std::string::npos);
+
+  // Megatron: no flags 420; block recompute of 1 layer drops a0 (320, cost
+  // 10), of 2 drops a0 and a1 (310, cost 20); --offload-modules core_attn
+  // offloads a0 and a1: the plan itself, 320 at cost 0.
+  ExportResult megatron = ExportPlan(graph, OffloadA(graph, 330), ExportTarget::kMegatron);
+  CHECK(megatron.exact);
+  CHECK(megatron.chosen.label ==
+        "--fine-grained-activation-offloading --offload-modules core_attn");
+  CHECK(megatron.chosen.peak_bytes == 320);
+  CHECK(megatron.text.find("\n--fine-grained-activation-offloading --offload-modules core_attn\n")
+        != std::string::npos);
+
+  // SAC has no offload policy: saving a0 and a1 peaks at 420, over 330;
+  // recomputing them peaks at g1 = x 10 + b0 + a1 + b1 300 = 310, cost 20.
+  ExportResult sac = ExportPlan(graph, OffloadA(graph, 330), ExportTarget::kPytorchSac);
+  CHECK_FALSE(sac.exact);
+  CHECK(sac.chosen.peak_bytes == 310);
+  CHECK(sac.chosen.recompute_cost == 20);
+  CHECK(sac.text.find("\"offload\": [\n    {\n      \"op\": \"aten.mm.default\",\n      "
+                      "\"call_index\": 0,\n      \"node\": \"f0\"") != std::string::npos);
+  CHECK(sac.text.find("torch 1.13 has no selective checkpointing") != std::string::npos);
+  CHECK(sac.report.find("pytorch-sac has no offload policy") != std::string::npos);
+  CHECK(sac.report.find("0 offloaded (plan: 2)") != std::string::npos);
 }
 
 using testing::RunCli;

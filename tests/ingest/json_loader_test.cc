@@ -180,6 +180,18 @@ TEST_CASE("approx options load sorted by rank; the sample graph has them on its 
   CHECK(sorted.ApproxCost(0, sorted.nodes[0].approx[1]) == 5);
 }
 
+TEST_CASE("approx options on a linear reading a cast copy of a transposed weight") {
+  // Autocast's form: mm reads _to_copy(t(w)), an activation made from w.
+  const Graph graph = ParseJsonGraph(Wrap(R"({"id":"x","bytes":2,"kind":"input"},
+{"id":"w","bytes":4,"kind":"parameter"},{"id":"wt","alias_of":"w"},{"id":"wh","bytes":2},
+{"id":"y","bytes":2})",
+      R"({"id":"t","op":"aten.t.default","phase":"forward","inputs":["w"],"outputs":["wt"]},
+{"id":"cast","op":"aten._to_copy.default","phase":"forward","inputs":["wt"],"outputs":["wh"]},
+{"id":"mm","op":"aten.mm.default","phase":"forward","inputs":["x","wh"],"outputs":["y"],"flops":8,
+ "approx":[{"rank":1,"flops":4,"error":0.1}]})"), "cast.json");
+  CHECK(graph.nodes[2].approx.size() == 1);
+}
+
 TEST_CASE("approx options are checked, every problem named") {
   const std::string tensors = R"({"id":"x","bytes":4,"kind":"input"},
 {"id":"w","bytes":4,"kind":"parameter"},{"id":"y","bytes":4},{"id":"z","bytes":4})";
@@ -198,7 +210,8 @@ TEST_CASE("approx options are checked, every problem named") {
  "approx":[{"rank":2,"flops":1,"error":0.1}]},
 {"id":"mm","op":"aten.mm.default","phase":"forward","inputs":["x","y"],"outputs":["z"],"flops":9,
  "approx":[{"rank":2,"flops":1,"error":0.1}]})"));
-  CHECK(Contains(message, "node 'mm': approx: the node reads no parameter"));
+  CHECK(Contains(message, "node 'mm': approx: the node reads no parameter (or view or cast of "
+                          "one) as its weight"));
   CHECK(Contains(message, "node 'relu': approx is only for linear ops"));
   message = Rejection(Wrap(tensors, R"(
 {"id":"mm","op":"addmm","phase":"backward","inputs":["x","w"],"outputs":["y"],"flops":9,

@@ -164,6 +164,26 @@ TEST_CASE("approx: re-planning on the approximate costs drops the cheaper linear
   CHECK(!tight.approx.any());
 }
 
+TEST_CASE("approx: in a graph timed in microseconds options cost their time_us") {
+  // Every node timed: f1 40 us (100 FLOP), f2 20 us (50 FLOP), the rest 1 us.
+  Graph graph = LinearChain();
+  for (Node& node : graph.nodes) node.time_us = 1;
+  graph.nodes[0].time_us = 40;
+  graph.nodes[1].time_us = 20;
+  graph.Finalize();
+  REQUIRE(graph.cost_unit == CostUnit::kMicroseconds);
+  // f1 r8 given 10 us (saves 30); f2 r8 without time_us: 20 us x 30 / 50
+  // FLOP = 12 us (saves 8). Both within 0.01 (0.007): 38 of the chain's
+  // 60 us saved, 22 us left.
+  graph.nodes[0].approx[0].time_us = 10;
+  ApproxPlan plan = ChooseApproximations(graph, DropAB(graph), 0.01);
+  REQUIRE(plan.choices.size() == 2);
+  CHECK(plan.exact_recompute_cost == 60);
+  CHECK(plan.choices[0].cost_saved == 30);
+  CHECK(plan.choices[1].cost_saved == doctest::Approx(8));
+  CHECK(plan.recompute_cost == doctest::Approx(22));
+}
+
 TEST_CASE("approx: a plan file's approximations, evaluated") {
   const Graph graph = LinearChain();
   const SimResult sim = DropAB(graph);

@@ -62,9 +62,10 @@ long PeakRssKib() {
   return usage.ru_maxrss;
 }
 
-// Renders the --report, --trace and --timeline-csv files the options ask for.
+// Renders the --report, --trace and --timeline-csv files the options ask for;
+// with `offloaded` (whose rewrite is `graph`), the copies on their own lanes.
 void RenderReports(const Graph& graph, const CommonOptions& options, const Summary& summary,
-                   std::vector<OutputFile>* files) {
+                   std::vector<OutputFile>* files, const OffloadedGraph* offloaded = nullptr) {
   // Without a plan the simulated run is save-all: one chart, not two.
   const SimResult* planned = summary.has_plan ? summary.planned : summary.save_all;
   if (!options.report_path.empty()) {
@@ -77,12 +78,14 @@ void RenderReports(const Graph& graph, const CommonOptions& options, const Summa
     input.planned = planned;
     input.keep = summary.keep;
     input.top = summary.top;
+    input.offloaded = offloaded;
+    input.approx = summary.approx;
     files->push_back({options.report_path, RenderHtmlReport(graph, input)});
   }
   if (!options.trace_path.empty()) {
     std::string label = !summary.has_plan ? "save-all" : summary.command == "plan" ? "planned"
                                                                                  : "simulated";
-    files->push_back({options.trace_path, TraceJson(graph, *planned, label)});
+    files->push_back({options.trace_path, TraceJson(graph, *planned, label, offloaded)});
   }
   if (!options.timeline_csv_path.empty()) {
     files->push_back({options.timeline_csv_path, TimelineCsv(graph, *planned)});
@@ -302,7 +305,7 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
                     "\n";
   }
   std::vector<OutputFile> reports;
-  RenderReports(out_graph, options, summary, &reports);
+  RenderReports(out_graph, options, summary, &reports, offloaded ? &*offloaded : nullptr);
   if (!plan_text.empty()) reports.push_back({options.output_path, std::move(plan_text)});
   if (!timeline_text.empty()) reports.push_back({options.timeline_path, std::move(timeline_text)});
   WriteFilesAtomic(reports);  // all or none
@@ -362,7 +365,7 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
                                .dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
                            "\n"});
   }
-  RenderReports(sim_graph, options, summary, &reports);
+  RenderReports(sim_graph, options, summary, &reports, offloaded ? &*offloaded : nullptr);
   WriteFilesAtomic(reports);  // all or none
   PrintSummary(sim_graph, summary, options.json, out);
   if (offloaded && !options.json) PrintOffloads(graph, *offloaded, out);
@@ -469,8 +472,16 @@ int RunExport(const ExportOptions& options, std::ostream& out, std::ostream& err
         SimulateRecorded(loaded.graph, plan.keep, plan.reserve_bytes, /*per_step=*/false);
     approx = PlanFileApproximations(loaded.graph, sim, plan, options.plan_path, nullptr);
   }
-  ExportInput input{options.plan_path, std::move(plan.keep), plan.budget_bytes,
-                    plan.reserve_bytes, approx ? &*approx : nullptr};
+  ExportInput input;
+  input.plan_path = options.plan_path;
+  input.keep = std::move(plan.keep);
+  input.budget_bytes = plan.budget_bytes;
+  input.reserve_bytes = plan.reserve_bytes;
+  if (!plan.offloaded.empty()) {
+    input.offloaded = plan.offloaded;
+    input.offload = TimeOffloads(loaded.graph, plan.offload);
+  }
+  if (approx) input.approx = &*approx;
   ExportResult result = ExportPlan(loaded.graph, input, options.target);
   if (options.output_path.empty()) {
     out << result.text;

@@ -16,6 +16,7 @@
 #include "ckptplan/ir/cost.h"
 #include "ckptplan/ir/scope.h"
 #include "ckptplan/plan/strategies.h"
+#include "ckptplan/sim/offload.h"
 
 namespace ckptplan {
 namespace {
@@ -81,23 +82,41 @@ class Exporter {
     for (NodeId n = 0; n < graph.nodes.size(); ++n) step_cost_ += graph.NodeCost(n);
   }
 
-  Expressed Evaluate(std::string label, SaveSet keep) const {
+  // With offloads, simulated on the rewrite (sim/offload.h), as plan and
+  // simulate --plan do.
+  Expressed Evaluate(std::string label, SaveSet keep,
+                     const std::vector<TensorId>& offloaded = {}) const {
     SimOptions options;
     options.reserve_bytes = input_.reserve_bytes;
-    SimResult sim = Simulate(graph_, keep, options);
     Expressed e;
+    if (offloaded.empty()) {
+      SimResult sim = Simulate(graph_, keep, options);
+      e.peak_bytes = sim.peak_bytes;
+      e.recompute_cost = sim.recompute_cost;
+    } else {
+      const OffloadedGraph off = ApplyOffload(graph_, offloaded, input_.offload);
+      SimResult sim = Simulate(off.graph, KeepOnRewrite(keep, off), options);
+      e.peak_bytes = sim.peak_bytes;
+      e.recompute_cost = sim.recompute_cost;
+      e.exposed_cost = off.exposed_cost;
+      e.over_host_budget = off.over_host_budget;
+      for (const OffloadCopy& copy : off.copies) e.offloaded.push_back(copy.tensor);
+      for (TensorId t : e.offloaded) keep[t] = 0;
+    }
     e.label = std::move(label);
     e.keep = std::move(keep);
-    e.peak_bytes = sim.peak_bytes;
-    e.recompute_cost = sim.recompute_cost;
-    for (TensorId t : structure_.candidates()) e.dropped += e.keep[t] == 0;
+    std::vector<uint8_t> moved(graph_.tensors.size(), 0);
+    for (TensorId t : e.offloaded) moved[t] = 1;
+    for (TensorId t : structure_.candidates()) e.dropped += e.keep[t] == 0 && !moved[t];
     return e;
   }
 
-  Expressed Dropping(std::string label, const std::set<TensorId>& dropped) const {
+  Expressed Dropping(std::string label, const std::set<TensorId>& dropped,
+                     const std::set<TensorId>& offloaded = {}) const {
     SaveSet keep = SaveAll(graph_);
     for (TensorId t : dropped) keep[t] = 0;
-    return Evaluate(std::move(label), std::move(keep));
+    return Evaluate(std::move(label), std::move(keep),
+                    std::vector<TensorId>(offloaded.begin(), offloaded.end()));
   }
 
   bool SameDrops(const SaveSet& a, const SaveSet& b) const {
@@ -110,21 +129,24 @@ class Exporter {
   std::set<TensorId> PlanDrops() const {
     std::set<TensorId> drops;
     for (TensorId t : structure_.candidates()) {
-      if (input_.keep[t] == 0) drops.insert(t);
+      if (input_.keep[t] == 0 &&
+          !std::binary_search(input_.offloaded.begin(), input_.offloaded.end(), t)) {
+        drops.insert(t);
+      }
     }
     return drops;
   }
 
-  // The fitting option with the least recompute cost; ties: fewer drops,
-  // then the earlier option.
+  // The fitting option with the least cost (recompute plus exposed copy
+  // time); ties: fewer drops, then the earlier option.
   const Expressed& Choose(const std::vector<Expressed>& options, ExportTarget target) const {
     const Expressed* best = nullptr;
     const Expressed* lowest = nullptr;
+    auto cost = [](const Expressed& e) { return e.recompute_cost + e.exposed_cost; };
     for (const Expressed& e : options) {
       if (!lowest || e.peak_bytes < lowest->peak_bytes) lowest = &e;
-      if (e.peak_bytes > input_.budget_bytes) continue;
-      if (!best || e.recompute_cost < best->recompute_cost ||
-          (e.recompute_cost == best->recompute_cost && e.dropped < best->dropped)) {
+      if (e.peak_bytes > input_.budget_bytes || e.over_host_budget) continue;
+      if (!best || cost(e) < cost(*best) || (cost(e) == cost(*best) && e.dropped < best->dropped)) {
         best = &e;
       }
     }
@@ -207,6 +229,97 @@ std::vector<Expressed> MegatronOptions(const Exporter& ex) {
                                   "--recompute-num-layers " + std::to_string(n),
                                   drops));
   }
+  return options;
+}
+
+// Megatron's --offload-modules name (fine-grained activation offloading) for
+// the part of a scope below its layer ("attn/c_attn", "ln_1"), or "".
+std::string MegatronOffloadModule(std::string below_layer) {
+  below_layer = Lower(below_layer);
+  std::replace(below_layer.begin(), below_layer.end(), '.', '/');
+  const std::vector<std::string> parts = SplitScope(below_layer);
+  if (parts.empty()) return "";
+  const std::string& child = parts[0];
+  auto has = [](const std::string& text, const char* part) {
+    return text.find(part) != std::string::npos;
+  };
+  if (has(child, "attn") || has(child, "attention")) {
+    if (parts.size() == 1) return "core_attn";
+    const std::string& sub = parts[1];
+    if (has(sub, "qkv") || sub == "c_attn" || has(sub, "in_proj")) return "qkv_linear";
+    if (has(sub, "proj") || has(sub, "out") || has(sub, "dense")) return "attn_proj";
+    return "";
+  }
+  if (has(child, "norm") || child.rfind("ln", 0) == 0) {
+    return has(child, "2") || has(child, "post") || has(child, "mlp") ? "mlp_norm" : "attn_norm";
+  }
+  return "";
+}
+
+// Offloadable candidates by --offload-modules name: those that module's
+// forward nodes make, in any layer (Megatron offloads what a module saves
+// for its backward; ckptplan's graph names the tensors by their maker).
+std::map<std::string, std::set<TensorId>> MegatronOffloadGroups(const Exporter& ex) {
+  std::map<std::string, std::set<TensorId>> groups;
+  for (TensorId t : OffloadCandidates(ex.graph())) {
+    const std::string& scope = ex.structure().ProducerScope(t);
+    const std::string layer = ScopeLayer(scope);
+    if (layer.empty() || scope.size() <= layer.size() + 1) continue;
+    const std::string name = MegatronOffloadModule(scope.substr(layer.size() + 1));
+    if (!name.empty()) groups[name].insert(t);
+  }
+  return groups;
+}
+
+// Each recompute option with each set of the offload modules that hold a
+// tensor the plan offloads (a tensor a recompute flag drops is not offloaded).
+void AddMegatronOffloads(const Exporter& ex, const std::vector<TensorId>& plan_offloaded,
+                         std::vector<Expressed>* options) {
+  std::map<std::string, std::set<TensorId>> groups = MegatronOffloadGroups(ex);
+  std::vector<std::string> names;
+  for (const auto& [name, tensors] : groups) {
+    if (std::any_of(plan_offloaded.begin(), plan_offloaded.end(),
+                    [&](TensorId t) { return tensors.count(t) > 0; })) {
+      names.push_back(name);
+    }
+  }
+  const size_t recompute_options = options->size();
+  for (size_t i = 0; i < recompute_options; ++i) {
+    const Expressed recompute = (*options)[i];  // a copy: push_back reallocates
+    std::set<TensorId> drops;
+    for (TensorId t : ex.structure().candidates()) {
+      if (recompute.keep[t] == 0) drops.insert(t);
+    }
+    const std::string flags = recompute.label.rfind("--", 0) == 0 ? recompute.label + " " : "";
+    for (uint32_t mask = 1; mask < (1u << names.size()); ++mask) {
+      std::set<TensorId> moved;
+      std::string label = flags + "--fine-grained-activation-offloading --offload-modules";
+      for (size_t m = 0; m < names.size(); ++m) {
+        if (!(mask & (1u << m))) continue;
+        label += " " + names[m];
+        for (TensorId t : groups[names[m]]) {
+          if (!drops.count(t)) moved.insert(t);
+        }
+      }
+      options->push_back(ex.Dropping(label, drops, moved));
+    }
+  }
+}
+
+// ---- PyTorch selective checkpointing ------------------------------------------
+
+// CheckpointPolicy has no offload value: a plan's offloads are saved, or
+// recomputed where a planner may drop them (no random op re-run).
+std::vector<Expressed> SacOffloadOptions(const Exporter& ex, const ExportInput& input) {
+  SaveSet saved = input.keep, recomputed = input.keep;
+  for (TensorId t : input.offloaded) saved[t] = recomputed[t] = 1;
+  const std::vector<TensorId> droppable = DroppableCandidates(ex.graph());
+  for (TensorId t : input.offloaded) {
+    if (std::binary_search(droppable.begin(), droppable.end(), t)) recomputed[t] = 0;
+  }
+  std::vector<Expressed> options;
+  options.push_back(ex.Evaluate("must_save for the plan's offloaded tensors", saved));
+  options.push_back(ex.Evaluate("must_recompute for the plan's offloaded tensors", recomputed));
   return options;
 }
 
@@ -342,6 +455,12 @@ ordered_json ReportJson(const Graph& graph, const ExportResult& r, double step_c
   j["recompute_cost"] = r.chosen.recompute_cost;
   j["recompute_cost_given_up"] = r.chosen.recompute_cost - r.plan.recompute_cost;
   j["step_cost"] = step_cost;
+  if (!r.plan.offloaded.empty() || !r.chosen.offloaded.empty()) {
+    j["plan_offloaded"] = r.plan.offloaded.size();
+    j["offloaded"] = r.chosen.offloaded.size();
+    j["plan_exposed_cost"] = r.plan.exposed_cost;
+    j["exposed_cost"] = r.chosen.exposed_cost;
+  }
   return j;
 }
 
@@ -353,20 +472,31 @@ std::string CommentLines(const std::string& text) {
   return out;
 }
 
-std::string PytorchSacText(const Graph& graph, const SaveSet& keep, const ordered_json& head) {
-  std::vector<uint8_t> candidate(graph.tensors.size(), 0);
+constexpr const char* kSacOffloadNote =
+    "torch's CheckpointPolicy has no offload value (MUST_SAVE, PREFER_SAVE, MUST_RECOMPUTE, "
+    "PREFER_RECOMPUTE; torch 1.13 has no selective checkpointing at all): the policy above "
+    "saves or recomputes these as the rounding chose. To offload them, move them with "
+    "torch.autograd.graph.saved_tensors_hooks, or apply the plan file with "
+    "ckptplan_torch.apply_plan, which offloads them as planned";
+
+std::string PytorchSacText(const Graph& graph, const SaveSet& keep,
+                           const std::vector<TensorId>& offloaded, const ordered_json& head) {
+  std::vector<uint8_t> candidate(graph.tensors.size(), 0), moved(graph.tensors.size(), 0);
   for (TensorId t : SaveCandidates(graph)) candidate[t] = 1;
+  for (TensorId t : offloaded) moved[t] = 1;
   ordered_json save = ordered_json::array(), recompute = ordered_json::array();
+  ordered_json offload = ordered_json::array();
   std::map<std::string, int> calls;
   for (const Node& node : graph.nodes) {
     if (node.phase != Phase::kForward) continue;
     int index = calls[node.op]++;
     bool saved = false, dropped = false;
-    ordered_json tensors = ordered_json::array();
+    ordered_json tensors = ordered_json::array(), offloaded_here = ordered_json::array();
     for (TensorId t : node.outputs) {
       if (!candidate[t]) continue;
       tensors.push_back(graph.tensors[t].name);
       (keep[t] ? saved : dropped) = true;
+      if (moved[t]) offloaded_here.push_back(graph.tensors[t].name);
     }
     if (!saved && !dropped) continue;
     ordered_json entry;
@@ -374,6 +504,11 @@ std::string PytorchSacText(const Graph& graph, const SaveSet& keep, const ordere
     entry["call_index"] = index;
     entry["node"] = node.name;
     entry["scope"] = node.scope;
+    if (!offloaded_here.empty()) {
+      ordered_json moved_entry = entry;
+      moved_entry["tensors"] = std::move(offloaded_here);
+      offload.push_back(std::move(moved_entry));
+    }
     entry["tensors"] = std::move(tensors);
     (saved ? save : recompute).push_back(std::move(entry));
   }
@@ -382,15 +517,22 @@ std::string PytorchSacText(const Graph& graph, const SaveSet& keep, const ordere
   j["default"] = "PREFER_RECOMPUTE";
   j["must_save"] = std::move(save);
   j["must_recompute"] = std::move(recompute);
+  if (!offload.empty()) {
+    j["offload"] = std::move(offload);
+    j["offload_note"] = kSacOffloadNote;
+  }
   return j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
-std::string JaxText(const Graph& graph, const SaveSet& keep, const ordered_json& head) {
+std::string JaxText(const Graph& graph, const SaveSet& keep,
+                    const std::vector<TensorId>& offloaded, const ordered_json& head) {
   ordered_json names = ordered_json::array(), tags = ordered_json::array();
+  ordered_json offload_names = ordered_json::array();
   for (TensorId t : SaveCandidates(graph)) {
-    if (!keep[t]) continue;
+    const bool moved = std::binary_search(offloaded.begin(), offloaded.end(), t);
+    if (!keep[t] && !moved) continue;
     const Tensor& tensor = graph.tensors[t];
-    names.push_back(tensor.name);
+    (moved ? offload_names : names).push_back(tensor.name);
     ordered_json tag;
     tag["name"] = tensor.name;
     tag["tensor"] = tensor.name;
@@ -400,6 +542,22 @@ std::string JaxText(const Graph& graph, const SaveSet& keep, const ordered_json&
     tags.push_back(std::move(tag));
   }
   ordered_json j = head;
+  if (!offloaded.empty()) {
+    j["policy"] = "jax.checkpoint_policies.save_and_offload_only_these_names";
+    j["usage"] =
+        "tag each value below with jax.ad_checkpoint.checkpoint_name(x, name) where the model "
+        "makes it, then jax.checkpoint(f, policy=jax.checkpoint_policies."
+        "save_and_offload_only_these_names(names_which_can_be_saved=..., "
+        "names_which_can_be_offloaded=..., offload_src=\"device\", "
+        "offload_dst=\"pinned_host\")); untagged values are recomputed; XLA schedules the "
+        "copies, not ckptplan's copy model";
+    j["names_which_can_be_saved"] = std::move(names);
+    j["names_which_can_be_offloaded"] = std::move(offload_names);
+    j["offload_src"] = "device";
+    j["offload_dst"] = "pinned_host";
+    j["checkpoint_name_tags"] = std::move(tags);
+    return j.dump(2, ' ', true, nlohmann::json::error_handler_t::replace) + "\n";
+  }
   j["policy"] = "jax.checkpoint_policies.save_only_these_names";
   j["usage"] =
       "tag each value below with jax.ad_checkpoint.checkpoint_name(x, name) where the model "
@@ -413,14 +571,24 @@ std::string JaxText(const Graph& graph, const SaveSet& keep, const ordered_json&
 std::string Report(const ExportResult& result, ExportTarget target, const ExportInput& input,
                    size_t num_candidates, double step_cost, CostUnit unit) {
   std::ostringstream report;
+  const bool offloads = !result.plan.offloaded.empty() || !result.chosen.offloaded.empty();
   report << "export " << ToString(target) << ": " << input.plan_path << " ("
-         << result.plan.dropped << " of " << num_candidates
-         << " candidates recomputed, peak " << FormatBytes(result.plan.peak_bytes)
-         << ", recompute " << CostText(unit, result.plan.recompute_cost) << ")\n";
+         << result.plan.dropped << " of " << num_candidates << " candidates recomputed, ";
+  if (offloads) report << result.plan.offloaded.size() << " offloaded, ";
+  report << "peak " << FormatBytes(result.plan.peak_bytes) << ", recompute "
+         << CostText(unit, result.plan.recompute_cost);
+  if (offloads) report << ", exposed copies " << CostText(unit, result.plan.exposed_cost);
+  report << ")\n";
   if (result.exact) {
     report << ToString(target) << " takes the plan exactly: " << result.chosen.label << "\n";
+    if (offloads && target == ExportTarget::kJax) {
+      report << "  " << result.plan.offloaded.size()
+             << " offloaded to pinned_host; XLA schedules the copies, so ckptplan's copy "
+                "timing (and the peak it implies) is its model's, not XLA's\n";
+    }
   } else {
-    double given_up = result.chosen.recompute_cost - result.plan.recompute_cost;
+    double given_up = (result.chosen.recompute_cost + result.chosen.exposed_cost) -
+                      (result.plan.recompute_cost + result.plan.exposed_cost);
     report << ToString(target) << " cannot express the plan exactly; nearest plan that fits: "
            << result.chosen.label << "\n"
            << "  peak " << FormatBytes(result.chosen.peak_bytes) << " (" << result.chosen.peak_bytes
@@ -431,6 +599,15 @@ std::string Report(const ExportResult& result, ExportTarget target, const Export
            << (given_up >= 0 ? "+" : "") << PercentText(given_up, step_cost) << " of the step)\n"
            << "  " << result.chosen.dropped << " candidates recomputed (plan: "
            << result.plan.dropped << ")\n";
+    if (offloads) {
+      report << "  " << result.chosen.offloaded.size() << " offloaded (plan: "
+             << result.plan.offloaded.size() << "), exposed copies "
+             << CostText(unit, result.chosen.exposed_cost) << "\n";
+    }
+    if (offloads && target == ExportTarget::kPytorchSac) {
+      report << "  pytorch-sac has no offload policy (torch 1.13 has no selective "
+                "checkpointing); the file lists the plan's offloads under \"offload\"\n";
+    }
   }
   if (input.approx != nullptr && input.approx->any()) {
     const ApproxPlan& approx = *input.approx;
@@ -462,10 +639,10 @@ std::string WriteText(const Graph& graph, const ExportInput& input, ExportTarget
   }
   switch (target) {
     case ExportTarget::kPytorchSac:
-      text = PytorchSacText(graph, result.chosen.keep, head);
+      text = PytorchSacText(graph, result.chosen.keep, result.plan.offloaded, head);
       break;
     case ExportTarget::kJax:
-      text = JaxText(graph, result.chosen.keep, head);
+      text = JaxText(graph, result.chosen.keep, result.chosen.offloaded, head);
       break;
     case ExportTarget::kMegatron: {
       std::string flags = result.chosen.label.rfind("--", 0) == 0 ? result.chosen.label : "";
@@ -517,16 +694,23 @@ std::string_view ToString(ExportTarget target) {
 ExportResult ExportPlan(const Graph& graph, const ExportInput& input, ExportTarget target) {
   Exporter ex(graph, input);
   ExportResult result;
-  result.plan = ex.Evaluate("the plan's save set", input.keep);
+  result.plan = ex.Evaluate("the plan's save set", input.keep, input.offloaded);
   std::vector<Expressed> options;
   switch (target) {
     case ExportTarget::kPytorchSac:
+      if (result.plan.offloaded.empty()) {
+        result.chosen = result.plan;
+      } else {
+        options = SacOffloadOptions(ex, input);
+      }
+      break;
     case ExportTarget::kJax:
       result.chosen = result.plan;
       break;
     case ExportTarget::kMegatron:
       RequireLayers(ex.structure(), target, graph);
       options = MegatronOptions(ex);
+      if (!result.plan.offloaded.empty()) AddMegatronOffloads(ex, result.plan.offloaded, &options);
       break;
     case ExportTarget::kTorchTitan:
       RequireLayers(ex.structure(), target, graph);
@@ -537,7 +721,8 @@ ExportResult ExportPlan(const Graph& graph, const ExportInput& input, ExportTarg
       break;
   }
   if (!options.empty()) result.chosen = ex.Choose(options, target);
-  result.exact = ex.SameDrops(result.chosen.keep, input.keep);
+  result.exact = ex.SameDrops(result.chosen.keep, result.plan.keep) &&
+                 result.chosen.offloaded == result.plan.offloaded;
   const double step_cost = ex.step_cost();
   result.report = Report(result, target, input, ex.structure().candidates().size(), step_cost,
                          graph.cost_unit);

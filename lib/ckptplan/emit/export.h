@@ -19,6 +19,7 @@
 
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/plan/approx_planner.h"
+#include "ckptplan/sim/offload.h"
 #include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {
@@ -28,12 +29,16 @@ enum class ExportTarget : uint8_t { kPytorchSac, kJax, kMegatron, kTorchTitan, k
 bool ParseExportTarget(std::string_view name, ExportTarget* target);
 std::string_view ToString(ExportTarget target);
 
-/// A save set and what it costs, simulated.
+/// A save set (and what it offloads) and what it costs, simulated; with
+/// offloads, on the graph ApplyOffload rewrites.
 struct Expressed {
   std::string label;  ///< the framework settings, e.g. "mode = \"full\""
-  SaveSet keep;
+  SaveSet keep;       ///< offloaded tensors: 0 here, as a plan file reads
+  std::vector<TensorId> offloaded;  ///< ascending ids
   int64_t peak_bytes = 0;
   double recompute_cost = 0;
+  double exposed_cost = 0;     ///< the copies' exposed time, in cost units
+  bool over_host_budget = false;  ///< its offloads exceed the host budget
   size_t dropped = 0;  ///< candidates recomputed
   std::vector<std::string> modules;  ///< DeepSpeed: module names to wrap
 };
@@ -43,6 +48,13 @@ struct ExportInput {
   SaveSet keep;           ///< the plan
   int64_t budget_bytes = 0;
   int64_t reserve_bytes = 0;
+  /// Tensors the plan offloads (ascending ids; `keep` is 0 for them) and how
+  /// its copies are timed. Exact targets write them (JAX's
+  /// save_and_offload_only_these_names); the others round them to what they
+  /// express (Megatron's --offload-modules; PyTorch's selective checkpointing
+  /// has no offload policy: saved or recomputed).
+  std::vector<TensorId> offloaded;
+  OffloadOptions offload;
   /// The plan's approximations evaluated on its save set; nullptr or none:
   /// an exact plan. No target runs recomputation approximately: the file
   /// says so and recomputes exactly.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 
+#include "ckptplan/emit/copy_lanes.h"
 #include "ckptplan/emit/plan_io.h"
 #include "ckptplan/ir/cost.h"
 #include "ckptplan/emit/report.h"
@@ -268,6 +269,66 @@ std::string MemoryChart(const Graph& graph, const SimResult& sim, const std::str
   return out + "</svg></figure>";
 }
 
+// Height of one copy lane, CSS pixels.
+constexpr int kLaneHeight = 18;
+
+// The copy engines' lanes under a chart of `sim`, on its step axis.
+std::string CopyLanes(const Graph& graph, const SimResult& sim, const OffloadedGraph& offloaded) {
+  const std::vector<CopySlice> slices = CopySlices(sim, offloaded);
+  const double steps = static_cast<double>(sim.steps.size());
+  const int height = 2 * kLaneHeight + 8;
+  std::string out = "<svg class=\"copy-lanes\" id=\"copy-lanes\" width=\"" +
+                    std::to_string(kChartWidth) + "\" height=\"" + std::to_string(height) +
+                    "\" viewBox=\"0 0 " + std::to_string(kChartWidth) + " " +
+                    std::to_string(height) + "\" role=\"img\" aria-label=\"copies to host and "
+                    "back, by step\" data-copies=\"" + std::to_string(slices.size()) + "\">";
+  for (int lane = 0; lane < 2; ++lane) {
+    const int y = 4 + lane * kLaneHeight;
+    out += "<text class=\"tick\" x=\"" + std::to_string(kPlotLeft - 6) + "\" y=\"" +
+           std::to_string(y + 13) + "\" text-anchor=\"end\">" +
+           (lane == 0 ? "to host" : "to device") + "</text><rect class=\"lane\" x=\"" +
+           std::to_string(kPlotLeft) + "\" y=\"" + std::to_string(y) + "\" width=\"" +
+           std::to_string(kPlotWidth) + "\" height=\"" + std::to_string(kLaneHeight - 2) +
+           "\" fill=\"#f3f3f3\"/>";
+  }
+  for (const CopySlice& slice : slices) {
+    const int y = 4 + (slice.to_host ? 0 : kLaneHeight);
+    const double x0 = kPlotLeft + slice.begin_step * kPlotWidth / steps;
+    // At least one pixel wide, so a short copy still shows.
+    const double width = std::max(1.0, (slice.end_step - slice.begin_step) * kPlotWidth / steps);
+    // Colours inline: the page's style sheet stays as it is without offload.
+    out += "<rect class=\"copy " + std::string(slice.to_host ? "copy-out" : "copy-in") +
+           "\" fill=\"" + (slice.to_host ? "#0072B2" : "#009E73") + "\" x=\"" + Fixed(x0, 1) +
+           "\" y=\"" + std::to_string(y) + "\" width=\"" + Fixed(width, 1) + "\" height=\"" + std::to_string(kLaneHeight - 2) +
+           "\" data-bytes=\"" + std::to_string(slice.bytes) + "\"><title>" +
+           Escape(graph.tensors[slice.tensor].name) + ": " + FormatBytes(slice.bytes) +
+           (slice.to_host ? " to host, " : " to device, ") + Number(slice.start_us) + "-" +
+           Number(slice.end_us) + " us</title></rect>";
+  }
+  return out + "</svg>";
+}
+
+std::string OffloadTable(const Graph& graph, const OffloadedGraph& offloaded) {
+  std::string out = "<p>" + std::to_string(offloaded.copies.size()) +
+                    " tensors offloaded to host: exposed copy time " +
+                    Number(offloaded.exposed_us) + " us, host peak " +
+                    FormatBytes(offloaded.host_peak_bytes) + ".</p>";
+  out +=
+      "<table id=\"offloads\"><thead><tr><th>tensor</th><th>bytes</th><th>host bytes</th>"
+      "<th>freed after</th><th>reloaded before</th><th>copy out (us)</th>"
+      "<th>copy back (us)</th></tr></thead><tbody>";
+  for (const OffloadCopy& copy : offloaded.copies) {
+    const std::string& freed = graph.nodes[offloaded.rewritten_node[copy.freed_after]].name;
+    const std::string& back = graph.nodes[offloaded.rewritten_node[copy.reloaded_before]].name;
+    out += "<tr><td>" + Escape(graph.tensors[copy.tensor].name) + "</td>" +
+           BytesCell(copy.bytes) + BytesCell(copy.host_bytes) + "<td>" + Escape(freed) +
+           "</td><td>" + Escape(back) + "</td><td class=\"num\">" + Number(copy.out_start_us) +
+           "-" + Number(copy.out_end_us) + "</td><td class=\"num\">" +
+           Number(copy.in_start_us) + "-" + Number(copy.in_end_us) + "</td></tr>";
+  }
+  return out + "</tbody></table>";
+}
+
 std::string Legend(bool has_budget) {
   std::string out = "<ul class=\"legend\">";
   for (size_t c = 0; c < kNumCategories; ++c) {
@@ -306,11 +367,21 @@ std::string KeyFigures(const Graph& graph, const HtmlReportInput& input) {
            " (" + PercentOf(save_all.peak_bytes - planned.peak_bytes, save_all.peak_bytes) +
            ")</td></tr>";
   }
-  const std::string overhead = Fixed(Percent(planned.recompute_cost, planned.step_cost), 2);
-  out += row("recompute cost", "<td class=\"num\">" +
-                                   CostText(graph.cost_unit, planned.recompute_cost) + "</td><td>" +
-                                   overhead + "% of the step's " +
-                                   CostText(graph.cost_unit, planned.step_cost) + "</td>");
+  const ApproxPlan* approx = input.approx != nullptr && input.approx->any() ? input.approx : nullptr;
+  const double cost = approx ? approx->recompute_cost : planned.recompute_cost;
+  const std::string overhead = Fixed(Percent(cost, planned.step_cost), 2);
+  out += row("recompute cost", "<td class=\"num\">" + CostText(graph.cost_unit, cost) +
+                                   "</td><td>" + overhead + "% of the step's " +
+                                   CostText(graph.cost_unit, planned.step_cost) +
+                                   (approx ? ", with approximate recompute" : "") + "</td>");
+  if (approx) {
+    out += row("exact recompute",
+               "<td class=\"num\">" + CostText(graph.cost_unit, approx->exact_recompute_cost) +
+                   "</td><td>" + std::to_string(approx->choices.size()) +
+                   " linear(s) re-run approximately, estimated gradient error " +
+                   ErrorText(approx->estimated_error) + " &lt;= " + ErrorText(approx->max_error) +
+                   "</td>");
+  }
   return out + "</table>";
 }
 
@@ -370,7 +441,7 @@ std::string ChainText(const Graph& graph, const std::vector<NodeId>& chain) {
 }
 
 std::string DecisionsTable(const Graph& graph, const HtmlReportInput& input) {
-  std::vector<Decision> decisions = MakeDecisions(graph, *input.keep, *input.planned);
+  std::vector<Decision> decisions = MakeDecisions(graph, *input.keep, *input.planned, input.approx);
   size_t recomputed = std::count_if(decisions.begin(), decisions.end(),
                                     [](const Decision& d) { return d.recompute; });
   std::string out = "<p>" + std::to_string(recomputed) + " of " + std::to_string(decisions.size()) +
@@ -386,7 +457,8 @@ std::string DecisionsTable(const Graph& graph, const HtmlReportInput& input) {
     out += "<tr><td>" + Escape(graph.tensors[decision.tensor].name) + "</td>" +
            BytesCell(decision.bytes) + "<td class=\"num\">" +
            CostText(graph.cost_unit, decision.recompute_cost) + "</td><td>" +
-           ChainText(graph, decision.chain) + "</td></tr>";
+           ChainText(graph, decision.chain) + (decision.approximate ? " (approximate)" : "") +
+           "</td></tr>";
   }
   out += "</tbody></table>";
   if (recomputed > kMaxDecisionRows) {
@@ -552,6 +624,8 @@ std::string RenderHtmlReport(const Graph& graph, const HtmlReportInput& input) {
     out += MemoryChart(graph, planned, "chart-planned",
                        both ? "With the plan" : "Simulated (every candidate saved)", axis_max,
                        input.budget_bytes);
+    const bool offloads = input.offloaded && !input.offloaded->copies.empty();
+    if (offloads) out += CopyLanes(graph, planned, *input.offloaded);
     if (both) {
       out += MemoryChart(graph, save_all, "chart-save-all", "Save-all (no recompute)", axis_max,
                          input.budget_bytes);
@@ -559,6 +633,7 @@ std::string RenderHtmlReport(const Graph& graph, const HtmlReportInput& input) {
     out += "</section>\n<section id=\"peak\"><h2>At the peak</h2>" + BreakdownTable(input) +
            "<h3>Largest tensors live at the peak</h3>" + TopTensorsTable(graph, input) +
            "</section>\n<section id=\"plan\"><h2>Decisions</h2>" + DecisionsTable(graph, input) +
+           (offloads ? OffloadTable(graph, *input.offloaded) : std::string()) +
            "</section>\n";
   }
   if (!input.sweep.empty()) out += SweepSectionHtml(input.sweep, graph.cost_unit) + "\n";

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/plan/approx_planner.h"
+#include "ckptplan/sim/offload.h"
 #include "ckptplan/sim/simulator.h"
 
 namespace ckptplan {
@@ -47,6 +49,15 @@ struct HtmlReportInput {
   const SaveSet* keep = nullptr;  ///< required with `planned`
   size_t top = 10;                ///< tensors listed at the peak
   std::vector<SweepPoint> sweep;  ///< empty: no sweep section
+  /// With offloaded tensors: the rewrite `graph` and `planned` are of. Adds
+  /// the copy lanes under the planned chart (one row per direction, each copy
+  /// a bar from its start to its end on the step axis, CopySlices) and a
+  /// table of the offloaded tensors.
+  const OffloadedGraph* offloaded = nullptr;
+  /// The plan's approximations (approx_planner.h): the recompute cost is
+  /// then the approximate one, beside the exact one, and approximated chains
+  /// are marked. nullptr or none chosen: the page is as without.
+  const ApproxPlan* approx = nullptr;
 };
 
 /// The whole page. Deterministic: same input, same bytes. Throws

@@ -1,6 +1,7 @@
 #include "ckptplan/emit/trace.h"
 
 #include "ckptplan/base/text_escape.h"
+#include "ckptplan/emit/copy_lanes.h"
 
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -11,7 +12,14 @@ namespace {
 using nlohmann::ordered_json;
 
 // Trace lanes (thread ids), in display order.
-enum Lane : int { kForwardLane = 1, kBackwardLane = 2, kRecomputeLane = 3, kOptimizerLane = 4 };
+enum Lane : int {
+  kForwardLane = 1,
+  kBackwardLane = 2,
+  kRecomputeLane = 3,
+  kOptimizerLane = 4,
+  kToHostLane = 5,
+  kToDeviceLane = 6
+};
 constexpr int kPid = 1;
 
 void RequireCategories(const SimResult& sim, const char* what) {
@@ -62,10 +70,33 @@ std::string CsvField(const std::string& name) {
   return out + "\"";
 }
 
+// The copies' slices, one per line, on the copy lanes.
+void AppendCopies(const Graph& graph, const std::vector<CopySlice>& slices,
+                  std::vector<std::string>* lines) {
+  for (const CopySlice& slice : slices) {
+    ordered_json event;
+    event["name"] = graph.tensors[slice.tensor].name;
+    event["cat"] = slice.to_host ? "copy_to_host" : "copy_to_device";
+    event["ph"] = "X";
+    event["ts"] = slice.begin_step;
+    event["dur"] = slice.end_step - slice.begin_step;
+    event["pid"] = kPid;
+    event["tid"] = slice.to_host ? kToHostLane : kToDeviceLane;
+    event["args"] = {{"bytes", slice.bytes},
+                     {"host_bytes", slice.host_bytes},
+                     {"start_us", slice.start_us},
+                     {"end_us", slice.end_us}};
+    lines->push_back(Dump(event));
+  }
+}
+
 }  // namespace
 
-std::string TraceJson(const Graph& graph, const SimResult& sim, const std::string& label) {
+std::string TraceJson(const Graph& graph, const SimResult& sim, const std::string& label,
+                      const OffloadedGraph* offloaded) {
   RequireCategories(sim, "trace");
+  const std::vector<CopySlice> copies =
+      offloaded ? CopySlices(sim, *offloaded) : std::vector<CopySlice>();
   std::vector<ordered_json> events;
   events.push_back(
       Metadata("process_name", 0, {{"name", "ckptplan " + label + ": " + graph.source}}));
@@ -76,6 +107,13 @@ std::string TraceJson(const Graph& graph, const SimResult& sim, const std::strin
   for (auto [tid, name] : kLanes) {
     events.push_back(Metadata("thread_name", tid, {{"name", name}}));
     events.push_back(Metadata("thread_sort_index", tid, {{"sort_index", tid}}));
+  }
+  if (!copies.empty()) {
+    for (auto [tid, name] : {std::pair<int, const char*>{kToHostLane, "copy to host"},
+                             {kToDeviceLane, "copy to device"}}) {
+      events.push_back(Metadata("thread_name", tid, {{"name", name}}));
+      events.push_back(Metadata("thread_sort_index", tid, {{"sort_index", tid}}));
+    }
   }
   // Per-step events are written by hand: building a json object per event is
   // most of the run time at 10^5 steps.
@@ -107,6 +145,7 @@ std::string TraceJson(const Graph& graph, const SimResult& sim, const std::strin
     counter += "\"total\":" + std::to_string(sim.total[s]) + "}}";
     lines.push_back(std::move(counter));
   }
+  AppendCopies(graph, copies, &lines);
   std::string out = "{\"traceEvents\":[\n";
   for (size_t i = 0; i < lines.size(); ++i) {
     out += lines[i];

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cmath>
 #include <fstream>
 #include <functional>
@@ -354,6 +355,8 @@ class Loader {
   void WriteInPlace(Node& node);
   void ReadApprox(const json& entry, const std::string& where, Node* node);
   void CheckApproxNodes();
+  static constexpr int kWeightHops = 3;
+  bool IsWeight(TensorId t, int hops) const;
   TensorId NewVersion(TensorId written, TensorId current, const std::string& node_name);
 };
 
@@ -531,8 +534,30 @@ void Loader::ReadApprox(const json& entry, const std::string& where, Node* node)
   }
 }
 
+// A parameter, or a view of one (alias_of), or made from one by at most
+// `hops` forward view, layout or cast ops (a transpose copied, autocast's
+// _to_copy of a weight).
+bool Loader::IsWeight(TensorId t, int hops) const {
+  const TensorId root = graph_.StorageRoot(t);
+  if (graph_.tensors[root].kind == TensorKind::kParameter) return true;
+  const NodeId p = graph_.tensors[root].producer;
+  if (hops == 0 || p == kNoId || graph_.nodes[p].phase != Phase::kForward) return false;
+  static const char* const kWeightOps[] = {"t",     "transpose", "permute", "view",
+                                           "reshape", "tocopy",  "to",      "clone",
+                                           "contiguous", "expand", "unsafeview", "detach",
+                                           "cast", "alias"};
+  const std::string op = OpBaseName(graph_.nodes[p].op);
+  if (std::none_of(std::begin(kWeightOps), std::end(kWeightOps),
+                   [&](const char* weight_op) { return op == weight_op; })) {
+    return false;
+  }
+  const std::vector<TensorId>& inputs = graph_.nodes[p].inputs;
+  return std::any_of(inputs.begin(), inputs.end(),
+                     [&](TensorId in) { return IsWeight(in, hops - 1); });
+}
+
 // Approximate options belong to forward linear nodes whose weight is a
-// parameter (read directly or through a view): what the PyTorch side
+// parameter (read directly, through a view or a cast): what the PyTorch side
 // replaces by a truncated SVD. Runs on a validated graph (alias chains end).
 void Loader::CheckApproxNodes() {
   for (const Node& node : graph_.nodes) {
@@ -546,11 +571,11 @@ void Loader::CheckApproxNodes() {
       problems_.Add(where + " is only for linear ops (mm, addmm, matmul, bmm, linear, Gemm), got " +
                     Quote(node.op));
     }
-    const bool reads_weight = std::any_of(node.inputs.begin(), node.inputs.end(), [&](TensorId t) {
-      return graph_.tensors[graph_.StorageRoot(t)].kind == TensorKind::kParameter;
-    });
+    const bool reads_weight = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                          [&](TensorId t) { return IsWeight(t, kWeightHops); });
     if (!reads_weight) {
-      problems_.Add(where + ": the node reads no parameter (or view of one) as its weight");
+      problems_.Add(where + ": the node reads no parameter (or view or cast of one) as its "
+                    "weight");
     }
   }
 }

@@ -138,10 +138,6 @@ const std::vector<DtypeSize>& DtypeSizes() {
   return kSizes;
 }
 
-namespace {
-
-// "aten.bernoulli_.float" -> "bernoulli": drop the namespace and the
-// overload, then case and underscores.
 std::string OpBaseName(std::string_view op) {
   if (op.substr(0, 5) == "aten.") {
     op.remove_prefix(5);
@@ -154,8 +150,6 @@ std::string OpBaseName(std::string_view op) {
   }
   return name;
 }
-
-}  // namespace
 
 bool IsLinearOp(std::string_view op) {
   const std::string name = OpBaseName(op);

@@ -54,6 +54,11 @@ const std::vector<DtypeSize>& DtypeSizes();
 /// recomputes one (see SimContext::pinned).
 bool IsRandomOp(std::string_view op);
 
+/// An op's base name, as IsRandomOp and IsLinearOp compare it: the aten
+/// namespace and overload dropped, lower case, no underscores
+/// ("aten.bernoulli_.float" -> "bernoulli", "_to_copy" -> "tocopy").
+std::string OpBaseName(std::string_view op);
+
 /// True for a matrix-multiply op that approximate recompute may replace
 /// (mm, addmm, matmul, bmm, linear, Gemm; aten and ONNX spellings, any case,
 /// overload suffix ignored).

@@ -90,8 +90,9 @@ bool ChainApproximated(const ApproxPlan& approx, const std::vector<NodeId>& chai
 /// A relative error as messages write it: "0.006", "1.2e-05" (4 digits).
 std::string ErrorText(double error);
 
-/// "none: ..." / the reason in words, naming the node and bound where one
-/// applies; empty for kNone and kExact.
+/// Why nothing is approximated, in words ("the plan recomputes nothing"),
+/// naming the node and the bound for kErrorOverBudget; empty for kNone and
+/// kExact.
 std::string DescribeNoApprox(const Graph& graph, const ApproxPlan& approx);
 
 /// `graph` with the nodes `approx` chooses costing their option's cost: what
@@ -105,7 +106,7 @@ Graph WithCheapestOptions(const Graph& graph, double max_error);
 struct ApproxPlanned {
   PlannerResult found;   ///< the memory plan (re-planned when that was cheaper)
   ApproxPlan approx;
-  int replans = 0;       ///< re-plans that lowered the approximate cost
+  int replans = 0;       ///< re-plans kept (each lowered the approximate cost)
 };
 /// From the exact plan `found`: chooses approximations; when it fits, also
 /// plans memory on WithCheapestOptions and then on WithApproxCosts of the

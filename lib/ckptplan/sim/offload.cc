@@ -202,6 +202,8 @@ OffloadedGraph ApplyOffload(const Graph& graph, std::vector<TensorId> offloaded,
 
   // The backward on its real timeline: a copy back starts with its reload
   // step, once the engine is free; a reader waits for its copy.
+  result.node_start_us.assign(start.begin(), start.end() - 1);
+  result.node_end_us.assign(start.begin() + 1, start.end());
   double now = forward_end + out_wait;
   double wait = out_wait;
   engine_free = now;
@@ -224,7 +226,9 @@ OffloadedGraph ApplyOffload(const Graph& graph, std::vector<TensorId> offloaded,
       wait += copy.in_end_us - now;
       now = copy.in_end_us;
     }
+    result.node_start_us[n] = now;
     now += start[n + 1] - start[n];
+    result.node_end_us[n] = now;
   }
   result.exposed_us = wait;
   result.exposed_cost = wait * options.cost_per_us;

@@ -82,6 +82,10 @@ struct OffloadedGraph {
   std::vector<NodeId> rewritten_node;
   /// Per offloaded tensor (original id order): its copies.
   std::vector<OffloadCopy> copies;
+  /// Per original node: when it starts and ends, microseconds from the start
+  /// of the step on the real timeline (waits for copies included); empty when
+  /// nothing is offloaded. Reports place the copies on the step axis by these.
+  std::vector<double> node_start_us, node_end_us;
   double exposed_us = 0;     ///< steps' waits for copies
   double exposed_cost = 0;   ///< exposed_us x cost_per_us
   int64_t host_peak_bytes = 0;  ///< most host bytes held at once

@@ -21,15 +21,22 @@ values) or an op that writes one of its inputs in place. BatchNorm's
 native_batch_norm is re-run without its running statistics, so recomputing
 it gives the same output and updates the statistics once, as eager does.
 BatchNorm with momentum=None is refused (its factor is traced as a constant).
+
+A plan's "approximations" ([{"node", "rank"}], issue #23) make those linear
+nodes' re-runs use the rank-r truncated SVD of their weight (approx.py); the
+forward and every other re-run stay exact. Refused: an approximation of a node
+that is not a linear node on a parameter matrix, at a rank outside 1..min(k,
+n), or of a node the plan never re-runs.
 """
 
 import json
+import time
 
 import numpy as np
 import torch
 import torch.nn as nn
 
-from . import export
+from . import approx, export
 from .program import ORIGINAL, RELOADED, PlanError, Program, is_random_op
 
 _BATCH_NORM = "aten.native_batch_norm.default"
@@ -177,6 +184,10 @@ class _Runner:
         self.binding = binding
         self.keep = set(keep)  # tensor ids held to the end (the loss, gradients)
         self.refs = {}
+        self.approx = {}         # node id -> rank its re-runs use (approximate recompute)
+        self.factors = approx.Factors()
+        self.capture = None      # {node id: None} -> (target, args, kwargs) of its re-run
+        self.recompute_s = 0.0   # seconds spent in recompute steps since last reset
         self.host = _HostCopies()
         nodes = program.nodes
         for n, recompute in program.steps:
@@ -255,7 +266,16 @@ class _Runner:
             if recompute and str(fx_node.target) == _BATCH_NORM:
                 args = list(args)
                 args[3] = args[4] = None  # the statistics were updated by the forward
-            out = fx_node.target(*args, **kwargs)
+            start = time.perf_counter() if recompute else 0.0
+            if recompute and node["id"] in self.approx:
+                out = approx.call(fx_node.target, args, kwargs, self.approx[node["id"]],
+                                  self.factors, node["id"])
+            else:
+                out = fx_node.target(*args, **kwargs)
+            if recompute:
+                self.recompute_s += time.perf_counter() - start
+                if self.capture is not None and node["id"] in self.capture:
+                    self.capture[node["id"]] = (fx_node.target, args, kwargs)
             del args, kwargs
             self._store(values, fx_node, node, out, recompute)
             del out
@@ -329,6 +349,7 @@ class PlannedModel:
         graph, binding = export.trace_step(self.model, inputs, optimizer="none",
                                            workspace=False)
         self.graph = graph
+        self.binding = binding
         probe = Program(graph, ())
         program = Program(graph, saved_set(self.plan, probe, self.source),
                           offloaded_set(self.plan))
@@ -352,6 +373,7 @@ class PlannedModel:
         runner.tangent_id = "tangent_0"
         runner.buffers = buffers
         runner.params = params
+        runner.approx = approximations(self.plan, program, graph, binding, self.source)
         self.program = program
         self.runner = runner
         self._shapes = _shapes(inputs)
@@ -361,7 +383,7 @@ class PlannedModel:
         """The plan's recompute chains are the ones this program runs: the
         program follows the simulator's order (a mismatch is a bug here)."""
         for d in self.plan["decisions"]:
-            if d.get("action") != "recompute" or "chain" not in d:
+            if d.get("action") not in ("recompute", "recompute_approx") or "chain" not in d:
                 continue
             ours = program.chains.get(d["tensor"])
             if ours is not None and ours != d["chain"]:
@@ -398,6 +420,42 @@ class PlannedModel:
     def offloaded_count(self):
         """Tensors the applied program offloads."""
         return len(self.program.offloaded)
+
+
+def approximations(plan, program, graph, binding, source="plan"):
+    """{node id: rank} from the plan's "approximations"; PlanError when one
+    names a node that is not a linear node of this graph, a rank outside
+    1..min(k, n), or a node the program never re-runs."""
+    entries = plan.get("approximations") or []
+    if not entries:
+        return {}
+    linears = approx.linear_nodes(graph, binding)
+    tensors = {t["id"]: t for t in graph["tensors"]}
+    rerun = {program.nodes[n]["id"] for n in program.recomputed_nodes()}
+    out = {}
+    for e in entries:
+        node, rank = e.get("node"), e.get("rank")
+        if node not in linears:
+            raise PlanError("%s: approximation of node %s: not a linear node of this graph "
+                            "(mm or addmm on a parameter matrix)" % (source, node))
+        limit = min(tensors[linears[node]]["shape"])
+        if not isinstance(rank, int) or not 1 <= rank <= limit:
+            raise PlanError("%s: approximation of node %s: rank %r, expected an integer in "
+                            "1..%d" % (source, node, rank, limit))
+        if node not in rerun:
+            raise PlanError("%s: approximation of node %s, which this plan never re-runs" %
+                            (source, node))
+        out[node] = rank
+    return out
+
+
+def exact_plan(plan):
+    """The plan with its approximations dropped: the same decisions, recomputed exactly."""
+    doc = {k: v for k, v in plan.items()
+           if k not in ("approximations", "max_error", "estimated_error")}
+    doc["decisions"] = [dict(d, action="recompute") if d.get("action") == "recompute_approx"
+                        else d for d in plan["decisions"]]
+    return doc
 
 
 def _output_nodes(binding):

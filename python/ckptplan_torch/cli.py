@@ -1,14 +1,19 @@
 """python3 -m ckptplan_torch export|apply
 
-  export --model SPEC -o graph.json [--optimizer adam] [--seed 0]
-      Writes the graph of one training step of the model.
+  export --model SPEC -o graph.json [--optimizer adam] [--seed 0] [--approximations]
+      Writes the graph of one training step of the model; with
+      --approximations, each linear node a plan can re-run gets the measured
+      errors and costs of its low-rank re-runs (the "approx" node field).
   apply --model SPEC --plan plan.json [--measure] [--tolerance PERCENT]
       Runs training steps with the plan applied (its recomputes and its
       offloads: host copies in numpy buffers on CPU, pinned buffers and a
       side stream on CUDA, unvalidated). With --measure: prints the
       predicted and measured peak and the bit-for-bit check against the
       unplanned eager step, and fails when the measured peak exceeds the
-      prediction by more than the tolerance (default 1%).
+      prediction by more than the tolerance (default 1%). A plan with
+      approximations: the loss and buffers are checked bit for bit, the
+      gradients' measured relative error is printed beside the plan's
+      estimate, and the step time beside the same plan recomputed exactly.
 
 SPEC is FILE.py:FUNCTION or package.module:FUNCTION (for example
 ckptplan_torch.zoo:resnet18); FUNCTION() returns (model, example_inputs) and
@@ -18,7 +23,8 @@ Exit codes: 0 success; 2 usage; 3 bad input (unreadable model or plan, a
 plan that does not belong to this model, or one that cannot be applied as it
 stands: it recomputes a random op); 4 the measured peak exceeds the
 prediction by more than the tolerance; 5 the loss, a gradient, a parameter
-or a buffer differs from the eager step's.
+or a buffer differs from the eager step's (with approximations: the loss or
+a buffer differs, or the gradient error exceeds the plan's max_error).
 """
 
 import argparse
@@ -50,10 +56,14 @@ def _make(spec, seed):
 def cmd_export(args):
     from . import export
     model, inputs = _make(args.model, args.seed)
-    graph = export.export_graph(model, inputs, optimizer=args.optimizer)
+    graph = export.export_graph(model, inputs, optimizer=args.optimizer,
+                                approximations=args.approximations)
     export.write_json(graph, args.output)
-    print("ckptplan_torch export: %d nodes, %d tensors -> %s" %
-          (len(graph["nodes"]), len(graph["tensors"]), args.output))
+    approximable = sum(1 for n in graph["nodes"] if n.get("approx"))
+    print("ckptplan_torch export: %d nodes, %d tensors%s -> %s" %
+          (len(graph["nodes"]), len(graph["tensors"]),
+           ", %d linear nodes with approximate options" % approximable
+           if args.approximations else "", args.output))
     return EXIT_OK
 
 
@@ -103,7 +113,9 @@ def cmd_apply(args):
                   "predicted recompute overhead %.1f%%" %
                   (1e3 * r["eager_step_s"], 1e3 * r["planned_step_s"], r["step_time_ratio"],
                    args.steps, r["predicted_overhead_percent"]))
-        if r["differences"]:
+        if "gradient_error" in r:
+            _print_approximate(r, args.steps)
+        elif r["differences"]:
             print("NOT bit-equal to the eager step: %s" % "; ".join(r["differences"][:10]))
         else:
             print("loss, gradients, parameters and buffers bit-equal to the eager step")
@@ -114,7 +126,33 @@ def cmd_apply(args):
     if r["differences"]:
         print("FAIL: the planned step is not bit-equal to the eager step", file=sys.stderr)
         return EXIT_DIFFERENT
+    if r.get("max_error") is not None and r["gradient_error"] > r["max_error"]:
+        print("FAIL: measured gradient error %.4g exceeds the plan's max_error %.4g" %
+              (r["gradient_error"], r["max_error"]), file=sys.stderr)
+        return EXIT_DIFFERENT
     return EXIT_OK
+
+
+def _print_approximate(r, steps):
+    def fmt(x):
+        return "-" if x is None else "%.4g" % x
+    print("approximate recompute: %d linear nodes; gradient error: measured %s, "
+          "estimated %s, max_error %s" % (r["approximations"], fmt(r["gradient_error"]),
+                                          fmt(r["estimated_error"]), fmt(r["max_error"])))
+    print("factor bases kept between steps: %d B, not in the plan's predicted peak" %
+          r["factor_bytes"])
+    if steps:
+        print("against exact recompute of the same plan: step %.1f ms vs %.1f ms (x%.3f), "
+              "recompute %.1f ms vs %.1f ms (x%.3f; medians of %d)" %
+              (1e3 * r["planned_step_s"], 1e3 * r["exact_step_s"],
+               r["planned_step_s"] / r["exact_step_s"] if r["exact_step_s"] else 0.0,
+               1e3 * r["recompute_s"], 1e3 * r["exact_recompute_s"],
+               r["recompute_s"] / r["exact_recompute_s"] if r["exact_recompute_s"] else 0.0,
+               steps))
+    if r["differences"]:
+        print("NOT bit-equal to the eager step: %s" % "; ".join(r["differences"][:10]))
+    else:
+        print("loss and buffers bit-equal to the eager step")
 
 
 def main(argv=None):
@@ -128,6 +166,8 @@ def main(argv=None):
         p.add_argument("--optimizer", default="adam", choices=["adam", "adamw", "sgd"])
         p.add_argument("--seed", type=int, default=0)
     ex.add_argument("-o", "--output", required=True)
+    ex.add_argument("--approximations", action="store_true",
+                    help="measure low-rank re-run options of the linear nodes")
     ap.add_argument("--plan", required=True)
     ap.add_argument("--measure", action="store_true",
                     help="measure the step's peak and compare with the eager step")

@@ -397,14 +397,21 @@ class GraphBuilder:
         return entry["id"]
 
 
-def export_graph(model, inputs, optimizer="adam", lr=1e-3):
+def export_graph(model, inputs, optimizer="adam", lr=1e-3, approximations=False):
     """Returns the ckptplan graph (a dict) of one training step of `model`.
 
     model(*inputs) must return a scalar loss. `optimizer` is "adam", "adamw",
     "sgd" or "none"; its step is traced on copies of the parameters. The
     model's buffers and the random number generator are left as they were.
+    With `approximations`, each linear node a plan can re-run gets its
+    "approx" options, measured on these weights and inputs (approx.py).
     """
-    return trace_step(model, inputs, optimizer, lr)[0]
+    graph = trace_step(model, inputs, optimizer, lr)[0]
+    if approximations:
+        from . import approx
+        with _model_state_kept(model):
+            approx.add_options(graph, approx.measure_options(model, tuple(inputs), graph))
+    return graph
 
 
 class Binding:

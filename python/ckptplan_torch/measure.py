@@ -10,7 +10,9 @@ what the step really allocated, never what a forward kept at its end.
 
 The gradient check runs the unplanned eager step on a copy of the same model
 from the same state and random seed, and compares the loss, every gradient,
-every parameter after the optimizer step and every buffer bit for bit.
+every parameter after the optimizer step and every buffer bit for bit; for a
+plan with approximate recompute, the loss and buffers bit for bit and the
+gradients by their relative error.
 """
 
 import copy
@@ -19,8 +21,8 @@ import time
 
 import torch
 
-from . import export
-from .apply import apply_plan, load_plan
+from . import approx, export
+from .apply import apply_plan, exact_plan, load_plan
 
 
 def unique_bytes(tensors):
@@ -67,13 +69,16 @@ def _training_step(fn, optimizer, inputs):
     return run
 
 
-def _differences(ref_model, model, ref_loss, loss):
-    """Names of what differs between two models after one step each."""
+def _differences(ref_model, model, ref_loss, loss, gradients=True):
+    """Names of what differs between two models after one step each
+    (without `gradients`: the loss and the buffers only)."""
     out = []
     if not torch.equal(ref_loss, loss):
         out.append("loss (%r vs %r)" % (ref_loss.item(), loss.item()))
     ref_params = dict(ref_model.named_parameters())
     for name, p in model.named_parameters():
+        if not gradients:
+            break
         q = ref_params[name]
         if (p.grad is None) != (q.grad is None) or \
                 (p.grad is not None and not torch.equal(p.grad, q.grad)):
@@ -85,6 +90,14 @@ def _differences(ref_model, model, ref_loss, loss):
         if not torch.equal(b, ref_buffers[name]):
             out.append("buffer " + name)
     return out
+
+
+def gradient_error(ref_model, model):
+    """||g - g_ref||_2 / ||g_ref||_2 over all parameters' gradients concatenated."""
+    ref = dict(ref_model.named_parameters())
+    pairs = [(p.grad, ref[n].grad) for n, p in model.named_parameters()
+             if p.grad is not None and ref[n].grad is not None]
+    return approx.relative_error([a for a, _ in pairs], [b for _, b in pairs])
 
 
 def _seeded(seed, run):
@@ -100,8 +113,17 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
     bit-equal to the eager step; empty when all is), and the median step
     times of the eager and planned steps over `timed_steps` steps each
     (alternating) with their ratio.
+
+    A plan with approximations cannot be bit-equal: its loss and buffers
+    still are (the forward is exact), and `gradient_error` is the measured
+    relative error of its gradients against the eager step's (the step from
+    the same state), beside the plan's `estimated_error` and `max_error`.
+    The same plan recomputed exactly runs too, and its median step time and
+    time in recompute steps (`exact_step_s`, `exact_recompute_s`) stand
+    beside the approximate plan's (`planned_step_s`, `recompute_s`).
     """
     source, plan = plan, load_plan(plan)
+    approximate = bool(plan.get("approximations"))
     inputs = tuple(inputs)
     device = next(model.parameters()).device
     ref_model, planned_model = copy.deepcopy(model), copy.deepcopy(model)
@@ -111,32 +133,53 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
     planned.prepare(*inputs)
     ref_step = _training_step(ref_model, ref_opt, inputs)
     step = _training_step(planned, opt, inputs)
+    runs = [("eager", ref_step, ref_opt, None), ("planned", step, opt, planned)]
+    if approximate:
+        exact_model = copy.deepcopy(model)
+        exact_opt = export.make_optimizer(optimizer, exact_model.parameters(), lr)
+        exact = apply_plan(exact_model, exact_plan(plan))
+        exact.prepare(*inputs)
+        runs.append(("exact", _training_step(exact, exact_opt, inputs), exact_opt, exact))
     # Warm-up step: makes the optimizer state, as every step after the first has.
-    _seeded(seed, ref_step)
-    _seeded(seed, step)
-    ref_opt.zero_grad(set_to_none=True)
-    opt.zero_grad(set_to_none=True)
+    for _, run, o, _ in runs:
+        _seeded(seed, run)
+        o.zero_grad(set_to_none=True)
+    if approximate:
+        # The measured step starts from the same state for both: after a warm-up
+        # with approximate gradients the planned model's weights are not eager's.
+        planned_model.load_state_dict(ref_model.state_dict())
+        opt.load_state_dict(ref_opt.state_dict())
     eager_peak = _measured(ref_model, ref_opt, ref_step, inputs, device, seed + 1)
     measured = _measured(planned_model, opt, step, inputs, device, seed + 1)
-    differences = _differences(ref_model, planned_model, ref_step.loss, step.loss)
-    times = {"eager": [], "planned": []}
+    differences = _differences(ref_model, planned_model, ref_step.loss, step.loss,
+                               gradients=not approximate)
+    grad_error = gradient_error(ref_model, planned_model) if approximate else 0.0
+    times = {name: [] for name, _, _, _ in runs}
+    recompute = {name: [] for name, _, _, _ in runs}
     for i in range(timed_steps):
-        for name, run, o in (("eager", ref_step, ref_opt), ("planned", step, opt)):
+        for name, run, o, applied in runs:
             o.zero_grad(set_to_none=True)
             torch.manual_seed(seed + 2 + i)
+            if applied is not None:
+                applied.runner.recompute_s = 0.0
             start = time.perf_counter()
             run()
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             times[name].append(time.perf_counter() - start)
-    if timed_steps:
+            if applied is not None:
+                recompute[name].append(applied.runner.recompute_s)
+    if timed_steps and not approximate:
         differences += ["after %d more steps: %s" % (timed_steps, d) for d in
                         _differences(ref_model, planned_model, ref_step.loss, step.loss)]
+
+    def median(values):
+        return statistics.median(values) if values else 0.0
+
     predicted = plan["predicted_peak_bytes"]
-    eager_s = statistics.median(times["eager"]) if timed_steps else 0.0
-    planned_s = statistics.median(times["planned"]) if timed_steps else 0.0
+    eager_s, planned_s = median(times["eager"]), median(times["planned"])
     dropped, rerun = planned.recompute_summary()
-    return {
+    result = {
         "device": str(device),
         "predicted_bytes": predicted,
         "measured_bytes": measured,
@@ -149,10 +192,22 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
         "predicted_overhead_percent": plan.get("recompute_overhead_percent", 0.0),
         "dropped_tensors": dropped,
         "nodes_rerun": rerun,
+        "recompute_s": median(recompute["planned"]),
         "offloaded_tensors": planned.offloaded_count(),
         "host_peak_bytes": plan.get("offload", {}).get("host_peak_bytes", 0),
         "exposed_us": plan.get("offload", {}).get("exposed_us", 0.0),
     }
+    if approximate:
+        result.update({
+            "approximations": len(plan["approximations"]),
+            "gradient_error": grad_error,
+            "estimated_error": plan.get("estimated_error"),
+            "max_error": plan.get("max_error"),
+            "exact_step_s": median(times["exact"]),
+            "exact_recompute_s": median(recompute["exact"]),
+            "factor_bytes": planned.runner.factors.nbytes(),
+        })
+    return result
 
 
 def _measured(model, optimizer, run, inputs, device, seed):

@@ -61,6 +61,7 @@ class Program:
         self.nodes = graph["nodes"]
         self.tensors = {t["id"]: t for t in graph["tensors"]}
         self.producer = {}
+        self.node_index = {node["id"]: i for i, node in enumerate(self.nodes)}
         for i, node in enumerate(self.nodes):
             for t in node["outputs"]:
                 self.producer[t] = i

@@ -145,3 +145,19 @@ def make_mlp_small(batch=4):
     torch.manual_seed(0)
     model = MLP(d_in=16, hidden=32, classes=4, depth=2)
     return model, (torch.randn(batch, 16), torch.randint(0, 4, (batch,)))
+
+
+def make_lowrank_mlp(batch=512, rank=4, noise=1e-4):
+    """An MLP whose linear weights are rank-`rank` matrices plus `noise`
+    (times a standard normal): their re-runs at rank >= `rank` are nearly
+    exact, below it they are not (the approximate-recompute tests)."""
+    torch.manual_seed(0)
+    model = MLP(d_in=64, hidden=128, classes=10, depth=3)
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, nn.Linear):
+                n, k = module.weight.shape
+                r = min(rank, n, k)
+                low = torch.randn(n, r) @ torch.randn(r, k) / math.sqrt(r * k)
+                module.weight.copy_(low + noise * torch.randn(n, k))
+    return model, (torch.randn(batch, 64), torch.randint(0, 10, (batch,)))

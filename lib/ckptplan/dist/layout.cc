@@ -10,6 +10,7 @@
 #include "ckptplan/base/errors.h"
 #include "ckptplan/dist/pipeline.h"
 #include "ckptplan/dist/tensor_parallel.h"
+#include "ckptplan/ir/scope.h"
 
 namespace ckptplan {
 namespace {
@@ -254,18 +255,7 @@ std::vector<TensorId> OptimizerStateOwners(const Graph& graph) {
 }
 
 std::string ModuleUnit(const std::string& scope) {
-  std::vector<std::string> parts;
-  std::string part;
-  for (char c : scope) {
-    if (c == '/' || c == '.') {
-      if (!part.empty()) parts.push_back(part);
-      part.clear();
-      if (parts.size() == 2) break;
-    } else {
-      part += c;
-    }
-  }
-  if (!part.empty() && parts.size() < 2) parts.push_back(part);
+  const std::vector<std::string> parts = ScopeComponents(scope);
   if (parts.empty()) return "";
   const bool indexed = parts.size() > 1 && !parts[1].empty() &&
                        std::all_of(parts[1].begin(), parts[1].end(),

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "ckptplan/base/errors.h"
+#include "ckptplan/ir/scope.h"
 
 namespace ckptplan {
 namespace {
@@ -48,17 +49,7 @@ bool IsEmbeddingOp(const std::string& op) {
 std::string BlockOf(const std::string& scope) {
   const std::string unit = ModuleUnit(scope);
   if (unit.empty()) return "";
-  std::vector<std::string> parts;
-  std::string part;
-  for (char c : scope) {
-    if (c == '/' || c == '.') {
-      if (!part.empty()) parts.push_back(part);
-      part.clear();
-    } else {
-      part += c;
-    }
-  }
-  if (!part.empty()) parts.push_back(part);
+  const std::vector<std::string> parts = ScopeComponents(scope);
   const size_t used = unit.find('.') == std::string::npos ? 1 : 2;
   return parts.size() > used ? unit + "/" + parts[used] : unit;
 }

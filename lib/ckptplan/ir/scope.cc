@@ -44,16 +44,24 @@ bool ScopeInside(std::string_view scope, std::string_view root) {
                            scope[root.size()] == '/');
 }
 
-std::vector<std::string> SplitScope(std::string_view scope) {
+namespace {
+
+std::vector<std::string> Split(std::string_view scope, std::string_view separators) {
   std::vector<std::string> parts;
   size_t begin = 0;
   while (begin <= scope.size()) {
-    size_t stop = scope.find('/', begin);
+    size_t stop = scope.find_first_of(separators, begin);
     if (stop == std::string_view::npos) stop = scope.size();
     if (stop > begin) parts.emplace_back(scope.substr(begin, stop - begin));
     begin = stop + 1;
   }
   return parts;
 }
+
+}  // namespace
+
+std::vector<std::string> SplitScope(std::string_view scope) { return Split(scope, "/"); }
+
+std::vector<std::string> ScopeComponents(std::string_view scope) { return Split(scope, "/."); }
 
 }  // namespace ckptplan

@@ -28,6 +28,10 @@ bool ScopeInside(std::string_view scope, std::string_view root);
 /// The '/' components of a scope, empty ones dropped.
 std::vector<std::string> SplitScope(std::string_view scope);
 
+/// The components of a scope split at '/' and at '.', empty ones dropped
+/// ("h.0/attn.c_attn" -> h, 0, attn, c_attn).
+std::vector<std::string> ScopeComponents(std::string_view scope);
+
 }  // namespace ckptplan
 
 #endif  // CKPTPLAN_SCOPE_H_

@@ -181,6 +181,12 @@ def joint_to_graph(joint, num_fwd, parameter_count):
             ids[n] = in_ids[0]
             continue
         val = n.meta.get("val")
+        if val is None and n.users and all(u.target is operator.getitem for u in n.users):
+            # make_fx records no value for a tuple result: rebuild it from its getitems.
+            parts = {u.args[1]: u.meta.get("val") for u in n.users}
+            val = [parts.get(i) for i in range(max(parts) + 1)]
+        elif val is None:
+            raise RuntimeError("node %s (%s) has no meta['val']" % (n.name, n.target))
         alias = in_ids[0] if name in _VIEWS and in_ids else None
         outs, out_vals = [], []
         if isinstance(val, torch.Tensor):

@@ -7,7 +7,7 @@ set -euo pipefail
 packages=(build-essential cmake pkg-config libonnx-dev libprotobuf-dev protobuf-compiler
   libcli11-dev nlohmann-json3-dev libspdlog-dev doctest-dev libssl-dev libboost-graph-dev)
 if [[ "${1:-}" == "--tests" ]]; then
-  packages+=(python3 python3-jsonschema python3-onnx python3-torch python3-torchvision chromium
+  packages+=(python3 python3-jsonschema python3-onnx python3-torch python3-torchvision python3-networkx chromium
     clang libxml2-utils libclang-rt-14-dev)
 fi
 missing=()

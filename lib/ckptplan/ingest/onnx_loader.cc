@@ -134,6 +134,42 @@ bool CopyWithoutWeights(std::string_view in, int depth, std::string* out) {
   return true;
 }
 
+// A tensor's raw_data must hold exactly its dims' elements of its type.
+// libonnx 1.12's ParseData (run by data propagation on Constant values and
+// initializers) sizes its buffer as raw bytes / element size and then copies
+// every raw byte into it: 4 raw bytes of an int64 scalar made it write to
+// null (found by onnx_fuzzer). Checked in subgraphs too, which inference
+// visits.
+void CheckPayloads(const onnx::GraphProto& graph, const std::string& scope, Problems& problems) {
+  auto check = [&](const TensorProto& tensor, const std::string& where) {
+    if (tensor.raw_data().empty() || tensor.data_location() == TensorProto::EXTERNAL) return;
+    const uint32_t element = OnnxElementBytes(tensor.data_type());
+    if (element == 0) return;
+    int64_t elements = 1;
+    for (int64_t d : tensor.dims()) elements = SaturatingMul(elements, d < 0 ? 0 : d);
+    const int64_t need = SaturatingMul(elements, element);
+    const int64_t have = static_cast<int64_t>(tensor.raw_data().size());
+    if (have != need) {
+      problems.Add(where + " holds " + std::to_string(have) + " bytes of raw_data; its dims and " +
+                   "type need " + std::to_string(need));
+    }
+  };
+  for (const TensorProto& init : graph.initializer()) {
+    check(init, scope + "initializer " + Quote(init.name()));
+  }
+  for (const NodeProto& node : graph.node()) {
+    const std::string where = scope + "node " + Quote(node.name()) + " (" +
+                              ShowName(node.op_type()) + ")";
+    for (const auto& attribute : node.attribute()) {
+      const std::string at = where + " attribute " + Quote(attribute.name());
+      if (attribute.has_t()) check(attribute.t(), at);
+      for (const TensorProto& tensor : attribute.tensors()) check(tensor, at);
+      if (attribute.has_g()) CheckPayloads(attribute.g(), at + ": ", problems);
+      for (const auto& body : attribute.graphs()) CheckPayloads(body, at + ": ", problems);
+    }
+  }
+}
+
 // Every node input must be a graph input, an initializer or an output of an
 // earlier node, and every tensor has one producer. Checked before ONNX shape
 // inference, which dereferences undefined inputs.
@@ -168,6 +204,7 @@ void CheckTopology(const onnx::ModelProto& model, const std::string& source) {
       problems.Add(where + " names no output tensor (expected at least 1)");
     }
   }
+  CheckPayloads(model.graph(), "", problems);
   problems.ThrowIfAny();
 }
 

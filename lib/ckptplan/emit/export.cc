@@ -277,10 +277,12 @@ void AddMegatronOffloads(const Exporter& ex, const std::vector<TensorId>& plan_o
                          std::vector<Expressed>* options) {
   std::map<std::string, std::set<TensorId>> groups = MegatronOffloadGroups(ex);
   std::vector<std::string> names;
-  for (const auto& [name, tensors] : groups) {
+  for (const auto& group : groups) {
+    // Not a structured binding: C++17 lambdas cannot capture one (clang refuses).
+    const std::set<TensorId>& tensors = group.second;
     if (std::any_of(plan_offloaded.begin(), plan_offloaded.end(),
                     [&](TensorId t) { return tensors.count(t) > 0; })) {
-      names.push_back(name);
+      names.push_back(group.first);
     }
   }
   const size_t recompute_options = options->size();

@@ -13,17 +13,6 @@
 namespace ckptplan {
 namespace {
 
-// The copies' timing a plan file's "offload" settings imply, as the CLI
-// derives it (commands.cc, TimeOffloads).
-OffloadOptions Timing(const Graph& graph, const OffloadSettings& settings) {
-  OffloadOptions offload;
-  offload.link = settings.link;
-  offload.node_time_us = NodeTimes(graph, settings.flops_per_us);
-  offload.cost_per_us = graph.cost_unit == CostUnit::kMicroseconds ? 1.0 : settings.flops_per_us;
-  offload.host_budget_bytes = settings.host_budget_bytes;
-  return offload;
-}
-
 TEST_CASE("plans with offload re-simulate from the plan file to the same peak") {
   // Random graphs, link rates (each direction its own) and compute rates, at
   // random budgets between the lowest recompute-only peak and save-all.
@@ -50,7 +39,7 @@ TEST_CASE("plans with offload re-simulate from the plan file to the same peak") 
     OffloadSettings settings;
     settings.link = {uniform(1, 1e5) * 1e6, uniform(1, 1e5) * 1e6};
     settings.flops_per_us = uniform(0.1, 100);
-    const OffloadOptions offload = Timing(graph, settings);
+    const OffloadOptions offload = TimeOffloads(graph, settings);
     const OffloadPlan plan = PlanOffload(graph, options, offload, PlanGraph(graph, options));
     if (!plan.fits || plan.offloaded.empty()) continue;
     ++offloading;
@@ -73,7 +62,7 @@ TEST_CASE("plans with offload re-simulate from the plan file to the same peak") 
     CHECK(loaded.offloaded == plan.offloaded);
     CHECK(loaded.predicted_peak_bytes == plan.peak);
     const OffloadedGraph again =
-        ApplyOffload(graph, loaded.offloaded, Timing(graph, loaded.offload));
+        ApplyOffload(graph, loaded.offloaded, TimeOffloads(graph, loaded.offload));
     const SimResult resimulated = Simulate(again.graph, KeepOnRewrite(loaded.keep, again), {});
     CHECK(resimulated.peak_bytes == plan.peak);
     CHECK(again.exposed_us == doctest::Approx(off.exposed_us));

@@ -153,15 +153,6 @@ std::optional<OffloadSettings> OffloadSettingsFor(const PlanOptions& options,
   return settings;
 }
 
-OffloadOptions TimeOffloads(const Graph& graph, const OffloadSettings& settings) {
-  OffloadOptions offload;
-  offload.link = settings.link;
-  offload.node_time_us = NodeTimes(graph, settings.flops_per_us);
-  offload.cost_per_us = graph.cost_unit == CostUnit::kMicroseconds ? 1.0 : settings.flops_per_us;
-  offload.host_budget_bytes = settings.host_budget_bytes;
-  return offload;
-}
-
 // `sim`, a simulation of the loaded graph, with its steps naming the nodes of
 // `offloaded`'s rewrite instead (the summary's save-all line).
 SimResult OnRewrite(SimResult sim, const OffloadedGraph& offloaded) {

@@ -15,6 +15,15 @@
 
 namespace ckptplan {
 
+OffloadOptions TimeOffloads(const Graph& graph, const OffloadSettings& settings) {
+  OffloadOptions offload;
+  offload.link = settings.link;
+  offload.node_time_us = NodeTimes(graph, settings.flops_per_us);
+  offload.cost_per_us = graph.cost_unit == CostUnit::kMicroseconds ? 1.0 : settings.flops_per_us;
+  offload.host_budget_bytes = settings.host_budget_bytes;
+  return offload;
+}
+
 using nlohmann::ordered_json;
 
 std::vector<Decision> MakeDecisions(const Graph& graph, const SaveSet& keep,

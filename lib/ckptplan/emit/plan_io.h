@@ -41,6 +41,10 @@ struct OffloadSettings {
   std::optional<int64_t> host_budget_bytes;
 };
 
+/// The copies' timing `settings` imply for `graph` (the same whether the
+/// planner or a reader of its plan file times them).
+OffloadOptions TimeOffloads(const Graph& graph, const OffloadSettings& settings);
+
 /// Everything the plan file records.
 struct PlanRecord {
   std::string graph_path;

@@ -1,26 +1,30 @@
 #!/usr/bin/python3
 """Approximate recompute, shown honestly (issue #23; docs/approximate-recompute.md).
 
-Two small models trained here on CPU, plus the same architecture at random
-initialisation:
+Two small models trained here on CPU, plus the same architectures at random
+initialisation (tests/torch/models.py's GPT and MLP, at the sizes below):
 - gpt: a character-level GPT (2 blocks, width 128, 64 characters of context)
   on the licence texts in /usr/share/common-licenses;
-- mlp: an MLP (256 -> 512 -> 512 -> 512 -> 10) on a synthetic task whose
-  inputs lie near a 16-dimensional subspace, labelled by a random teacher.
+- mlp: an MLP (256 -> 512 -> 512 -> 512 -> 10, GELU) on a synthetic task
+  whose inputs lie near a 16-dimensional subspace, labelled by a random
+  teacher.
 
-  approx_demo.py train  [--steps N]     trains both, saves the weights to SCRATCH
-  approx_demo.py report [--max-error E] per model: export --approximations, plan at a
-      budget that needs recomputation exactly and with --max-error, apply and
-      measure save-all, exact and approximate checkpointing; random weights at
-      a tight --max-error
-  approx_demo.py curves [--steps N]     short training runs from the trained
-      weights with the exact and the approximate plan; final losses
+  approx_demo.py train  [--models M] [--steps N] [--weight-decay W]
+      trains, saves the weights to SCRATCH
+  approx_demo.py report [--max-error E | gpt=E,mlp=E] [--rounds R] [--curve-steps N]
+      per model: export --approximations, plan at a budget that needs
+      recomputation exactly and with --max-error, measure save-all, exact and
+      approximate checkpointing (peaks, gradient error; CPU time over R
+      interleaved steps), optionally N-step training runs with the exact and
+      the approximate plan; one table, issue 23's targets checked; then
+      random weights at a tight --max-error
+  approx_demo.py curves [--steps N]     the training runs alone
 
 SCRATCH is $CKPTPLAN_DEMO_DIR or /tmp/ckptplan_approx_demo (weights, graphs
 and plans; nothing is written into the repository). The model factories
 (gpt_trained, mlp_trained, gpt_random, mlp_random) also serve
 `python3 -m ckptplan_torch export|apply --model scripts/approx_demo.py:gpt_trained`.
-Run it with `nice -n 10`: it keeps one core busy for tens of minutes.
+Run it with `nice -n 10`: it keeps one to two cores busy for tens of minutes.
 """
 
 import argparse
@@ -406,7 +410,7 @@ def cmd_report(args):
     names = args.models.split(",")
     results = [report_model(name, parse_max_error(args.max_error, name), args.rounds,
                             args.fraction) for name in names]
-    with open(os.path.join(SCRATCH, "report.json"), "w") as f:
+    with open(os.path.join(SCRATCH, "report_%s.json" % "_".join(names)), "w") as f:
         json.dump(results, f, indent=1)
     curves = {}
     if args.curve_steps:

@@ -139,8 +139,8 @@ def _print_approximate(r, steps):
     print("approximate recompute: %d linear nodes; gradient error: measured %s, "
           "estimated %s, max_error %s" % (r["approximations"], fmt(r["gradient_error"]),
                                           fmt(r["estimated_error"]), fmt(r["max_error"])))
-    print("factor bases kept between steps: %d B, not in the plan's predicted peak" %
-          r["factor_bytes"])
+    print("factor bases kept between steps: %d B (resident in the measured peak; the "
+          "prediction counts them as the graph's factor_bytes)" % r["factor_bytes"])
     if steps:
         print("against exact recompute of the same plan: step %.1f ms vs %.1f ms (x%.3f), "
               "recompute %.1f ms vs %.1f ms (x%.3f; medians of %d)" %

@@ -161,7 +161,8 @@ TEST_CASE("plan files with approximations that do not match the graph are refuse
 // V, n x r x 4 B (fc1: n = 512).
 TEST_CASE("plan --max-error counts the approximations' workspace and factors") {
   const std::string dir = ScratchDir("approx_cli_memory");
-  nlohmann::json graph = nlohmann::json::parse(Slurp(kGraph));
+  nlohmann::json graph =
+      nlohmann::json::parse(Slurp(std::string(CKPTPLAN_SOURCE_DIR) + "/" + kGraph));
   for (auto& node : graph["nodes"]) {
     if (!node.contains("approx")) continue;
     const int64_t n = node["id"] == "fc3" ? 256 : 512;

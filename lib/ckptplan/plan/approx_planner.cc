@@ -148,7 +148,7 @@ bool AnyOptionMemory(const Graph& graph) {
 class PeakWith {
  public:
   PeakWith(const Graph& graph, const ApproxFit& fit)
-      : graph_(graph), context_(graph), fit_(fit), options_(graph.nodes.size(), kNoId) {
+      : context_(graph), fit_(fit), options_(graph.nodes.size(), kNoId) {
     sim_ = fit.sim;
     sim_.record_details = false;
     sim_.record_categories = false;
@@ -164,7 +164,6 @@ class PeakWith {
   }
 
  private:
-  const Graph& graph_;
   SimContext context_;
   const ApproxFit& fit_;
   std::vector<uint32_t> options_;

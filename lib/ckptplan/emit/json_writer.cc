@@ -67,7 +67,9 @@ std::string GraphToJson(const Graph& graph) {
       if (option.workspace_bytes >= 0) {
         out += ",\"workspace_bytes\":" + std::to_string(option.workspace_bytes);
       }
-      if (option.factor_bytes > 0) out += ",\"factor_bytes\":" + std::to_string(option.factor_bytes);
+      if (option.factor_bytes > 0) {
+        out += ",\"factor_bytes\":" + std::to_string(option.factor_bytes);
+      }
       out += i + 1 < node.approx.size() ? "}" : "}]";
     }
     out += n + 1 < graph.nodes.size() ? "},\n" : "}\n";

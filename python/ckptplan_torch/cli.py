@@ -3,7 +3,9 @@
   export --model SPEC -o graph.json [--optimizer adam] [--seed 0] [--approximations]
       Writes the graph of one training step of the model; with
       --approximations, each linear node a plan can re-run gets the measured
-      errors and costs of its low-rank re-runs (the "approx" node field).
+      errors, costs and memory of its low-rank re-runs (the "approx" node
+      field: workspace_bytes and factor_bytes are the re-run's temporaries
+      and the basis it keeps, which the plan's peak counts).
   apply --model SPEC --plan plan.json [--measure] [--tolerance PERCENT]
       Runs training steps with the plan applied (its recomputes and its
       offloads: host copies in numpy buffers on CPU, pinned buffers and a

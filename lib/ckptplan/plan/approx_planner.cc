@@ -365,7 +365,12 @@ ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, do
   if (peak_with) {
     plan.peak_bytes = RepairMemory(graph, *peak_with, limit, max_error, &plan.choices);
     Finish(graph, &plan);
-    if (plan.choices.empty()) plan.reason = NoApproxReason::kMemoryOverBudget;
+    if (plan.choices.empty()) {
+      plan.reason = NoApproxReason::kMemoryOverBudget;
+      plan.best_node = lowest_node;
+      plan.best_option = lowest_option;
+      plan.peak_bytes = lowest_peak;
+    }
   }
   spdlog::debug("approx: {} of {} re-run linears approximated, estimated error {} <= {}",
                 plan.choices.size(), items.size(), plan.estimated_error, max_error);

@@ -91,6 +91,7 @@ TEST_CASE("local search: where a cap stops it does not depend on pruning") {
     graphs.push_back(RandomTrainingGraph(random));
   }
   graphs.push_back(testing::SmallTransformer(1, /*layers=*/2));
+  graphs.push_back(testing::SmallTransformer(2, /*layers=*/1));  // two regions, copies
   size_t fast_scores = 0, floored = 0, stopped = 0;
   for (size_t i = 0; i < graphs.size(); ++i) {
     const Graph& graph = graphs[i];

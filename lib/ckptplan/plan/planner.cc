@@ -43,7 +43,7 @@ constexpr size_t kSecondStartLimit = 10'000;
 // tries each dropped candidate's re-save with a region simulation, so on one
 // deep region it costs about candidates x nodes; there the greedy's plan is
 // cleaned up, and a baseline only where nothing else fits.
-constexpr size_t kCleanupNodeSteps = 4'000'000;
+constexpr size_t kCleanupNodeSteps = 1'000'000;
 constexpr size_t kCleanupNodeStepsPerNode = 64;
 
 class Candidates {
@@ -75,10 +75,13 @@ class Candidates {
            std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now(),
            Clean clean = Clean::kAlways) {
     PlannerResult result = Measure(std::move(keep), method);
-    if (result.fits && cleanup_ && clean == Clean::kWhereCheap && always_fits_ &&
-        CleanupWork(result.keep) > CleanupBudget()) {
-      spdlog::debug("planner: {}: not cleaned up: {} node-steps of trials over the budget {}",
-                    method, CleanupWork(result.keep), CleanupBudget());
+    const size_t work = result.fits && clean == Clean::kWhereCheap ? CleanupWork(result.keep) : 0;
+    if (work > 0) {
+      spdlog::debug("planner: {}: cleanup estimated at {} node-steps (budget {}{})", method, work,
+                    CleanupBudget(), always_fits_ ? "" : ", no greedy's plan fits");
+    }
+    if (result.fits && cleanup_ && always_fits_ && work > CleanupBudget()) {
+      spdlog::debug("planner: {}: not cleaned up", method);
     } else if (result.fits && cleanup_) {
       // The same plan cleans up the same: a start often ends where another did.
       const Cleaned* cleaned = nullptr;

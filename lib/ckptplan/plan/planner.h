@@ -8,7 +8,7 @@
 // fits, also the greedy from the lowest-peak one) and the baselines
 // (strategies.h), and cleans each
 // fitting plan up (cleanup.h): a baseline's only where that costs at most
-// max(4e6, 64 x nodes) node-steps of trials, or no greedy's plan fits (on one
+// max(1e6, 64 x nodes) node-steps of trials, or no greedy's plan fits (on one
 // deep region a cleanup costs about dropped candidates x nodes). Local
 // search (local_search.h) then runs from
 // the best four distinct plans (the best one on graphs of more than 64

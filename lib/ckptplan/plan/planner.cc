@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -150,9 +151,10 @@ class Candidates {
     return a.peak < b.peak || (a.peak == b.peak && a.recompute_cost < b.recompute_cost);
   }
 
-  // What cleaning `keep` up costs at most, in node-steps: a trial (a region
-  // simulation) per dropped candidate and round, the first round counted, in
-  // the first region of each shape (copies share trials with it).
+  // What cleaning `keep` up costs, about, in node-steps: a trial (a region
+  // simulation) per dropped candidate, the first round counted. Copies of a
+  // region (same shape) with the same plan share their trials, so each
+  // distinct plan of a shape counts once.
   size_t CleanupWork(const SaveSet& keep) const {
     const std::vector<Region>& regions = context_.regions();
     if (!context_.exact_costs || regions.size() <= 1) {
@@ -161,10 +163,12 @@ class Candidates {
       for (TensorId t : context_.candidates) dropped += !keep[t];
       return dropped * context_.graph.nodes.size();
     }
-    const std::vector<RegionShape>& shapes = context_.shapes();
-    size_t work = 0, r = 0;
-    for (TensorId t : context_.candidates) {  // by id, as regions are
-      if (keep[t]) continue;
+    // Per region: dropped candidates, and a hash of its candidates' bits in
+    // id order (copies' candidates come in the same order).
+    std::vector<size_t> dropped(regions.size(), 0);
+    std::vector<uint64_t> plan(regions.size(), 1469598103934665603ull);
+    size_t r = 0;
+    for (TensorId t : context_.candidates) {
       const NodeId producer = context_.graph.tensors[t].producer;
       if (producer < regions[r].first || producer >= regions[r].end) {
         r = static_cast<size_t>(std::upper_bound(regions.begin(), regions.end(), producer,
@@ -174,7 +178,16 @@ class Candidates {
                                 regions.begin());
         if (r == regions.size()) r = regions.size() - 1;
       }
-      if (shapes[r].first_of_shape == r) work += regions[r].end - regions[r].first;
+      dropped[r] += !keep[t];
+      plan[r] = (plan[r] ^ (keep[t] ? 2u : 1u)) * 1099511628211ull;
+    }
+    const std::vector<RegionShape>& shapes = context_.shapes();
+    std::unordered_set<uint64_t> seen;  // (shape, plan) pairs counted
+    size_t work = 0;
+    for (r = 0; r < regions.size(); ++r) {
+      if (dropped[r] == 0) continue;
+      const uint64_t key = plan[r] ^ (shapes[r].first_of_shape * 0x9e3779b97f4a7c15ull);
+      if (seen.insert(key).second) work += dropped[r] * (regions[r].end - regions[r].first);
     }
     return work;
   }

@@ -10,31 +10,24 @@ microbatches (each the exported graph's batch), every microbatch's tokens (first
 step; a stage keeps each output until that microbatch's backward has run.
 Sends are isend; as Megatron's send_forward_recv_backward, a send is waited
 for with the stage's next receive (or at once when none follows). Step 2's
-peak per stage from the profiler's allocator events, as in dist_harness.py;
+peak per stage from the profiler's allocator events (scripts/dist_common.py);
 the prediction is `ckptplan simulate --pp W --microbatches M --schedule S` of
 the exported one-device graph of the same model.
 
 Usage: /usr/bin/python3 scripts/dist_pipeline_harness.py BUILD/ckptplan [--markdown]
        [--world=N] [gpipe|1f1b|1f1b-free] [--microbatches=M]
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dist_common as dc  # noqa: E402  (exits 77 without torch)
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.autograd import Variable  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
-
-import dist_harness  # noqa: E402
 
 
 def schedule(name, stages, stage, m, chunks=1):
@@ -66,13 +59,9 @@ def schedule(name, stages, stage, m, chunks=1):
 def worker(rank, world, config, port, results):
     sched, m, chunks, free_outputs = config
     import models
-    dist_harness.report_cpu_frees()
-    torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dc.init_rank(rank, world, port)
     stages = world * chunks  # virtual stages; chunk c of this rank is c * world + rank
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with dc.memory_profile() as prof:
         # One layer per virtual stage; the embeddings on the first, the head
         # on the last.
         model, (idx, targets) = models.make_gpt(layers=stages)
@@ -166,13 +155,11 @@ def worker(rank, world, config, port, results):
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        step()
-        dist.barrier()
-        with record_function("ckptplan_step2"):
-            step()
-        dist.barrier()
-    peak, _ = dist_harness.step_peak(prof)
-    results[rank] = peak
+        dc.run_steps(step)
+    peak, _ = dc.step_peak(prof)
+    # No check of what is live at the step's start: in-flight receive
+    # buffers and held outputs are not tensors this process can name.
+    results[rank] = (peak, True, None)
     dist.destroy_process_group()
 
 
@@ -187,51 +174,34 @@ CONFIGS = {
 
 
 def main():
-    if os.environ.get("GLOG_minloglevel") != "2":
-        os.environ["GLOG_minloglevel"] = "2"
-        os.execv(sys.executable, [sys.executable] + sys.argv)
-    binary = sys.argv[1]
-    markdown = "--markdown" in sys.argv
-    worlds = [int(a[len("--world="):]) for a in sys.argv[2:] if a.startswith("--world=")]
-    names = [a for a in sys.argv[2:] if a in CONFIGS]
-    counts = [int(a[len("--microbatches="):]) for a in sys.argv[2:]
-              if a.startswith("--microbatches=")]
-    from ckptplan_torch import export as export_torch
-    import models
+    dc.quiet_c10()
+    args = dc.Args(sys.argv, CONFIGS)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ckptplan_pp_") as tmp:
-        for world in worlds or (2, 4):
-            for name in names or CONFIGS:
+        for world in args.worlds or (2, 4):
+            for name in args.configs:
                 sched, chunks, free = CONFIGS[name]
                 graph = os.path.join(tmp, "gpt%d.json" % (world * chunks))
                 if not os.path.exists(graph):
-                    model, inputs = models.make_gpt(layers=world * chunks)
-                    export_torch.write_json(
-                        export_torch.export_graph(model, inputs, optimizer="adam"), graph)
-                for m in counts or (4, 8):
-                    manager = mp.Manager()
-                    results = manager.dict()
-                    mp.spawn(worker, args=(world, (sched, m, chunks, free),
-                                           dist_harness.free_port(), results),
-                             nprocs=world, join=True)
+                    dc.export_gpt(graph, layers=world * chunks)
+                for m in args.microbatches or (4, 8):
+                    measured, _ = dc.measure(worker, world, (sched, m, chunks, free))
                     flags = ["--pp", str(world), "--microbatches", str(m), "--schedule", sched]
                     if chunks > 1:
                         flags += ["--virtual-stages", str(chunks)]
                     if free:
                         flags.append("--pp-free-outputs")
-                    out = subprocess.run([binary, "simulate", graph, "--json"] + flags,
-                                         check=True, capture_output=True, text=True).stdout
                     predicted = {r["pp_stage"]: r["peak_bytes"]
-                                 for r in json.loads(out)["ranks"]}
+                                 for r in dc.simulate(args.binary, graph, flags)}
                     for stage in range(world):
-                        meas, pred = results[stage], predicted[stage]
+                        meas, pred = measured[stage], predicted[stage]
                         rows.append((world, name, m, stage, meas, pred,
                                      100.0 * (pred - meas) / meas))
-    if markdown:
+    if args.markdown:
         print("| world | schedule | microbatches | stage | measured B | predicted B | error |")
         print("|---|---|---|---|---|---|---|")
     for world, name, m, stage, meas, pred, err in rows:
-        if markdown:
+        if args.markdown:
             print("| %d | %s | %d | %d | %d | %d | %+.3f%% |" %
                   (world, name, m, stage, meas, pred, err))
         else:

@@ -202,6 +202,9 @@ void AddLoadFlags(CLI::App* command, LoadFlags* flags) {
       "ONNX: bytes per Dropout mask element: 1 (native_dropout, default) or 4")
       ->check(CLI::IsMember({1, 4}));
   Limits& limits = flags->limits;
+  limits.max_nodes_hint = "raise it with --max-nodes";
+  limits.max_tensors_hint = "raise it with --max-tensors";
+  limits.max_depth_hint = "raise the limit with --max-depth";
   command->add_option("--max-nodes", limits.max_nodes, "Reject graphs with more nodes")
       ->capture_default_str();
   command->add_option("--max-tensors", limits.max_tensors, "Reject graphs with more tensors")

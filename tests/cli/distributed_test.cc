@@ -159,7 +159,12 @@ TEST_CASE("simulate --plan with a layout loads the graph as the plan recorded") 
 
 TEST_CASE("layout flags out of range exit 2") {
   const std::string graph = SmallTransformer(ScratchDir("dist_usage"));
-  CHECK(RunCli("simulate " + graph + " --dp 0").code == 2);
+  auto dp0 = RunCli("simulate " + graph + " --dp 0");
+  CHECK(dp0.code == 2);
+  CHECK(dp0.err.find("--dp: must be at least 1 (got 0)") != std::string::npos);  // the CLI's names
+  auto bucket = RunCli("simulate " + graph + " --dp 2 --bucket-cap 0");
+  CHECK(bucket.code == 2);
+  CHECK(bucket.err.find("--bucket-cap: must be positive") != std::string::npos);
   CHECK(RunCli("simulate " + graph + " --dp 2 --zero 4").code == 2);
   CHECK(RunCli("simulate " + graph + " --dp 2 --zero 2 --zero-partition params").code == 2);
   CHECK(RunCli("simulate " + graph + " --dp 2 --grad-buckets flat").code == 2);

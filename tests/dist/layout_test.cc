@@ -133,6 +133,20 @@ TEST_CASE("ZeroRedundancyOptimizer: whole parameters, largest first, to the fewe
   CHECK_THROWS_AS(DistributeGraph(g, layout), InputError);
 }
 
+TEST_CASE("layout messages name a field as the plan file does, or as field_name says") {
+  ParallelLayout layout;
+  layout.dp = 0;
+  CHECK_THROWS_WITH_AS(ValidateLayout(layout), "dp: must be at least 1 (got 0)", InputError);
+  layout.dp = 2;
+  layout.zero = 2;
+  layout.zero_partition = "params";
+  layout.field_name = [](const std::string& field) { return "<" + field + ">"; };
+  CHECK_THROWS_WITH_AS(ValidateLayout(layout),
+                       "<zero_partition> params is ZeroRedundancyOptimizer, which is ZeRO stage 1 "
+                       "(got <zero> 2)",
+                       InputError);
+}
+
 TEST_CASE("FSDP: each unit's parameters gathered around its forward and backward, prefetched") {
   testing::ScopedGraphBuilder b("fsdp");
   TensorId w0 = b.Tensor("h.0.w", 400, TensorKind::kParameter);

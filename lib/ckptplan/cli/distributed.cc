@@ -265,6 +265,13 @@ LoadedPlan ApplyPlanFile(const std::string& path, std::vector<RankRun>* runs) {
 
 }  // namespace
 
+std::string LayoutFlagName(const std::string& field) {
+  if (field == "bucket_cap_bytes") return "--bucket-cap";
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
 int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
   LoadOptions load;
   const std::optional<LoadOptions> recorded =

@@ -277,6 +277,7 @@ int main(int argc, char** argv) {
       // Load flags given are one level of the config's precedence, like --budget.
       if (check_load.AnySetting()) settings.load = ResolveLoad(check_load, std::nullopt, nullptr);
       check.limits = check_load.limits;
+      check.field_name = CheckFlagName;  // messages name the flags
       const char* actions = std::getenv("GITHUB_ACTIONS");
       check.github_actions = actions != nullptr && std::string(actions) == "true";
       if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) {

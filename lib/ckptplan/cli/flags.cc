@@ -1,5 +1,7 @@
 #include "ckptplan/cli/flags.h"
 
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
@@ -296,6 +298,16 @@ std::string LoadErrorHint(const UnresolvedShapesError& error) {
   for (const std::string& dim : error.unbound_dims) hint += " --dim " + dim + "=N";
   for (const std::string& input : error.unshaped_inputs) hint += " --input-shape " + input + ":AxB...";
   return hint.empty() ? "" : "bind the graph inputs with" + hint;
+}
+
+std::string CheckFlagName(const std::string& field) {
+  std::string flag = field;
+  const std::string path = "_path";  // baseline_path -> --baseline
+  if (flag.size() > path.size() && flag.compare(flag.size() - path.size(), path.size(), path) == 0) {
+    flag.resize(flag.size() - path.size());
+  }
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return "--" + flag;
 }
 
 }  // namespace ckptplan

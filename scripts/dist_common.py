@@ -78,6 +78,18 @@ def memory_profile():
     return profile(activities=[ProfilerActivity.CPU], profile_memory=True)
 
 
+def training_step(model, opt, inputs):
+    """One training step of `model` (its forward returns the loss): forward,
+    backward, optimizer step, gradients dropped."""
+    def step():
+        loss = model(*inputs)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del loss
+    return step
+
+
 def run_steps(step):
     """MEASURED_STEP - 1 steps, then the measured one inside WINDOW, each
     rank starting and ending it together."""

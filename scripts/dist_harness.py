@@ -44,15 +44,7 @@ def worker(rank, world, config, port, results):
                                           lr=1e-3)
         else:
             opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-        def step():
-            loss = ddp(*inputs)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            del loss
-
-        dc.run_steps(step)
+        dc.run_steps(dc.training_step(ddp, opt, inputs))
     peak, start = dc.step_peak(prof)
     # What is live at the step's start besides the tensors we can name is
     # DDP's buckets (one copy of the gradients) and a little bookkeeping. More

@@ -402,15 +402,7 @@ def worker(rank, world, config, port, results):
         _, sp, by_vocab = CONFIGS[config]
         model = TPGPT(world, rank, sp, by_vocab)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-        def step():
-            loss = model(*inputs)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            del loss
-
-        dc.run_steps(step)
+        dc.run_steps(dc.training_step(model, opt, inputs))
     peak, start = dc.step_peak(prof)
     unnamed = dc.unnamed_at_start(start, model, opt, inputs)
     # More than bookkeeping live at the step's start: the profile lost a free.

@@ -7,11 +7,14 @@
   flag no node has options;
 - the exporter's error of an option is what apply_plan's step gives when
   that node alone is approximate in the recompute-all program (same figure);
-- `ckptplan plan --max-error 2%` at the lowest budget approximates the re-run
-  linear (rank >= 4: the lower ranks' errors are over the bound), and
-  `apply --measure` of that plan exits 0, loss and buffers bit-equal, measured
-  gradient error printed and within max_error; the same plan edited to rank 2
-  exceeds max_error: exit 5;
+- the options carry the re-run's memory (workspace_bytes: x @ A, m x r;
+  factor_bytes: the basis, n x r); `ckptplan plan --max-error 2%` at the lowest
+  budget approximates nothing (the basis does not fit) and says so; at that
+  budget plus the basis it approximates the re-run linear (rank >= 4: the
+  lower ranks' errors are over the bound), and `apply --measure` of that plan
+  exits 0 with the measured allocator peak within 256 B of the predicted one,
+  loss and buffers bit-equal, measured gradient error printed and within
+  max_error; the same plan edited to rank 2 exceeds max_error: exit 5;
 - an approximation on a node that is no linear, or at rank 0: exit 3.
 
 Usage: torch_approx_test.py CKPTPLAN_BINARY. Exits 77 (skipped) without torch."""
@@ -27,9 +30,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "tor
 from torch_test_util import ckptplan, model_spec, write_json as write  # noqa: E402
 import torch  # noqa: E402
 import models  # noqa: E402
+from ckptplan_torch import apply, approx, cli, measure  # noqa: E402
 
 SPEC = model_spec("make_lowrank_mlp")
-from ckptplan_torch import apply, approx, cli, measure  # noqa: E402
 
 
 def run_cli(*argv):
@@ -107,16 +110,38 @@ def run(tmp):
     ckptplan("plan", graph_path, "--budget", str(lowest), "-o", plan_path)
     with open(plan_path) as f:
         plan = json.load(f)
+    # The options carry the re-run's memory: workspace x @ A (m x r floats) and
+    # the basis V (n x r floats); at layers.0 (m = 512, k = 64, n = 128):
+    first_options = {o["rank"]: o for o in with_options[0]["approx"]}
+    assert first_options[4]["workspace_bytes"] == 512 * 4 * 4, first_options[4]  # 8192
+    assert first_options[4]["factor_bytes"] == 128 * 4 * 4, first_options[4]  # 2048
+    # At the lowest budget the basis does not fit: no approximation, and why.
+    out = ckptplan("plan", graph_path, "--budget", str(lowest), "--max-error", "2%")
+    why = re.search(r"makes the plan's peak exceed the budget .* peaks at (\d+) bytes > (\d+)",
+                    out)
+    assert why and int(why.group(2)) == lowest, out
+    # Its peak with the rank-4 basis: the lowest + 2048 (the relu re-run step, whose
+    # tensors set the peak, holds the 2048 B basis; x @ A's 8192 B lives at the
+    # addmm re-run step, below it).
+    assert int(why.group(1)) == lowest + 2048, (why.group(1), lowest)
     good_path = os.path.join(tmp, "good.json")
-    ckptplan("plan", graph_path, "--budget", str(lowest), "--max-error", "2%", "-o", good_path)
+    ckptplan("plan", graph_path, "--budget", why.group(1), "--max-error", "2%", "-o", good_path)
     with open(good_path) as f:
         good = json.load(f)
+    assert good["predicted_peak_bytes"] == lowest + 2048, good["predicted_peak_bytes"]
     assert good["approximations"] and good["max_error"] == 0.02, good.get("approximations")
     assert all(a["rank"] >= 4 for a in good["approximations"]), good["approximations"]
     assert any(d["action"] == "recompute_approx" for d in good["decisions"])
     rc, out, _ = run_cli("apply", "--model", SPEC, "--optimizer", "sgd", "--plan",
                          good_path, "--measure", "--steps", "1")
     assert rc == 0, rc
+    # The measured allocator peak holds the prediction, basis and workspace
+    # included, as exact plans do (tests/torch_apply_test.py: within 0.1%;
+    # here 4 B apart, as the eager step's measurement is from its simulation).
+    m = re.search(r"predicted (\d+) B .* measured (\d+) B", out)
+    predicted, measured_peak = int(m.group(1)), int(m.group(2))
+    assert predicted == good["predicted_peak_bytes"], (predicted, good["predicted_peak_bytes"])
+    assert abs(measured_peak - predicted) <= 256, (measured_peak, predicted)
     assert "loss and buffers bit-equal to the eager step" in out
     measured = float(re.search(r"gradient error: measured ([0-9.e+-]+)", out).group(1))
     assert 0 < measured <= good["max_error"], measured

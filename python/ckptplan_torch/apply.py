@@ -24,7 +24,10 @@ BatchNorm with momentum=None is refused (its factor is traced as a constant).
 
 A plan's "approximations" ([{"node", "rank"}], issue #23) make those linear
 nodes' re-runs use the rank-r truncated SVD of their weight (approx.py); the
-forward and every other re-run stay exact. Refused: an approximation of a node
+forward and every other re-run stay exact. Each such node's factor basis
+(n x r) is made before the first step and kept between steps; its re-run
+holds the refresh's and x @ A's temporaries: the graph's factor_bytes and
+workspace_bytes, which the plan's predicted peak counts. Refused: an approximation of a node
 that is not a linear node on a parameter matrix, at a rank outside 1..min(k,
 n), or of a node the plan never re-runs.
 """
@@ -374,6 +377,7 @@ class PlannedModel:
         runner.buffers = buffers
         runner.params = params
         runner.approx = approximations(self.plan, program, graph, binding, self.source)
+        runner.linear_weights = linear_weights(graph, binding)
         self.program = program
         self.runner = runner
         self._shapes = _shapes(inputs)
@@ -406,11 +410,22 @@ class PlannedModel:
                 resident[(name, False)] = flat_inputs[k]
                 k += 1
         params = [runner.params[n] for n in runner.param_names]
+        self._prime_factors()
         loss = _PlannedStep.apply(runner, resident, len(params), *params)
         with torch.no_grad():
             for counter, calls in self._batch_norm_calls:
                 counter.add_(calls)
         return loss
+
+    def _prime_factors(self):
+        """Makes each approximated node's first basis (an SVD) before the
+        step, when only resident state is live, so that no re-run holds the
+        SVD's temporaries; later steps refresh it at the re-run."""
+        runner = self.runner
+        for node_id, rank in sorted(runner.approx.items()):
+            name, transposed = runner.linear_weights[node_id]
+            weight = runner.params[name].detach()
+            runner.factors.prime(node_id, weight.t() if transposed else weight, rank)
 
     def recompute_summary(self):
         """(candidates the plan drops, nodes re-run) of the applied program."""
@@ -446,6 +461,17 @@ def approximations(plan, program, graph, binding, source="plan"):
             raise PlanError("%s: approximation of node %s, which this plan never re-runs" %
                             (source, node))
         out[node] = rank
+    return out
+
+
+def linear_weights(graph, binding):
+    """{linear node id: (parameter name, whether its operand M is the
+    parameter's transpose)} (approx.linear_nodes)."""
+    out = {}
+    for node_id, param in approx.linear_nodes(graph, binding).items():
+        fx_node = binding.node_of[node_id]
+        operand = binding.arg_ids(fx_node)[0][approx.LINEAR_OPS[str(fx_node.target)]]
+        out[node_id] = (param, operand.tid != param)
     return out
 
 

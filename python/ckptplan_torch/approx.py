@@ -8,10 +8,12 @@ the re-run computes (x @ A) @ B: 2 m r (k + n) FLOPs instead of 2 m k n. Only
 re-runs during recomputation are approximate; the forward always runs exactly.
 
 The factors are refreshed at the node's re-run from the weight as it is then
-(once per step: a node re-runs at most once per step): the first time from
-the exact SVD, then by one step of subspace iteration from the previous
-step's basis (class Factors). No random numbers are drawn, so dropout masks
-stay as eager's.
+(once per step: a node re-runs at most once per step): the first basis from
+the exact SVD, made before the step, then by one step of subspace iteration
+from the previous step's basis (class Factors). No random numbers are drawn,
+so dropout masks stay as eager's. The basis (kept all step) and the re-run's
+temporaries are memory the plan counts: the exporter writes them as the
+options' factor_bytes and workspace_bytes (rerun_memory).
 
 `measure_options` measures what the exporter writes into the graph: per
 candidate node and rank, the relative error of the step's parameter gradients
@@ -76,44 +78,89 @@ def ranks_for(k, n):
 
 
 class Factors:
-    """Rank-r factors of each approximated node's weight, refreshed at each
-    re-run: the first from the exact SVD, later ones by one step of subspace
-    iteration from the previous basis (the weight moves little per optimizer
-    step, so the basis keeps tracking its top singular directions at about
-    6 k n r FLOPs instead of an SVD's). Holds one n x r basis per node."""
+    """Rank-r factor basis V (n x r, orthonormal columns) of each approximated
+    node's weight M (k x n): the first from the exact SVD (prime, before the
+    step: PlannedModel calls it, so that no re-run holds an SVD's
+    temporaries), later ones refreshed at the node's re-run by one step of
+    subspace iteration from the previous basis (the weight moves little per
+    optimizer step, so the basis keeps tracking its top singular directions at
+    about 6 k n r FLOPs instead of an SVD's).
+
+    Memory, what the exporter writes into the graph and the plan counts: V is
+    kept all step and between steps (the option's factor_bytes, n r x element
+    size); the re-run's temporaries (M V, M^T M V, the QR's, then A = M V and
+    x @ A, each freed as soon as it is used) are its workspace_bytes."""
 
     def __init__(self):
-        self.basis = {}  # node id -> V (n x r, orthonormal columns)
+        self.basis = {}    # node id -> V (n x r, orthonormal columns)
+        self.fresh = set()  # node ids whose basis the SVD made since their last re-run
 
     def nbytes(self):
-        """Bytes the bases hold between steps (outside the plan's prediction)."""
+        """Bytes the bases hold, all step and between steps."""
         return sum(v.numel() * v.element_size() for v in self.basis.values())
 
-    def get(self, node_id, m, rank):
-        """(A, B) with A @ B = M V V^T, the projection of m (k x n) onto V."""
+    def prime(self, node_id, m, rank):
+        """Makes the node's basis from the exact SVD of m (k x n) when it has
+        none of this shape and dtype."""
         m = m.detach()
         v = self.basis.get(node_id)
-        if v is None or v.shape != (m.shape[1], rank) or v.dtype != m.dtype:
-            v = torch.linalg.svd(m, full_matrices=False)[2][:rank].t().contiguous()
-        else:
-            v = torch.linalg.qr(m.t() @ (m @ v))[0]
-        self.basis[node_id] = v
-        return m @ v, v.t().contiguous()
+        if v is not None and v.shape == (m.shape[1], rank) and v.dtype == m.dtype:
+            return
+        self.basis.pop(node_id, None)
+        self.basis[node_id] = torch.linalg.svd(m, full_matrices=False)[2][:rank].t().contiguous()
+        self.fresh.add(node_id)
+
+    def refresh(self, node_id, m, rank):
+        """The basis this re-run uses: a freshly primed one as made, else one
+        step of subspace iteration from the last one, V <- orth(M^T M V)."""
+        m = m.detach()
+        self.prime(node_id, m, rank)
+        if node_id in self.fresh:
+            self.fresh.discard(node_id)
+            return self.basis[node_id]
+        v = self.basis[node_id]
+        s = torch.mm(m.t(), torch.mm(m, v))
+        q = torch.linalg.qr(s)[0]
+        del s
+        v.copy_(q)  # in place: the basis keeps its storage from step to step
+        return v
 
 
 def call(target, args, kwargs, rank, factors, node_id):
-    """The linear node `target(*args, **kwargs)` with its operand at `rank`."""
+    """The linear node `target(*args, **kwargs)` with its operand M at `rank`:
+    (x @ (M V)) @ V^T, V refreshed (Factors.refresh); A = M V is freed once
+    x @ A is made, V^T is a view."""
     op = str(target)
     if op == "aten.mm.default":
         x, m = args[0], args[1]
-        a, b = factors.get(node_id, m, rank)
-        return torch.mm(torch.mm(x, a), b)
+        v = factors.refresh(node_id, m, rank)
+        return torch.mm(torch.mm(x, torch.mm(m.detach(), v)), v.t())
     if op == "aten.addmm.default":
         bias, x, m = args[0], args[1], args[2]
-        a, b = factors.get(node_id, m, rank)
-        return torch.addmm(bias, torch.mm(x, a), b, beta=kwargs.get("beta", 1),
-                           alpha=kwargs.get("alpha", 1))
+        v = factors.refresh(node_id, m, rank)
+        return torch.addmm(bias, torch.mm(x, torch.mm(m.detach(), v)), v.t(),
+                           beta=kwargs.get("beta", 1), alpha=kwargs.get("alpha", 1))
     raise ValueError("not a linear node: %s" % op)
+
+
+def rerun_memory(target, args, kwargs, rank, factors, node_id):
+    """(workspace_bytes, factor_bytes) of the node's approximate re-run with
+    warm `factors` (a basis already made, as every re-run after the first
+    step has): the most bytes the re-run allocates at once beyond its output
+    (the exporter's rule for a node's workspace), measured at the allocator
+    with torch.profiler, and the basis's bytes."""
+    from torch.profiler import ProfilerActivity, profile
+    from .export import allocator_events, storage_bytes
+    device = args[0].device.type if isinstance(args[0], torch.Tensor) else "cpu"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device == "cuda" else [])
+    with torch.no_grad(), profile(activities=activities, profile_memory=True) as prof:
+        out = call(target, args, kwargs, rank, factors, node_id)
+    running = peak = 0
+    for delta in allocator_events(prof, device):
+        running += delta
+        peak = max(peak, running)
+    v = factors.basis[node_id]
+    return max(0, peak - storage_bytes(out)), v.numel() * v.element_size()
 
 
 def option_flops(op, m, k, n, rank):
@@ -206,6 +253,7 @@ def measure_options(model, inputs, graph, ranks=None, seed=0, repeats=5):
             runner.approx = {}
             warm = runner.factors  # its basis as a later step starts from
             approx_out = call(target, args, kwargs, rank, Factors(), node_id)
+            workspace, factor_bytes = rerun_memory(target, args, kwargs, rank, warm, node_id)
             options.append({
                 "rank": rank,
                 "flops": flops,
@@ -213,6 +261,8 @@ def measure_options(model, inputs, graph, ranks=None, seed=0, repeats=5):
                     lambda: call(target, args, kwargs, rank, warm, node_id), repeats), 1),
                 "error": relative_error(grads, exact),
                 "output_error": relative_error([approx_out], [exact_out]),
+                "workspace_bytes": workspace,
+                "factor_bytes": factor_bytes,
             })
         out[node_id] = options
     return out

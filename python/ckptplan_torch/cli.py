@@ -3,7 +3,9 @@
   export --model SPEC -o graph.json [--optimizer adam] [--seed 0] [--approximations]
       Writes the graph of one training step of the model; with
       --approximations, each linear node a plan can re-run gets the measured
-      errors and costs of its low-rank re-runs (the "approx" node field).
+      errors, costs and memory of its low-rank re-runs (the "approx" node
+      field: workspace_bytes and factor_bytes are the re-run's temporaries
+      and the basis it keeps, which the plan's peak counts).
   apply --model SPEC --plan plan.json [--measure] [--tolerance PERCENT]
       Runs training steps with the plan applied (its recomputes and its
       offloads: host copies in numpy buffers on CPU, pinned buffers and a
@@ -139,8 +141,8 @@ def _print_approximate(r, steps):
     print("approximate recompute: %d linear nodes; gradient error: measured %s, "
           "estimated %s, max_error %s" % (r["approximations"], fmt(r["gradient_error"]),
                                           fmt(r["estimated_error"]), fmt(r["max_error"])))
-    print("factor bases kept between steps: %d B, not in the plan's predicted peak" %
-          r["factor_bytes"])
+    print("factor bases kept between steps: %d B (resident in the measured peak; the "
+          "prediction counts them as the graph's factor_bytes)" % r["factor_bytes"])
     if steps:
         print("against exact recompute of the same plan: step %.1f ms vs %.1f ms (x%.3f), "
               "recompute %.1f ms vs %.1f ms (x%.3f; medians of %d)" %

@@ -404,7 +404,8 @@ def export_graph(model, inputs, optimizer="adam", lr=1e-3, approximations=False)
     "sgd" or "none"; its step is traced on copies of the parameters. The
     model's buffers and the random number generator are left as they were.
     With `approximations`, each linear node a plan can re-run gets its
-    "approx" options, measured on these weights and inputs (approx.py).
+    "approx" options, measured on these weights and inputs (approx.py):
+    errors, costs, and the re-run's workspace_bytes and factor_bytes.
     """
     graph = trace_step(model, inputs, optimizer, lr)[0]
     if approximations:

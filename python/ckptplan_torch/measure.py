@@ -150,7 +150,9 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
         planned_model.load_state_dict(ref_model.state_dict())
         opt.load_state_dict(ref_opt.state_dict())
     eager_peak = _measured(ref_model, ref_opt, ref_step, inputs, device, seed + 1)
-    measured = _measured(planned_model, opt, step, inputs, device, seed + 1)
+    # The factor bases live before the step as the parameters do.
+    measured = _measured(planned_model, opt, step, inputs, device, seed + 1,
+                         planned.runner.factors.nbytes())
     differences = _differences(ref_model, planned_model, ref_step.loss, step.loss,
                                gradients=not approximate)
     grad_error = gradient_error(ref_model, planned_model) if approximate else 0.0
@@ -210,7 +212,7 @@ def measure_plan(model, inputs, plan, optimizer="adam", lr=1e-3, timed_steps=5, 
     return result
 
 
-def _measured(model, optimizer, run, inputs, device, seed):
-    resident = resident_bytes(model, optimizer, inputs)
+def _measured(model, optimizer, run, inputs, device, seed, extra_resident=0):
+    resident = resident_bytes(model, optimizer, inputs) + extra_resident
     torch.manual_seed(seed)
     return step_peak(run, device, resident)

@@ -156,5 +156,51 @@ TEST_CASE("plan files with approximations that do not match the graph are refuse
   CHECK(Contains(fc2.err, "approximations: node 'fc2' is not re-run by the plan's recomputation"));
 }
 
+// approx_mlp with each option's memory as the PyTorch application holds it
+// (float32, batch m = 1024): workspace x @ A, 1024 x r x 4 B, and the basis
+// V, n x r x 4 B (fc1: n = 512).
+TEST_CASE("plan --max-error counts the approximations' workspace and factors") {
+  const std::string dir = ScratchDir("approx_cli_memory");
+  nlohmann::json graph =
+      nlohmann::json::parse(Slurp(std::string(CKPTPLAN_SOURCE_DIR) + "/" + kGraph));
+  for (auto& node : graph["nodes"]) {
+    if (!node.contains("approx")) continue;
+    const int64_t n = node["id"] == "fc3" ? 256 : 512;
+    for (auto& option : node["approx"]) {
+      const int64_t rank = option["rank"];
+      option["workspace_bytes"] = 1024 * rank * 4;
+      option["factor_bytes"] = n * rank * 4;
+    }
+  }
+  const std::string path = dir + "/memory.json";
+  std::ofstream(path) << graph.dump();
+  // At 10.5 MiB the exact plan's peak is the budget (11,010,048 B, at
+  // fc2_bwd, above): fc1's rank-64 basis, 512 x 64 x 4 = 131,072 B, lifts it to
+  // 11,141,120; rank 128's to more. Nothing fits, and the summary says so.
+  auto tight = RunCli("plan " + path + " --budget 10.5MiB --max-error 1%");
+  REQUIRE(tight.code == 0);
+  CHECK(Contains(tight.out, "none: every option within the error bound makes the plan's peak "
+                            "exceed the budget (its re-run's workspace and factors): the "
+                            "lowest, node 'fc1' at rank 64, peaks at 11141120 bytes > 11010048"));
+  // At 11,141,120 B fc1 runs at rank 64: the predicted peak holds the basis
+  // (11,010,048 + 131,072), and simulate --plan gives the same.
+  auto made = RunCli("plan " + path + " --budget 11141120 --max-error 1% -o " + dir + "/p.json");
+  REQUIRE(made.code == 0);
+  const auto plan = nlohmann::json::parse(Slurp(dir + "/p.json"));
+  REQUIRE(plan["approximations"].size() == 1);
+  CHECK(plan["approximations"][0]["rank"] == 64);
+  CHECK(plan["predicted_peak_bytes"] == 11141120);
+  auto replay = RunCli("simulate " + path + " --plan " + dir + "/p.json --json");
+  REQUIRE(replay.code == 0);
+  CHECK(nlohmann::json::parse(replay.out)["peak_bytes"] == 11141120);
+  // A bad memory field is bad input naming the node (exit 4).
+  graph["nodes"][1]["approx"][0]["factor_bytes"] = -1;
+  std::ofstream(dir + "/bad.json") << graph.dump();
+  auto bad = RunCli("plan " + dir + "/bad.json --budget 11141120 --max-error 1%");
+  CHECK(bad.code == 4);
+  CHECK(Contains(bad.err, "node 'fc1': approx[0]: factor_bytes must be an integer in "
+                          "[0, 2^63-1], got -1"));
+}
+
 }  // namespace
 }  // namespace ckptplan

@@ -26,7 +26,10 @@ TEST_CASE("GraphToJson round-trips synthetic graphs") {
 }
 
 TEST_CASE("GraphToJson writes approx options back as read") {
-  const Graph graph = LoadJsonGraph(CKPTPLAN_SOURCE_DIR "/tests/graphs/approx_mlp.json");
+  Graph graph = LoadJsonGraph(CKPTPLAN_SOURCE_DIR "/tests/graphs/approx_mlp.json");
+  graph.nodes[1].approx[0].workspace_bytes = 65536;  // given: written, 0 included
+  graph.nodes[1].approx[1].workspace_bytes = 0;
+  graph.nodes[1].approx[0].factor_bytes = 32768;
   const Graph again = ParseJsonGraph(GraphToJson(graph), "round-trip.json");
   REQUIRE(again.nodes.size() == graph.nodes.size());
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
@@ -36,6 +39,9 @@ TEST_CASE("GraphToJson writes approx options back as read") {
       CHECK(again.nodes[n].approx[o].flops == graph.nodes[n].approx[o].flops);
       CHECK(again.nodes[n].approx[o].error == graph.nodes[n].approx[o].error);
       CHECK(again.nodes[n].approx[o].output_error == graph.nodes[n].approx[o].output_error);
+      CHECK(again.nodes[n].approx[o].workspace_bytes ==
+            graph.nodes[n].approx[o].workspace_bytes);
+      CHECK(again.nodes[n].approx[o].factor_bytes == graph.nodes[n].approx[o].factor_bytes);
     }
   }
   CHECK(GraphToJson(again) == GraphToJson(graph));

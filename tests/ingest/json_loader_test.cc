@@ -190,6 +190,16 @@ TEST_CASE("approx options load sorted by rank; the sample graph has them on its 
   CHECK(sorted.ApproxCost(0, sorted.nodes[0].approx[0]) == 3);  // its own time_us
   // Without time_us: the node's 10 us x 50 / 100 FLOP = 5 us.
   CHECK(sorted.ApproxCost(0, sorted.nodes[0].approx[1]) == 5);
+  // The memory fields: absent, the node's own workspace and no factors.
+  CHECK(sorted.nodes[0].approx[0].workspace_bytes == -1);
+  CHECK(sorted.nodes[0].approx[0].factor_bytes == 0);
+  const Graph memory = ParseJsonGraph(Wrap(R"({"id":"x","bytes":4,"kind":"input"},
+{"id":"w","bytes":4,"kind":"parameter"},{"id":"y","bytes":4})",
+      R"({"id":"mm","op":"mm","phase":"forward","inputs":["x","w"],"outputs":["y"],"flops":100,
+"approx":[{"rank":2,"flops":20,"error":0.3,"workspace_bytes":0,"factor_bytes":96}]})"),
+                                           "memory.json");
+  CHECK(memory.nodes[0].approx[0].workspace_bytes == 0);
+  CHECK(memory.nodes[0].approx[0].factor_bytes == 96);
 }
 
 TEST_CASE("approx options on a linear reading a cast copy of a transposed weight") {
@@ -217,6 +227,14 @@ TEST_CASE("approx options are checked, every problem named") {
   CHECK(Contains(message, "node 'mm': approx[1]: missing \"flops\""));
   CHECK(Contains(message, "node 'mm': approx[1]: error must be finite and >= 0, got -1"));
   CHECK(Contains(message, "node 'mm': approx lists rank 4 twice"));
+  message = Rejection(Wrap(tensors, R"(
+{"id":"mm","op":"aten.mm.default","phase":"forward","inputs":["x","w"],"outputs":["y"],"flops":9,
+ "approx":[{"rank":1,"flops":1,"error":0.1,"workspace_bytes":-4},
+           {"rank":2,"flops":1,"error":0.1,"factor_bytes":1.5}]})"));
+  CHECK(Contains(message, "node 'mm': approx[0]: workspace_bytes must be an integer in "
+                          "[0, 2^63-1], got -4"));
+  CHECK(Contains(message, "node 'mm': approx[1]: factor_bytes must be an integer in "
+                          "[0, 2^63-1], got 1.5"));
   message = Rejection(Wrap(tensors, R"(
 {"id":"relu","op":"relu","phase":"forward","inputs":["x"],"outputs":["y"],"flops":1,
  "approx":[{"rank":2,"flops":1,"error":0.1}]},

@@ -1,12 +1,14 @@
 #include "ckptplan/plan/local_search.h"
 
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 
 #include "ckptplan/ingest/loader.h"
 #include "ckptplan/plan/selector.h"
 #include "ckptplan/ir/synth.h"
+#include "test_graphs.h"
 #include "tiny_graph.h"
 
 namespace ckptplan {
@@ -72,6 +74,64 @@ TEST_CASE("local search: makes a fitting plan cheaper without leaving the budget
     CHECK(stopped.moves == 0);
     CHECK(stopped.keep == keep);
   }
+}
+
+TEST_CASE("local search: where a cap stops it does not depend on pruning") {
+  // Floors and DropDelta answer moves without simulating them; the cap
+  // counts moves considered, so with pruning on, off and verified (every
+  // answer simulated and compared) the search stops at the same move and
+  // returns the same plan. Caps of 7 and 40 stop most searches mid-round.
+  std::vector<Graph> graphs;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    RandomGraphOptions random;
+    random.seed = seed;
+    random.layers = 4 + static_cast<int>(seed % 5);
+    random.width = 2 + static_cast<int>(seed % 3);
+    random.max_inputs = 1 + static_cast<int>(seed % 3);
+    graphs.push_back(RandomTrainingGraph(random));
+  }
+  graphs.push_back(testing::SmallTransformer(1, /*layers=*/2));
+  graphs.push_back(testing::SmallTransformer(2, /*layers=*/1));  // two regions, copies
+  size_t fast_scores = 0, floored = 0, stopped = 0;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    const Graph& graph = graphs[i];
+    const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+    for (double fraction : {0.6, 0.8}) {
+      GreedyOptions greedy;
+      greedy.budget_bytes = static_cast<int64_t>(fraction * static_cast<double>(save_all));
+      const SaveSet start = GreedyPlan(graph, SaveAll(graph), greedy).keep;
+      for (size_t cap : {size_t{7}, size_t{40}, size_t{20000}}) {
+        CAPTURE(i);
+        CAPTURE(fraction);
+        CAPTURE(cap);
+        LocalSearchOptions options;
+        options.budget_bytes = greedy.budget_bytes;
+        options.max_considered = cap;
+        const LocalSearchResult on = ImprovePlan(graph, start, options);
+        options.prune = false;
+        const LocalSearchResult off = ImprovePlan(graph, start, options);
+        options.prune = true;
+        options.verify = true;
+        LocalSearchResult verified;
+        CHECK_NOTHROW(verified = ImprovePlan(graph, start, options));
+        CHECK(on.keep == off.keep);
+        CHECK(on.keep == verified.keep);
+        CHECK(on.moves == off.moves);
+        CHECK(on.considered == off.considered);
+        CHECK(on.peak == off.peak);
+        CHECK(on.recompute_cost == off.recompute_cost);
+        CHECK(off.fast_scores == 0);
+        CHECK(off.floored == 0);
+        fast_scores += on.fast_scores;
+        floored += on.floored;
+        stopped += on.considered >= cap;
+      }
+    }
+  }
+  // The corpus exercises both shortcuts and the cap.
+  CHECK(fast_scores > 100);
+  CHECK(floored > 10);
+  CHECK(stopped > 10);
 }
 
 TEST_CASE("synth: U-Net skips live from the encoder to the mirrored decoder") {

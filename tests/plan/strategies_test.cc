@@ -1,8 +1,13 @@
 #include "ckptplan/plan/strategies.h"
 
+#include <algorithm>
+#include <vector>
+
 #include <doctest/doctest.h>
 
 #include "bench_quality/exhaustive.h"
+#include "ckptplan/ir/synth.h"
+#include "test_graphs.h"
 #include "tiny_graph.h"
 
 namespace ckptplan {
@@ -40,6 +45,49 @@ TEST_CASE("strategies: segments keep only tensors that cross a segment boundary"
   CHECK((two[a] == 0 && two[b] == 1 && two[c] == 0 && two[l] == 0));
   // No scopes: scope checkpointing checkpoints nothing.
   CHECK(ScopeCheckpointPlan(graph) == SaveAll(graph));
+}
+
+TEST_CASE("strategies: SegmentPlans gives CheckpointGroups' plan of each segment count") {
+  // The reference: forward node i of F in group i * k / F, checkpointed.
+  auto reference = [](const Graph& graph, int k) {
+    std::vector<NodeId> forward;
+    for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+      if (graph.nodes[n].phase == Phase::kForward) forward.push_back(n);
+    }
+    std::vector<uint32_t> group(graph.nodes.size(), kNoId);
+    const size_t count = std::clamp<size_t>(static_cast<size_t>(std::max(k, 1)), 1,
+                                            std::max<size_t>(forward.size(), 1));
+    for (size_t i = 0; i < forward.size(); ++i) {
+      group[forward[i]] = static_cast<uint32_t>(i * count / forward.size());
+    }
+    return CheckpointGroups(graph, group);
+  };
+  std::vector<Graph> graphs;
+  for (uint64_t seed = 1; seed <= 12; ++seed) {
+    RandomGraphOptions random;
+    random.seed = seed;
+    random.layers = 3 + static_cast<int>(seed % 7);
+    random.width = 1 + static_cast<int>(seed % 4);
+    random.max_inputs = 1 + static_cast<int>(seed % 3);
+    graphs.push_back(RandomTrainingGraph(random));
+  }
+  graphs.push_back(testing::SmallTransformer(2, /*layers=*/2));
+  graphs.push_back(TinyGraph(kChain));
+  size_t dropped = 0;
+  for (size_t i = 0; i < graphs.size(); ++i) {
+    const SimContext context(graphs[i]);
+    const SegmentPlans plans(context);
+    for (int k = 0; k <= static_cast<int>(plans.forward()) + 2; ++k) {
+      CAPTURE(i);
+      CAPTURE(k);
+      const SaveSet keep = plans.Plan(k);
+      CHECK(keep == reference(graphs[i], k));
+      for (uint8_t saved : keep) dropped += !saved;
+    }
+    CHECK(SqrtSegmentsPlan(context) == SqrtSegmentsPlan(graphs[i]));
+    CHECK(ScopeCheckpointPlan(context) == ScopeCheckpointPlan(graphs[i]));
+  }
+  CHECK(dropped > 500);
 }
 
 TEST_CASE("strategies: a module's internal tensors are made and read inside it only") {

@@ -213,6 +213,12 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
       outcome.planned = SimulateRecorded(graph, outcome.found.keep, reserve_bytes, per_step);
     }
     approx = std::move(approximate.approx);
+    if (approx->any()) {  // the peak with the approximations' workspace and factors
+      const std::vector<uint32_t> by_node = ApproxOptionsByNode(graph, *approx);
+      outcome.planned =
+          SimulateRecorded(graph, outcome.found.keep, reserve_bytes, per_step, &by_node);
+      outcome.found.peak = outcome.planned.peak_bytes;
+    }
   }
   spdlog::info("plan: {}", outcome.found.method);
   const SimResult& save_all = outcome.save_all;
@@ -268,10 +274,21 @@ int RunPlan(const PlanOptions& options, std::ostream& out) {
     }
   }
   const Graph& out_graph = offloaded ? offloaded->graph : graph;
+  const SaveSet& out_keep = offloaded ? offload_keep : found.keep;
+  if (approx && offloaded) {
+    ApproxFit fit;
+    fit.keep = &offload_keep;
+    fit.sim.reserve_bytes = reserve_bytes;
+    fit.budget_bytes = budget_bytes;
+    approx = ChooseApproximations(out_graph, offload_planned, options.max_error, &fit);
+    if (approx->any()) {
+      const std::vector<uint32_t> by_node = ApproxOptionsByNode(out_graph, *approx);
+      offload_planned =
+          SimulateRecorded(out_graph, offload_keep, reserve_bytes, per_step, &by_node);
+    }
+  }
   const SimResult& out_planned = offloaded ? offload_planned : planned;
   const SimResult& out_save_all = offloaded ? offload_save_all : save_all;
-  const SaveSet& out_keep = offloaded ? offload_keep : found.keep;
-  if (approx && offloaded) approx = ChooseApproximations(out_graph, out_planned, options.max_error);
   Summary summary{"plan", options.graph_path, budget_bytes, reserve_bytes,
                   &out_save_all, &out_planned, &out_keep, bound, options.top};
   if (approx) summary.approx = &*approx;
@@ -348,6 +365,9 @@ int RunSimulate(const SimulateOptions& options, std::ostream& out) {
     approx = PlanFileApproximations(sim_graph, simulated, plan, options.plan_path,
                                     offloaded ? &offloaded->rewritten_node : nullptr);
     summary.approx = &*approx;
+    // The peak with the approximations' workspace and factors, as `plan` gave it.
+    const std::vector<uint32_t> by_node = ApproxOptionsByNode(sim_graph, *approx);
+    simulated = SimulateRecorded(sim_graph, keep, reserve, true, &by_node);
   }
   std::vector<OutputFile> reports;
   if (!options.timeline_path.empty()) {

@@ -64,6 +64,12 @@ std::string GraphToJson(const Graph& graph) {
       if (option.time_us >= 0) out += ",\"time_us\":" + Num(option.time_us);
       out += ",\"error\":" + Num(option.error);
       if (option.output_error >= 0) out += ",\"output_error\":" + Num(option.output_error);
+      if (option.workspace_bytes >= 0) {
+        out += ",\"workspace_bytes\":" + std::to_string(option.workspace_bytes);
+      }
+      if (option.factor_bytes > 0) {
+        out += ",\"factor_bytes\":" + std::to_string(option.factor_bytes);
+      }
       out += i + 1 < node.approx.size() ? "}" : "}]";
     }
     out += n + 1 < graph.nodes.size() ? "},\n" : "}\n";

@@ -495,7 +495,8 @@ void Loader::ReadNode(const json& entry) {
   if (fresh) node_ids_.Insert(static_cast<uint32_t>(i));
 }
 
-// "approx": [{"rank", "flops", "time_us"?, "error", "output_error"?}, ...],
+// "approx": [{"rank", "flops", "time_us"?, "error", "output_error"?,
+//             "workspace_bytes"?, "factor_bytes"?}, ...],
 // one option per rank; kept sorted by rank.
 void Loader::ReadApprox(const json& entry, const std::string& where, Node* node) {
   auto it = entry.find("approx");
@@ -526,6 +527,8 @@ void Loader::ReadApprox(const json& entry, const std::string& where, Node* node)
     read.error = std::max(0.0, OptionalCost(option, "error", at, problems_));
     read.time_us = OptionalCost(option, "time_us", at, problems_);
     read.output_error = OptionalCost(option, "output_error", at, problems_);
+    read.workspace_bytes = OptionalBytes(option, "workspace_bytes", at, problems_, -1);
+    read.factor_bytes = OptionalBytes(option, "factor_bytes", at, problems_, 0);
     node->approx.push_back(read);
   }
   std::stable_sort(node->approx.begin(), node->approx.end(),

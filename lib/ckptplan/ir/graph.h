@@ -104,6 +104,14 @@ struct ApproxOption {
   /// recomputation uses this option.
   double error = 0;
   double output_error = -1;  ///< relative error of the node's output; -1: not given
+  /// Memory of the approximate re-run (the simulator counts it, sim/simulator.h):
+  /// bytes live only while the node re-runs approximately, beyond its inputs and
+  /// outputs (x @ A, the factors' refresh), replacing Node::workspace_bytes at
+  /// those re-runs; -1 when not given (the node's own workspace).
+  int64_t workspace_bytes = -1;
+  /// Bytes the approximation keeps all step, and from step to step, while the
+  /// plan approximates the node (its factor basis); 0 when not given.
+  int64_t factor_bytes = 0;
 };
 
 struct Node {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 
 #include <spdlog/spdlog.h>
 
@@ -132,7 +133,114 @@ ApproxChoice MakeChoice(const Graph& graph, NodeId n, size_t o, uint32_t reruns)
   return choice;
 }
 
+// True when some option of the graph gives memory of its own: otherwise an
+// approximated plan's peak is the exact plan's.
+bool AnyOptionMemory(const Graph& graph) {
+  for (const Node& node : graph.nodes) {
+    for (const ApproxOption& option : node.approx) {
+      if (option.workspace_bytes >= 0 || option.factor_bytes > 0) return true;
+    }
+  }
+  return false;
+}
+
+// Re-simulates a plan's save set with approximations: its peak.
+class PeakWith {
+ public:
+  PeakWith(const Graph& graph, const ApproxFit& fit)
+      : context_(graph), fit_(fit), options_(graph.nodes.size(), kNoId) {
+    sim_ = fit.sim;
+    sim_.record_details = false;
+    sim_.record_categories = false;
+    sim_.first_node = 0;
+    sim_.end_node = kNoId;
+    sim_.approx_options = &options_;
+  }
+  int64_t operator()(const std::vector<ApproxChoice>& choices) {
+    for (const ApproxChoice& choice : choices) options_[choice.node] = uint32_t(choice.option);
+    Simulate(context_, *fit_.keep, sim_, &result_);
+    for (const ApproxChoice& choice : choices) options_[choice.node] = kNoId;
+    return result_.peak_bytes;
+  }
+
+ private:
+  SimContext context_;
+  const ApproxFit& fit_;
+  std::vector<uint32_t> options_;
+  SimOptions sim_;
+  SimResult result_;
+};
+
+double SumErrors(const std::vector<ApproxChoice>& choices) {
+  double error = 0;
+  for (const ApproxChoice& choice : choices) error += choice.error;
+  return error;
+}
+double SumSaved(const std::vector<ApproxChoice>& choices) {
+  double saved = 0;
+  for (const ApproxChoice& choice : choices) saved += choice.cost_saved;
+  return saved;
+}
+
+// While `choices` re-simulate over `limit`: the change of one choice to a
+// lower-saving option of its node (within the error bound) or to none that
+// keeps the most saving and fits, else lowers the peak most; ties: the
+// earlier node, then none before options, then the lower option. Each change
+// lowers the saving, so this ends (at the latest with nothing approximated).
+int64_t RepairMemory(const Graph& graph, PeakWith& peak_with, int64_t limit, double max_error,
+                     std::vector<ApproxChoice>* choices) {
+  int64_t peak = peak_with(*choices);
+  while (peak > limit && !choices->empty()) {
+    const double error = SumErrors(*choices);
+    std::vector<ApproxChoice> best;
+    int64_t best_peak = 0;
+    double best_saved = 0;
+    bool have = false;
+    auto consider = [&](std::vector<ApproxChoice> next) {
+      const int64_t next_peak = peak_with(next);
+      const double saved = SumSaved(next);
+      const bool fits = next_peak <= limit, best_fits = have && best_peak <= limit;
+      const bool better = !have || (fits && !best_fits) ||
+                          (fits && best_fits && saved > best_saved) ||
+                          (!fits && !best_fits && next_peak < best_peak);
+      if (!better) return;
+      have = true;
+      best = std::move(next);
+      best_peak = next_peak;
+      best_saved = saved;
+    };
+    for (size_t i = 0; i < choices->size(); ++i) {
+      const ApproxChoice& current = (*choices)[i];
+      std::vector<ApproxChoice> without = *choices;
+      without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+      consider(without);
+      for (size_t o = 0; o < graph.nodes[current.node].approx.size(); ++o) {
+        const ApproxChoice alternative = MakeChoice(graph, current.node, o, current.reruns);
+        if (o == current.option || !(alternative.cost_saved > 0) ||
+            !(alternative.cost_saved < current.cost_saved) ||
+            error - current.error + alternative.error > max_error) {
+          continue;
+        }
+        std::vector<ApproxChoice> next = *choices;
+        next[i] = alternative;
+        consider(std::move(next));
+      }
+    }
+    spdlog::debug("approx: peak {} over {}: {} approximation(s) saving {} instead, peak {}", peak,
+                  limit, best.size(), best_saved, best_peak);
+    *choices = std::move(best);
+    peak = best_peak;
+  }
+  return peak;
+}
+
 }  // namespace
+
+std::vector<uint32_t> ApproxOptionsByNode(const Graph& graph, const ApproxPlan& approx) {
+  std::vector<uint32_t> options(graph.nodes.size(), kNoId);
+  for (const ApproxChoice& choice : approx.choices) options[choice.node] = uint32_t(choice.option);
+  return options;
+}
 
 std::string ErrorText(double error) {
   char buffer[32];
@@ -154,7 +262,8 @@ std::vector<uint32_t> RerunCounts(const Graph& graph, const SimResult& planned) 
   return reruns;
 }
 
-ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, double max_error) {
+ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, double max_error,
+                                const ApproxFit* fit) {
   ApproxPlan plan;
   plan.max_error = max_error;
   plan.exact_recompute_cost = planned.recompute_cost;
@@ -171,9 +280,22 @@ ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, do
     return plan;
   }
   const std::vector<uint32_t> reruns = RerunCounts(graph, planned);
+  // Memory: only with a budget and options that give their own bytes. The
+  // limit is the budget, or the exact plan's peak when that is over it (an
+  // approximation never makes a plan worse).
+  std::optional<PeakWith> peak_with;
+  int64_t limit = 0;
+  if (fit != nullptr && fit->keep != nullptr && AnyOptionMemory(graph)) {
+    peak_with.emplace(graph, *fit);
+    limit = std::max(fit->budget_bytes, (*peak_with)({}));
+    plan.budget_bytes = fit->budget_bytes;
+  }
   std::vector<Item> items;
-  bool any_rerun = false, any_saving = false;
+  bool any_rerun = false, any_saving = false, any_within = false;
   double best_error = INFINITY;
+  int64_t lowest_peak = INT64_MAX;
+  NodeId lowest_node = kNoId;
+  size_t lowest_option = 0;
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     const std::vector<ApproxOption>& options = graph.nodes[n].approx;
     if (options.empty() || reruns[n] == 0) continue;
@@ -189,6 +311,16 @@ ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, do
         plan.best_option = o;
       }
       if (choice.error > max_error) continue;
+      any_within = true;
+      if (peak_with) {
+        const int64_t alone = (*peak_with)({choice});
+        if (alone < lowest_peak) {
+          lowest_peak = alone;
+          lowest_node = n;
+          lowest_option = o;
+        }
+        if (alone > limit) continue;  // its workspace or factors alone do not fit
+      }
       item.options.push_back({o, choice.cost_saved, choice.error, 0});
     }
     if (!item.options.empty()) items.push_back(std::move(item));
@@ -196,7 +328,13 @@ ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, do
   if (items.empty()) {
     plan.reason = !any_rerun    ? NoApproxReason::kNotRerun
                   : !any_saving ? NoApproxReason::kNoSaving
-                                : NoApproxReason::kErrorOverBudget;
+                  : !any_within ? NoApproxReason::kErrorOverBudget
+                                : NoApproxReason::kMemoryOverBudget;
+    if (plan.reason == NoApproxReason::kMemoryOverBudget) {
+      plan.best_node = lowest_node;
+      plan.best_option = lowest_option;
+      plan.peak_bytes = lowest_peak;
+    }
     return plan;
   }
   const size_t units =
@@ -223,6 +361,16 @@ ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, do
         [](const ApproxChoice& a, const ApproxChoice& b) { return a.cost_saved < b.cost_saved; });
     plan.choices.erase(smallest);
     Finish(graph, &plan);
+  }
+  if (peak_with) {
+    plan.peak_bytes = RepairMemory(graph, *peak_with, limit, max_error, &plan.choices);
+    Finish(graph, &plan);
+    if (plan.choices.empty()) {
+      plan.reason = NoApproxReason::kMemoryOverBudget;
+      plan.best_node = lowest_node;
+      plan.best_option = lowest_option;
+      plan.peak_bytes = lowest_peak;
+    }
   }
   spdlog::debug("approx: {} of {} re-run linears approximated, estimated error {} <= {}",
                 plan.choices.size(), items.size(), plan.estimated_error, max_error);
@@ -275,6 +423,17 @@ std::string DescribeNoApprox(const Graph& graph, const ApproxPlan& approx) {
              std::to_string(best.rank) + ", has error " + ErrorText(best.error) + " > " +
              ErrorText(approx.max_error);
     }
+    case NoApproxReason::kMemoryOverBudget: {
+      if (approx.best_node == kNoId) {
+        return "every option within the error bound makes the plan's peak exceed the budget";
+      }
+      const ApproxOption& best = graph.nodes[approx.best_node].approx[approx.best_option];
+      return "every option within the error bound makes the plan's peak exceed the budget "
+             "(its re-run's workspace and factors): the lowest, node '" +
+             ShowName(graph.nodes[approx.best_node].name) + "' at rank " +
+             std::to_string(best.rank) + ", peaks at " + std::to_string(approx.peak_bytes) +
+             " bytes > " + std::to_string(approx.budget_bytes);
+    }
   }
   return "";
 }
@@ -325,7 +484,19 @@ ApproxPlanned PlanApproximations(const Graph& graph, const PlannerOptions& optio
   sim_options.reserve_bytes = options.reserve_bytes;
   ApproxPlanned result;
   result.found = found;
-  result.approx = ChooseApproximations(graph, Simulate(graph, found.keep, sim_options), max_error);
+  auto fit_of = [&](const SaveSet& keep) {
+    ApproxFit fit;
+    fit.keep = &keep;
+    fit.sim = sim_options;
+    fit.budget_bytes = options.budget_bytes;
+    return fit;
+  };
+  const ApproxFit found_fit = fit_of(found.keep);
+  result.approx = ChooseApproximations(graph, Simulate(graph, found.keep, sim_options), max_error,
+                                       &found_fit);
+  if (result.approx.any() && result.approx.peak_bytes >= 0) {
+    result.found.peak = result.approx.peak_bytes;
+  }
   const bool any_fields = std::any_of(graph.nodes.begin(), graph.nodes.end(),
                                       [](const Node& node) { return !node.approx.empty(); });
   if (!found.fits || !(max_error > 0) || !any_fields) return result;
@@ -333,11 +504,12 @@ ApproxPlanned PlanApproximations(const Graph& graph, const PlannerOptions& optio
   auto consider = [&](PlannerResult next, const char* how) {
     if (!next.fits || next.keep == result.found.keep) return false;
     const SimResult sim = Simulate(graph, next.keep, sim_options);
-    ApproxPlan approx = ChooseApproximations(graph, sim, max_error);
+    const ApproxFit fit = fit_of(next.keep);
+    ApproxPlan approx = ChooseApproximations(graph, sim, max_error, &fit);
     spdlog::debug("approx: {}: approximate recompute cost {} (held {})", how,
                   approx.recompute_cost, result.approx.recompute_cost);
     if (!(approx.recompute_cost < result.approx.recompute_cost)) return false;
-    next.peak = sim.peak_bytes;
+    next.peak = approx.any() && approx.peak_bytes >= 0 ? approx.peak_bytes : sim.peak_bytes;
     next.recompute_cost = sim.recompute_cost;
     next.method += std::string(" (") + how + ")";
     result.found = std::move(next);

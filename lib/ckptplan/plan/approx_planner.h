@@ -3,10 +3,13 @@
 // A memory plan fixes which nodes recomputation re-runs. A re-run linear node
 // with "approx" options (ir/graph.h ApproxOption) may instead run at a lower
 // rank: it costs the option's cost instead of its own, and adds the option's
-// measured gradient error. Memory does not change (the re-run makes the same
-// tensors). The estimated gradient error of a plan is the sum of its chosen
-// options' errors (a first-order, triangle-inequality bound); a plan keeps it
-// at or under max_error.
+// measured gradient error. The re-run makes the same tensors, but its
+// temporaries (the option's workspace_bytes) and the factors kept all step
+// (factor_bytes) are memory the simulator counts (SimOptions::approx_options):
+// given the budget (ApproxFit), only approximations whose plan, re-simulated
+// with them, fits are chosen. The estimated gradient error of a plan is the
+// sum of its chosen options' errors (a first-order, triangle-inequality
+// bound); a plan keeps it at or under max_error.
 #ifndef CKPTPLAN_APPROX_PLANNER_H_
 #define CKPTPLAN_APPROX_PLANNER_H_
 
@@ -41,6 +44,9 @@ enum class NoApproxReason : uint8_t {
   kNotRerun,           ///< no node with options is re-run by the plan
   kNoSaving,           ///< no option of a re-run node costs less than the node
   kErrorOverBudget,    ///< every option that saves has error > max_error
+  /// every option within the error bound makes the re-simulated peak exceed
+  /// the memory budget (its workspace and factors)
+  kMemoryOverBudget,
 };
 
 struct ApproxPlan {
@@ -58,6 +64,11 @@ struct ApproxPlan {
   /// Saving per run of each node (0 when not approximated), by node id;
   /// empty when nothing is approximated.
   std::vector<double> saved_per_run;
+  /// The plan's peak re-simulated with the approximations' memory (with an
+  /// ApproxFit; -1 otherwise). kMemoryOverBudget: the lowest peak of a single
+  /// option within the error bound (best_node, best_option).
+  int64_t peak_bytes = -1;
+  int64_t budget_bytes = -1;  ///< the budget checked; -1: none
 
   bool any() const { return !choices.empty(); }
   /// The choice for `n`, or nullptr.
@@ -68,12 +79,32 @@ struct ApproxPlan {
 /// (needs SimOptions::record_details).
 std::vector<uint32_t> RerunCounts(const Graph& graph, const SimResult& planned);
 
+/// The memory an approximation must fit: the plan's save set, the options it
+/// is simulated with (the reserve) and the budget.
+struct ApproxFit {
+  const SaveSet* keep = nullptr;
+  SimOptions sim;
+  int64_t budget_bytes = 0;
+};
+
+/// Per node id, the option index `approx` runs it with, kNoId when exact:
+/// SimOptions::approx_options of the plan with its approximations.
+std::vector<uint32_t> ApproxOptionsByNode(const Graph& graph, const ApproxPlan& approx);
+
 /// The options to run `planned`'s re-run nodes with that save the most
 /// recompute cost with estimated error <= max_error: an exact multiple-choice
 /// knapsack over errors rounded up to max_error / K (K <= 10000), then
 /// upgrades the rounding left room for. Ties keep fewer approximations,
 /// earlier nodes and lower ranks. max_error <= 0 chooses nothing (kExact).
-ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, double max_error);
+/// With `fit` (whose keep `planned` simulates), memory too: options whose
+/// workspace or factors alone push the re-simulated peak over the budget are
+/// left out, and while the chosen set's peak is over it, the change (a lower
+/// saving option of one node, or none) that keeps the most saving and fits,
+/// else lowers the peak most, is made. Without options giving
+/// workspace_bytes or factor_bytes the peak is the exact plan's and nothing
+/// is re-simulated.
+ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, double max_error,
+                                const ApproxFit* fit = nullptr);
 
 /// The approximations a plan file names ((node, option index) pairs, by
 /// node id), evaluated on `planned`; a choice whose node is not re-run has
@@ -108,11 +139,13 @@ struct ApproxPlanned {
   ApproxPlan approx;
   int replans = 0;       ///< re-plans kept (each lowered the approximate cost)
 };
-/// From the exact plan `found`: chooses approximations; when it fits, also
+/// From the exact plan `found`: chooses approximations (fitting
+/// options.budget_bytes with their memory); when it fits, also
 /// plans memory on WithCheapestOptions and then on WithApproxCosts of the
 /// plan held (up to three times), each evaluated on the real graph, and keeps
 /// a plan only when its approximate recompute cost is lower (ties keep the
-/// plan held, the exact one first). Every plan kept fits the budget.
+/// plan held, the exact one first). Every plan kept fits the budget with its
+/// approximations (found.peak is that re-simulated peak).
 ApproxPlanned PlanApproximations(const Graph& graph, const PlannerOptions& options,
                                  const PlannerResult& found, double max_error);
 

@@ -26,11 +26,14 @@ struct LocalSearchOptions {
   /// floor, each several-flip move), so that where the search stops does
   /// not depend on how many moves the floors answered without simulating.
   size_t max_considered = 20000;
-  /// Rule out re-saves by their floor (ResaveBounds) instead of simulating
-  /// them; off, every move is simulated. The plan is the same either way.
+  /// Rule out re-saves by their floor (ResaveBounds) and score single drops
+  /// from the region's simulation (DropDelta, sim/drop_delta.h) instead of
+  /// simulating them; off, every move is simulated. The plan is the same
+  /// either way.
   bool prune = true;
   /// Simulate every move a floor ruled out and throw std::logic_error
-  /// unless the floor held (its peak is over the budget). For tests.
+  /// unless the floor held (its peak is over the budget), and every drop
+  /// DropDelta scored and throw unless the figures are equal. For tests.
   bool verify = false;
 };
 
@@ -43,6 +46,7 @@ struct LocalSearchResult {
   size_t considered = 0;   ///< moves considered (see max_considered)
   size_t simulations = 0;  ///< trials simulated, the start's included
   size_t floored = 0;  ///< re-saves not simulated: their floor is over the budget
+  size_t fast_scores = 0;  ///< single drops scored by DropDelta, not simulated
 };
 
 LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,

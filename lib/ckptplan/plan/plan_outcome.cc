@@ -9,10 +9,11 @@
 namespace ckptplan {
 
 SimResult SimulateRecorded(const Graph& graph, const SaveSet& keep, int64_t reserve,
-                           bool per_step) {
+                           bool per_step, const std::vector<uint32_t>* approx_options) {
   SimOptions options;
   options.reserve_bytes = reserve;
   options.record_categories = per_step;
+  options.approx_options = approx_options;
   return Simulate(graph, keep, options);
 }
 

@@ -30,7 +30,8 @@ PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool 
 /// Simulate with `reserve` bytes held, categories recorded at every step
 /// (`per_step`: timelines, reports) or at the peak only.
 SimResult SimulateRecorded(const Graph& graph, const SaveSet& keep, int64_t reserve,
-                           bool per_step = true);
+                           bool per_step = true,
+                           const std::vector<uint32_t>* approx_options = nullptr);
 
 }  // namespace ckptplan
 

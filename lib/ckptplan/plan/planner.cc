@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <unordered_set>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -37,6 +38,14 @@ constexpr int kMinSegments = 2;
 // such graphs (e.g. many microbatches) both starts end at the same plans
 // while each greedy takes seconds.
 constexpr size_t kSecondStartLimit = 10'000;
+// A baseline plan (segments, scope checkpointing, knapsack) that fits is
+// cleaned up when that costs at most this many node-steps of trials, or this
+// many per node of the graph, or when no plan found before it fits. Cleanup
+// tries each dropped candidate's re-save with a region simulation, so on one
+// deep region it costs about candidates x nodes; there the greedy's plan is
+// cleaned up, and a baseline only where nothing else fits.
+constexpr size_t kCleanupNodeSteps = 1'000'000;
+constexpr size_t kCleanupNodeStepsPerNode = 64;
 
 class Candidates {
  public:
@@ -51,23 +60,52 @@ class Candidates {
     return Result(std::move(keep), sim.peak_bytes, sim.recompute_cost, std::move(method));
   }
 
+  // How a fitting plan added is cleaned up.
+  enum class Clean {
+    kAlways,
+    // A baseline: cleaned up unless that is dear (CleanupWork over
+    // CleanupBudget) and a plan added earlier with kAlways (a greedy's)
+    // fits. Where no greedy fits, the baselines' cleanups compete for the
+    // plan, and all run.
+    kWhereCheap,
+  };
+
   // Adds a plan found since `since` (for the log's timings); fitting plans
   // are cleaned up first.
   void Add(SaveSet keep, std::string method,
-           std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now()) {
+           std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now(),
+           Clean clean = Clean::kAlways) {
     PlannerResult result = Measure(std::move(keep), method);
-    if (result.fits && cleanup_) {
-      CleanupResult cleaned =
-          ResaveDropped(context_, result.keep, options_.budget_bytes, options_.reserve_bytes);
-      if (!cleaned.resaved.empty()) {
+    const size_t work = result.fits && clean == Clean::kWhereCheap ? CleanupWork(result.keep) : 0;
+    if (work > 0) {
+      spdlog::debug("planner: {}: cleanup estimated at {} node-steps (budget {}{})", method, work,
+                    CleanupBudget(), always_fits_ ? "" : ", no greedy's plan fits");
+    }
+    if (result.fits && cleanup_ && always_fits_ && work > CleanupBudget()) {
+      spdlog::debug("planner: {}: not cleaned up", method);
+    } else if (result.fits && cleanup_) {
+      // The same plan cleans up the same: a start often ends where another did.
+      const Cleaned* cleaned = nullptr;
+      for (const Cleaned& earlier : cleaned_) {
+        if (earlier.from == result.keep) cleaned = &earlier;
+      }
+      if (cleaned == nullptr) {
+        CleanupResult cleanup =
+            ResaveDropped(context_, result.keep, options_.budget_bytes, options_.reserve_bytes);
+        cleaned_.push_back({result.keep, std::move(cleanup)});
+        cleaned = &cleaned_.back();
+      }
+      const CleanupResult& cleanup = cleaned->result;
+      if (!cleanup.resaved.empty()) {
         // The cleanup's figures are the step's, exactly (RegionalMemory).
-        result = Result(std::move(cleaned.keep), cleaned.peak_after, cleaned.cost_after,
+        result = Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after,
                         method + " + cleanup");
       }
     }
     spdlog::debug("planner: {}: peak {} bytes, cost {}, {} ({:.3f} s)", result.method, result.peak,
                   result.recompute_cost, result.fits ? "fits" : "does not fit",
                   SecondsSince(since));
+    if (clean == Clean::kAlways) always_fits_ = always_fits_ || result.fits;
     if (!has_best_ || Better(result, best_)) {
       best_ = result;
       has_best_ = true;
@@ -113,9 +151,64 @@ class Candidates {
     return a.peak < b.peak || (a.peak == b.peak && a.recompute_cost < b.recompute_cost);
   }
 
+  // What cleaning `keep` up costs, about, in node-steps: a trial (a region
+  // simulation) per dropped candidate, the first round counted. Copies of a
+  // region (same shape) with the same plan share their trials, so each
+  // distinct plan of a shape counts once.
+  size_t CleanupWork(const SaveSet& keep) const {
+    const std::vector<Region>& regions = context_.regions();
+    if (!context_.exact_costs || regions.size() <= 1) {
+      // One region: each trial simulates the step.
+      size_t dropped = 0;
+      for (TensorId t : context_.candidates) dropped += !keep[t];
+      return dropped * context_.graph.nodes.size();
+    }
+    // Per region: dropped candidates, and a hash of its candidates' bits in
+    // id order (copies' candidates come in the same order).
+    std::vector<size_t> dropped(regions.size(), 0);
+    std::vector<uint64_t> plan(regions.size(), 1469598103934665603ull);
+    size_t r = 0;
+    for (TensorId t : context_.candidates) {
+      const NodeId producer = context_.graph.tensors[t].producer;
+      if (producer < regions[r].first || producer >= regions[r].end) {
+        r = static_cast<size_t>(std::upper_bound(regions.begin(), regions.end(), producer,
+                                                 [](NodeId n, const Region& region) {
+                                                   return n < region.end;
+                                                 }) -
+                                regions.begin());
+        if (r == regions.size()) r = regions.size() - 1;
+      }
+      dropped[r] += !keep[t];
+      plan[r] = (plan[r] ^ (keep[t] ? 2u : 1u)) * 1099511628211ull;
+    }
+    const std::vector<RegionShape>& shapes = context_.shapes();
+    std::unordered_set<uint64_t> seen;  // (shape, plan) pairs counted
+    size_t work = 0;
+    for (r = 0; r < regions.size(); ++r) {
+      if (dropped[r] == 0) continue;
+      const uint64_t key = plan[r] ^ (shapes[r].first_of_shape * 0x9e3779b97f4a7c15ull);
+      if (seen.insert(key).second) work += dropped[r] * (regions[r].end - regions[r].first);
+    }
+    return work;
+  }
+
+  // Node-steps a baseline's cleanup may cost (CleanupWork): a constant, so
+  // that small graphs clean every baseline up, and past it linear in nodes.
+  size_t CleanupBudget() const {
+    return std::max(kCleanupNodeSteps, kCleanupNodeStepsPerNode * context_.graph.nodes.size());
+  }
+
+  // A cleanup run, by the plan it started from.
+  struct Cleaned {
+    SaveSet from;
+    CleanupResult result;
+  };
+
   const SimContext& context_;
   const PlannerOptions& options_;
   const bool cleanup_;
+  std::vector<Cleaned> cleaned_;
+  bool always_fits_ = false;  // a plan added with Clean::kAlways fits
   SimOptions sim_options_;
   PlannerResult best_;
   bool has_best_ = false;
@@ -136,22 +229,22 @@ SaveSet Greedy(const SimContext& context, const SaveSet& start, const PlannerOpt
 void AddBestSegments(const SimContext& context, const PlannerOptions& options,
                      Candidates* candidates) {
   const Graph& graph = context.graph;
-  size_t forward = 0;
-  for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
+  const SegmentPlans plans(context);
   // Compared raw; only the chosen one is cleaned up (by `candidates`).
   Candidates segments(context, options, /*cleanup=*/false);
   const size_t affordable =
       std::max<size_t>(kMinSegments, kSegmentNodeSteps / std::max<size_t>(graph.nodes.size(), 1));
-  const int most = static_cast<int>(std::min<size_t>({forward, kMaxSegments, affordable}));
+  const int most = static_cast<int>(std::min<size_t>({plans.forward(), kMaxSegments, affordable}));
   const auto since = std::chrono::steady_clock::now();
   for (int k = 1; k <= most; ++k) {
-    segments.Add(SegmentPlan(graph, k), std::to_string(k) + " segments");
+    segments.Add(plans.Plan(k), std::to_string(k) + " segments");
   }
   spdlog::debug("planner: {} segment plans ({:.3f} s)", most,
                 SecondsSince(since));
   const PlannerResult& best = segments.best();
   if (best.keep.empty()) return;
-  candidates->Add(best.keep, best.method);
+  candidates->Add(best.keep, best.method, std::chrono::steady_clock::now(),
+                  Candidates::Clean::kWhereCheap);
   if (!best.fits) candidates->Add(Greedy(context, best.keep, options), "greedy from " + best.method);
 }
 
@@ -170,9 +263,13 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   }
   AddBestSegments(context, options, &candidates);
   candidates.Add(SaveAll(graph), "save-all");
-  candidates.Add(ScopeCheckpointPlan(graph), "scope-checkpoint");
-  candidates.Add(SqrtSegmentsPlan(graph), "sqrt-segments");
-  candidates.Add(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes), "knapsack");
+  const auto baseline = Candidates::Clean::kWhereCheap;
+  candidates.Add(ScopeCheckpointPlan(context), "scope-checkpoint", std::chrono::steady_clock::now(),
+                 baseline);
+  candidates.Add(SqrtSegmentsPlan(context), "sqrt-segments", std::chrono::steady_clock::now(),
+                 baseline);
+  candidates.Add(KnapsackPlan(context, options.budget_bytes, options.reserve_bytes), "knapsack",
+                 std::chrono::steady_clock::now(), baseline);
 
   // Local search from the best few distinct plans (one on large graphs).
   LocalSearchOptions search;
@@ -244,14 +341,14 @@ PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {
       result = one.Measure(SaveAll(graph), "save-all");
       break;
     case Strategy::kScopeCheckpoint:
-      result = one.Measure(ScopeCheckpointPlan(graph), "scope-checkpoint");
+      result = one.Measure(ScopeCheckpointPlan(context), "scope-checkpoint");
       break;
     case Strategy::kSqrtSegments:
-      result = one.Measure(SqrtSegmentsPlan(graph), "sqrt-segments");
+      result = one.Measure(SqrtSegmentsPlan(context), "sqrt-segments");
       break;
     case Strategy::kKnapsack:
-      result =
-          one.Measure(KnapsackPlan(graph, options.budget_bytes, options.reserve_bytes), "knapsack");
+      result = one.Measure(KnapsackPlan(context, options.budget_bytes, options.reserve_bytes),
+                           "knapsack");
       break;
   }
   spdlog::info("planner: {}: {}, peak {} bytes (budget {}), recompute cost {}",

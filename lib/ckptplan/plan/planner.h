@@ -7,7 +7,10 @@
 // fewer on graphs of over 15,625 nodes, down to 2 over 500,000; when none
 // fits, also the greedy from the lowest-peak one) and the baselines
 // (strategies.h), and cleans each
-// fitting plan up (cleanup.h). Local search (local_search.h) then runs from
+// fitting plan up (cleanup.h): a baseline's only where that costs at most
+// max(1e6, 64 x nodes) node-steps of trials, or no greedy's plan fits (on one
+// deep region a cleanup costs about dropped candidates x nodes). Local
+// search (local_search.h) then runs from
 // the best four distinct plans (the best one on graphs of more than 64
 // candidates), with three-flip moves from the best plan on graphs of at most
 // 20 candidates. It returns the cheapest plan that fits; when none fits, the

@@ -55,16 +55,24 @@ std::vector<TensorId> InternalCandidates(const Graph& graph, const std::vector<u
 }
 
 SaveSet CheckpointGroups(const Graph& graph, const std::vector<uint32_t>& group) {
+  return CheckpointGroups(SimContext(graph), group);
+}
+
+SaveSet CheckpointGroups(const SimContext& context, const std::vector<uint32_t>& group) {
+  const Graph& graph = context.graph;
   SaveSet keep = SaveAll(graph);
   std::vector<uint8_t> droppable(graph.tensors.size(), 0);
-  for (TensorId t : DroppableCandidates(graph)) droppable[t] = 1;
+  for (TensorId t : context.droppable) droppable[t] = 1;
   for (TensorId t : InternalCandidates(graph, group)) {
     if (droppable[t]) keep[t] = 0;
   }
   return keep;
 }
 
-SaveSet ScopeCheckpointPlan(const Graph& graph) {
+SaveSet ScopeCheckpointPlan(const Graph& graph) { return ScopeCheckpointPlan(SimContext(graph)); }
+
+SaveSet ScopeCheckpointPlan(const SimContext& context) {
+  const Graph& graph = context.graph;
   std::vector<uint32_t> group(graph.nodes.size(), kNoId);
   std::map<std::string, uint32_t> ids;  // block name -> group id
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
@@ -73,32 +81,63 @@ SaveSet ScopeCheckpointPlan(const Graph& graph) {
     auto [it, inserted] = ids.emplace(ScopeBlock(node.scope), static_cast<uint32_t>(ids.size()));
     group[n] = it->second;
   }
-  return CheckpointGroups(graph, group);
+  return CheckpointGroups(context, group);
+}
+
+SegmentPlans::SegmentPlans(const SimContext& context)
+    : num_tensors_(context.graph.tensors.size()) {
+  const Graph& graph = context.graph;
+  constexpr uint32_t kNotForward = UINT32_MAX;
+  std::vector<uint32_t> index(graph.nodes.size(), kNotForward);  // per node: forward index
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (graph.nodes[n].phase == Phase::kForward) index[n] = static_cast<uint32_t>(forward_++);
+  }
+  // Per tensor: the forward indices of its forward readers, lowest and highest.
+  std::vector<uint32_t> first(graph.tensors.size(), kNotForward), last(graph.tensors.size(), 0);
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (index[n] == kNotForward) continue;
+    for (TensorId t : graph.nodes[n].inputs) {
+      first[t] = std::min(first[t], index[n]);
+      last[t] = std::max(last[t], index[n]);
+    }
+  }
+  for (TensorId t : context.droppable) {
+    const NodeId p = graph.tensors[t].producer;
+    if (p == kNoId || index[p] == kNotForward) continue;  // in no segment: kept
+    spans_.push_back({t, std::min(first[t], index[p]), std::max(last[t], index[p])});
+  }
+}
+
+SaveSet SegmentPlans::Plan(int segments) const {
+  SaveSet keep(num_tensors_, 1);
+  if (forward_ == 0) return keep;
+  const size_t count = std::clamp<size_t>(static_cast<size_t>(std::max(segments, 1)), 1, forward_);
+  // Forward node i is in segment i * count / forward (as SegmentPlan's groups).
+  for (const Span& span : spans_) {
+    if (span.first * count / forward_ == span.last * count / forward_) keep[span.tensor] = 0;
+  }
+  return keep;
 }
 
 SaveSet SegmentPlan(const Graph& graph, int segments) {
-  std::vector<NodeId> forward;
-  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
-    if (graph.nodes[n].phase == Phase::kForward) forward.push_back(n);
-  }
-  std::vector<uint32_t> group(graph.nodes.size(), kNoId);
-  if (forward.empty()) return SaveAll(graph);
-  const size_t count =
-      std::clamp<size_t>(static_cast<size_t>(std::max(segments, 1)), 1, forward.size());
-  for (size_t i = 0; i < forward.size(); ++i) {
-    group[forward[i]] = static_cast<uint32_t>(i * count / forward.size());
-  }
-  return CheckpointGroups(graph, group);
+  return SegmentPlans(SimContext(graph)).Plan(segments);
 }
 
-SaveSet SqrtSegmentsPlan(const Graph& graph) {
-  size_t forward = 0;
-  for (const Node& node : graph.nodes) forward += node.phase == Phase::kForward;
-  return SegmentPlan(graph, static_cast<int>(std::lround(std::sqrt(static_cast<double>(forward)))));
+SaveSet SqrtSegmentsPlan(const Graph& graph) { return SqrtSegmentsPlan(SimContext(graph)); }
+
+SaveSet SqrtSegmentsPlan(const SimContext& context) {
+  const SegmentPlans plans(context);
+  return plans.Plan(
+      static_cast<int>(std::lround(std::sqrt(static_cast<double>(plans.forward())))));
 }
 
 SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_bytes) {
-  const std::vector<TensorId> candidates = DroppableCandidates(graph);
+  return KnapsackPlan(SimContext(graph), budget_bytes, reserve_bytes);
+}
+
+SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, int64_t reserve_bytes) {
+  const Graph& graph = context.graph;
+  const std::vector<TensorId>& candidates = context.droppable;
   SaveSet keep = SaveAll(graph);
   std::vector<int64_t> weight;
   std::vector<double> value;
@@ -110,7 +149,7 @@ SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_b
   }
   SimOptions options;
   options.reserve_bytes = reserve_bytes;
-  const int64_t fixed = Simulate(graph, keep, options).peak_bytes - total;
+  const int64_t fixed = Simulate(context, keep, options).peak_bytes - total;
   const int64_t capacity = budget_bytes - fixed;
   if (capacity >= total) return keep;
   for (TensorId t : candidates) keep[t] = 0;

@@ -306,8 +306,8 @@ struct Settle {
 // as the steps are summed.
 // The storages are settled (Settle) on the way.
 void FinishTotals(const SimContext& context, NodeId first, NodeId end,
-                  uint32_t first_backward,
-                  int64_t resident_total, SimResult& result) {
+                  uint32_t first_backward, int64_t resident_total,
+                  const std::vector<int64_t>* step_workspace, SimResult& result) {
   const size_t num_steps = result.steps.size();
   std::vector<int64_t>& delta = context.scratch.delta;
   ReserveSteps(delta, num_steps + 1);
@@ -334,7 +334,10 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
   int64_t pending = std::numeric_limits<int64_t>::min();
   for (uint32_t s = 0; s < num_steps; ++s) {
     running += delta[s];
-    const int64_t total = running + std::max<int64_t>(workspace[steps[s].node], 0);
+    const int64_t total =
+        running + std::max<int64_t>(step_workspace != nullptr ? (*step_workspace)[s]
+                                                               : workspace[steps[s].node],
+                                    0);
     result.total[s] = total;
     if (s == 0 || total > peak) {
       peak = total;
@@ -501,6 +504,31 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
     result.resident = context.resident;
     result.resident[static_cast<size_t>(Category::kReserve)] = options.reserve_bytes;
   }
+  // Approximate recompute: each re-run step of an approximated node has its
+  // option's workspace (when given); the factors are resident.
+  const std::vector<uint32_t>* approx = options.approx_options;
+  if (approx != nullptr && approx->size() != graph.nodes.size()) approx = nullptr;
+  std::vector<int64_t> approx_workspace;
+  if (approx != nullptr) {
+    approx_workspace.resize(num_steps);
+    for (uint32_t s = 0; s < num_steps; ++s) {
+      const NodeId n = result.steps[s].node;
+      approx_workspace[s] = context.node_workspace[n];
+      const uint32_t o = (*approx)[n];
+      if (!result.steps[s].recompute || o == kNoId || o >= graph.nodes[n].approx.size()) continue;
+      const int64_t bytes = graph.nodes[n].approx[o].workspace_bytes;
+      if (bytes >= 0) approx_workspace[s] = bytes;
+    }
+    if (whole) {
+      for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+        const uint32_t o = (*approx)[n];
+        if (o == kNoId || o >= graph.nodes[n].approx.size()) continue;
+        result.resident[static_cast<size_t>(Category::kBuffers)] +=
+            graph.nodes[n].approx[o].factor_bytes;
+      }
+    }
+  }
+  const std::vector<int64_t>* step_workspace = approx != nullptr ? &approx_workspace : nullptr;
   int64_t resident_total = 0;
   for (int64_t bytes : result.resident) resident_total += bytes;
 
@@ -521,7 +549,9 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
       visit(buffer.first_step, buffer.last_step, buffer.category, context.bytes[buffer.root]);
     }
     for (uint32_t s = 0; s < num_steps; ++s) {
-      const int64_t workspace = context.node_workspace[result.steps[s].node];
+      const int64_t workspace = step_workspace != nullptr
+                                    ? (*step_workspace)[s]
+                                    : context.node_workspace[result.steps[s].node];
       if (workspace > 0) visit(s, s, Category::kTemporaries, workspace);
     }
     if (first_backward != kNone) {
@@ -530,7 +560,7 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
     }
   };
 
-  FinishTotals(context, first, end, first_backward, resident_total, result);
+  FinishTotals(context, first, end, first_backward, resident_total, step_workspace, result);
   if (options.record_categories) {
     // The same parts by category: a difference array per category.
     std::vector<int64_t>& delta = context.scratch.delta;

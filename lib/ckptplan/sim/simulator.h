@@ -2,6 +2,10 @@
 //
 // Memory at a step is the sum of the bytes of every storage live at that step,
 // plus the running node's workspace, plus resident state and the reserve.
+// Approximate recompute (SimOptions::approx_options) adds two terms: a re-run
+// step of an approximated node has its option's workspace (when the option
+// gives one) instead of the node's, and each approximated node's factor
+// bytes are resident (buffers).
 // Steps are the graph's nodes in listed order, with recompute steps inserted
 // before the first non-forward node that reads a dropped tensor. A storage is
 // allocated at the step of the node that makes it (while that node's inputs
@@ -48,6 +52,11 @@
 //    alone); SaveCandidates and the min-cut's network (mincut.h);
 //    drop_delta.h DropDelta::Score (the chain's depth-first order, nodes
 //    re-run later pulled into it, the added cost).
+//  - Approximations' workspace and factors: no speed code restates it. The
+//    memory planner and its fast paths (incremental.cc, drop_delta.h,
+//    cleanup.cc, regions) plan exact plans only; approximations are chosen
+//    after the memory plan and each choice re-simulated by Simulate with
+//    approx_options (plan/approx_planner.cc ChooseApproximations).
 #ifndef CKPTPLAN_SIMULATOR_H_
 #define CKPTPLAN_SIMULATOR_H_
 
@@ -109,6 +118,12 @@ struct SimOptions {
   /// changes.
   NodeId first_node = 0;
   NodeId end_node = kNoId;
+  /// Approximate recompute (docs/approximate-recompute.md): per node id, the
+  /// index into graph.nodes[n].approx of the option its re-runs use, kNoId
+  /// when exact; nullptr: nothing approximated. Its re-run steps then have
+  /// the option's workspace_bytes (when >= 0) instead of the node's, and its
+  /// factor_bytes are resident (Category::kBuffers; whole-step simulations).
+  const std::vector<uint32_t>* approx_options = nullptr;
 };
 
 struct Step {

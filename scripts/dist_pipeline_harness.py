@@ -9,32 +9,28 @@ loss. GPipe, 1F1B, and 1F1B with Megatron's deallocate_pipeline_outputs
 microbatches (each the exported graph's batch), every microbatch's tokens (first stage) and targets (last) made before the
 step; a stage keeps each output until that microbatch's backward has run.
 Sends are isend; as Megatron's send_forward_recv_backward, a send is waited
-for with the stage's next receive (or at once when none follows). Step 2's
-peak per stage from the profiler's allocator events, as in dist_harness.py;
+for with the stage's next receive (or at once when none follows). The
+interleaved schedule (2 virtual stages per rank: rank r holds layers r and
+W + r) batches its sends with the next receives as Megatron's interleaved
+schedule does (interleaved_step). Step 2's
+peak per stage from the profiler's allocator events (scripts/dist_common.py);
 the prediction is `ckptplan simulate --pp W --microbatches M --schedule S` of
 the exported one-device graph of the same model.
 
 Usage: /usr/bin/python3 scripts/dist_pipeline_harness.py BUILD/ckptplan [--markdown]
-       [--world=N] [gpipe|1f1b|1f1b-free] [--microbatches=M]
+       [--world=N] [gpipe|1f1b|1f1b-free|interleaved] [--microbatches=M]
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
-sys.path.insert(0, os.path.join(HERE, "..", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dist_common as dc  # noqa: E402  (exits 77 without torch)
+
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from torch.autograd import Variable  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
-
-import dist_harness  # noqa: E402
 
 
 def schedule(name, stages, stage, m, chunks=1):
@@ -66,13 +62,9 @@ def schedule(name, stages, stage, m, chunks=1):
 def worker(rank, world, config, port, results):
     sched, m, chunks, free_outputs = config
     import models
-    dist_harness.report_cpu_frees()
-    torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
+    dc.init_rank(rank, world, port)
     stages = world * chunks  # virtual stages; chunk c of this rank is c * world + rank
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with dc.memory_profile() as prof:
         # One layer per virtual stage; the embeddings on the first, the head
         # on the last.
         model, (idx, targets) = models.make_gpt(layers=stages)
@@ -97,6 +89,41 @@ def worker(rank, world, config, port, results):
 
         def tag(kind, vs, i):  # of what virtual stage vs receives for microbatch i
             return 2 * (vs * m + i) + (kind == "B")
+
+        def forward(held, i, c, x_in):
+            """Chunk c's forward of microbatch i from x_in (None on the first
+            virtual stage); the output is kept in `held` for its backward.
+            Returns (what to send, to whom, the output), or None on the last."""
+            vs = c * world + rank
+            if vs == 0:
+                pos = torch.arange(t)
+                x = wte(inputs[i]) + wpe(pos)
+                del pos
+            else:
+                x_in.requires_grad_()
+                x = x_in
+            x = blocks[c](x)
+            if vs == stages - 1:
+                x = lm_head(ln_f(x))
+                x = F.cross_entropy(x.reshape(b * t, -1), inputs[i].reshape(b * t))
+            held[(i, c)] = (x_in, x)  # the output is kept for its backward
+            return None if vs == stages - 1 else (x.detach(), (vs + 1) % world, x)
+
+        def backward(held, i, c, g):
+            """Chunk c's backward of microbatch i from the output gradient g
+            (None on the last virtual stage: the loss); returns the input's
+            gradient to send, or None on the first."""
+            vs = c * world + rank
+            x_in, out = held.pop((i, c))
+            if vs == stages - 1:
+                out.backward()
+            else:
+                # As Megatron's custom_backward: the output's data may be
+                # gone, so no shape check.
+                Variable._execution_engine.run_backward((out,), (g,), False, False, (), True,
+                                                        True)
+            del out
+            return x_in.grad if vs > 0 else None
 
         def step():
             slots = schedule(sched, world, rank, m, chunks)
@@ -129,109 +156,139 @@ def worker(rank, world, config, port, results):
             for k, (kind, i, c) in enumerate(slots):
                 vs = c * world + rank
                 if kind == "F":
-                    x_in = None
-                    if vs == 0:
-                        pos = torch.arange(t)
-                        x = wte(inputs[i]) + wpe(pos)
-                        del pos
-                    else:
-                        x_in = recv((vs - 1) % world, "F", vs, i)
-                        x_in.requires_grad_()
-                        x = x_in
-                    x = blocks[c](x)
-                    if vs == stages - 1:
-                        x = lm_head(ln_f(x))
-                        x = F.cross_entropy(x.reshape(b * t, -1), inputs[i].reshape(b * t))
-                    else:
-                        send(x.detach(), (vs + 1) % world, "F", vs + 1, i, k,
-                             x if free_outputs else None)
-                    held[(i, c)] = (x_in, x)  # the output is kept for its backward
-                    del x_in, x
-                else:
-                    x_in, out = held.pop((i, c))
-                    if vs == stages - 1:
-                        out.backward()
-                    else:
-                        g = recv((vs + 1) % world, "B", vs, i)
-                        # As Megatron's custom_backward: the output's data
-                        # may be gone, so no shape check.
-                        Variable._execution_engine.run_backward(
-                            (out,), (g,), False, False, (), True, True)
-                        del g
-                    del out
-                    if vs > 0:
-                        send(x_in.grad, (vs - 1) % world, "B", vs - 1, i, k)
+                    x_in = recv((vs - 1) % world, "F", vs, i) if vs > 0 else None
+                    out = forward(held, i, c, x_in)
                     del x_in
+                    if out is not None:
+                        send(out[0], out[1], "F", vs + 1, i, k, out[2] if free_outputs else None)
+                    del out
+                else:
+                    g = recv((vs + 1) % world, "B", vs, i) if vs < stages - 1 else None
+                    grad = backward(held, i, c, g)
+                    del g
+                    if grad is not None:
+                        send(grad, (vs - 1) % world, "B", vs - 1, i, k)
+                    del grad
             complete()
             opt.step()
             opt.zero_grad(set_to_none=True)
 
-        step()
-        dist.barrier()
-        with record_function("ckptplan_step2"):
-            step()
-        dist.barrier()
-    peak, _ = dist_harness.step_peak(prof)
-    results[rank] = peak
+        def recv_key(kind, i, c):
+            """(source rank, tag) of what slot (kind, i, c) receives, or None."""
+            vs = c * world + rank
+            if kind == "F":
+                return ((vs - 1) % world, tag("F", vs, i)) if vs > 0 else None
+            return ((vs + 1) % world, tag("B", vs, i)) if vs < stages - 1 else None
+
+        def interleaved_step():
+            """Megatron's interleaved schedule as its p2p runs it: after each
+            forward of the warm-up, each forward-backward pair of the steady
+            state and each backward of the cool-down, one batch posts the
+            receives for the next forward and backward with the sends of what
+            was made, and waits for all of them (send_forward_recv_forward,
+            send_forward_backward_recv_forward_backward,
+            send_backward_recv_backward). Waiting for each send at the next
+            receive alone deadlocks here: gloo completes a send only once the
+            peer has posted its receive, which it posts one slot later."""
+            slots = schedule(sched, world, rank, m, chunks)
+            fs = [s for s in slots if s[0] == "F"]
+            bs = [s for s in slots if s[0] == "B"]
+            total = len(fs)
+            warm = min((world - rank - 1) * 2 + (chunks - 1) * world, total)
+            held, inbox = {}, {}
+
+            def exchange(sends, slots_to_receive):
+                works = []
+                for slot in slots_to_receive:
+                    key = recv_key(*slot) if slot is not None else None
+                    if key is None:
+                        continue
+                    buf = torch.empty(b, t, d)
+                    inbox[slot] = buf
+                    works.append(dist.irecv(buf, key[0], tag=key[1]))
+                    del buf
+                for send in sends:
+                    if send is not None:
+                        works.append(dist.isend(send[0], send[1], tag=send[2]))
+                for work in works:
+                    work.wait()
+
+            def run_forward(slot):
+                _, i, c = slot
+                out = forward(held, i, c, inbox.pop(slot, None))
+                return None if out is None else (out[0], out[1], tag("F", c * world + rank + 1, i))
+
+            def run_backward(slot):
+                _, i, c = slot
+                grad = backward(held, i, c, inbox.pop(slot, None))
+                vs = c * world + rank
+                return None if grad is None else (grad, (vs - 1) % world, tag("B", vs - 1, i))
+
+            exchange([], [fs[0]])
+            for k in range(warm):
+                receive = [fs[k + 1] if k + 1 < total else None]
+                if k == warm - 1 and warm < total:
+                    receive.append(bs[0])
+                exchange([run_forward(fs[k])], receive)
+            for j in range(total - warm):
+                sent_f = run_forward(fs[warm + j])
+                sent_b = run_backward(bs[j])
+                exchange([sent_f, sent_b], [fs[warm + j + 1] if warm + j + 1 < total else None,
+                                            bs[j + 1] if j + 1 < total else None])
+                del sent_f, sent_b
+            if warm == total:
+                exchange([], [bs[0]])
+            for k in range(total - warm, total):
+                exchange([run_backward(bs[k])], [bs[k + 1] if k + 1 < total else None])
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+        dc.run_steps(interleaved_step if sched == "interleaved" else step)
+    peak, _ = dc.step_peak(prof)
+    # No check of what is live at the step's start: in-flight receive
+    # buffers and held outputs are not tensors this process can name.
+    results[rank] = (peak, True, None)
     dist.destroy_process_group()
 
 
-# (schedule, virtual stages, --pp-free-outputs). The interleaved schedule
-# (virtual stages 2) deadlocks here on gloo: a send waited for at the next
-# receive waits on a receive its peer posts only later; it is not measured.
+# (schedule, virtual stages, --pp-free-outputs).
 CONFIGS = {
     "gpipe": ("gpipe", 1, False),
     "1f1b": ("1f1b", 1, False),
     "1f1b-free": ("1f1b", 1, True),
+    "interleaved": ("interleaved", 2, False),
 }
 
 
 def main():
-    if os.environ.get("GLOG_minloglevel") != "2":
-        os.environ["GLOG_minloglevel"] = "2"
-        os.execv(sys.executable, [sys.executable] + sys.argv)
-    binary = sys.argv[1]
-    markdown = "--markdown" in sys.argv
-    worlds = [int(a[len("--world="):]) for a in sys.argv[2:] if a.startswith("--world=")]
-    names = [a for a in sys.argv[2:] if a in CONFIGS]
-    counts = [int(a[len("--microbatches="):]) for a in sys.argv[2:]
-              if a.startswith("--microbatches=")]
-    from ckptplan_torch import export as export_torch
-    import models
+    dc.quiet_c10()
+    args = dc.Args(sys.argv, CONFIGS)
     rows = []
     with tempfile.TemporaryDirectory(prefix="ckptplan_pp_") as tmp:
-        for world in worlds or (2, 4):
-            for name in names or CONFIGS:
+        for world in args.worlds or (2, 4):
+            for name in args.configs:
                 sched, chunks, free = CONFIGS[name]
                 graph = os.path.join(tmp, "gpt%d.json" % (world * chunks))
                 if not os.path.exists(graph):
-                    model, inputs = models.make_gpt(layers=world * chunks)
-                    export_torch.write_json(
-                        export_torch.export_graph(model, inputs, optimizer="adam"), graph)
-                for m in counts or (4, 8):
-                    manager = mp.Manager()
-                    results = manager.dict()
-                    mp.spawn(worker, args=(world, (sched, m, chunks, free),
-                                           dist_harness.free_port(), results),
-                             nprocs=world, join=True)
+                    dc.export_gpt(graph, layers=world * chunks)
+                for m in args.microbatches or (4, 8):
+                    measured, _ = dc.measure(worker, world, (sched, m, chunks, free))
                     flags = ["--pp", str(world), "--microbatches", str(m), "--schedule", sched]
                     if chunks > 1:
                         flags += ["--virtual-stages", str(chunks)]
                     if free:
                         flags.append("--pp-free-outputs")
-                    out = subprocess.run([binary, "simulate", graph, "--json"] + flags,
-                                         check=True, capture_output=True, text=True).stdout
                     predicted = {r["pp_stage"]: r["peak_bytes"]
-                                 for r in json.loads(out)["ranks"]}
+                                 for r in dc.simulate(args.binary, graph, flags)}
                     for stage in range(world):
-                        meas, pred = results[stage], predicted[stage]
+                        meas, pred = measured[stage], predicted[stage]
                         rows.append((world, name, m, stage, meas, pred,
                                      100.0 * (pred - meas) / meas))
-    if markdown:
+    if args.markdown:
         print("| world | schedule | microbatches | stage | measured B | predicted B | error |")
         print("|---|---|---|---|---|---|---|")
     for world, name, m, stage, meas, pred, err in rows:
-        if markdown:
+        if args.markdown:
             print("| %d | %s | %d | %d | %d | %d | %+.3f%% |" %
                   (world, name, m, stage, meas, pred, err))
         else:

@@ -18,7 +18,7 @@ rank's slice of the all-reduced partial sums, copied out), which allocates
 what the real collectives allocate.
 
 Each rank's step-2 peak comes from the profiler's allocator events (as in
-scripts/dist_harness.py, whose helpers this uses); the prediction is
+scripts/dist_common.py, shared with the other harnesses); the prediction is
 `ckptplan simulate` of the one-device graph exported from make_gpt with
 `--tp N --tp-embedding replicated [--sp]`.
 
@@ -26,24 +26,18 @@ Usage: /usr/bin/python3 scripts/dist_tp_harness.py BUILD/ckptplan [--markdown] [
        [tp|tp-sp|tp-vocab|tp-sp-vocab ...]
 Exits 1 when a rank is off by more than 1%, 77 when torch is missing.
 """
-import json
 import math
 import os
-import subprocess
 import sys
-import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-import dist_harness as dh  # noqa: E402  (exits 77 without torch)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dist_common as dc  # noqa: E402  (exits 77 without torch)
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
-from torch.profiler import ProfilerActivity, profile, record_function  # noqa: E402
 
 # Configuration: (ckptplan flags, sequence parallel, vocabulary parallel).
 CONFIGS = {
@@ -401,101 +395,22 @@ class TPGPT(nn.Module):
 
 def worker(rank, world, config, port, results):
     import models
-    dh.report_cpu_frees()
-    torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    dc.init_rank(rank, world, port)
+    with dc.memory_profile() as prof:
         _, inputs = models.make_gpt()
         torch.manual_seed(rank)
         _, sp, by_vocab = CONFIGS[config]
         model = TPGPT(world, rank, sp, by_vocab)
         opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-
-        def step():
-            loss = model(*inputs)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-            del loss
-
-        for _ in range(dh.MEASURED_STEP - 1):
-            step()
-        dist.barrier()
-        with record_function("ckptplan_step2"):
-            step()
-        dist.barrier()
-    peak, start = dh.step_peak(prof)
-    state = [t for s in dh.opt_state(opt) for t in s.values() if isinstance(t, torch.Tensor)]
-    named = dh.unique_bytes(list(model.parameters()) + list(model.buffers()) + state +
-                            list(inputs))
-    unnamed = (start or 0) - named
+        dc.run_steps(dc.training_step(model, opt, inputs))
+    peak, start = dc.step_peak(prof)
+    unnamed = dc.unnamed_at_start(start, model, opt, inputs)
     # More than bookkeeping live at the step's start: the profile lost a free.
-    results[rank] = (peak, unnamed <= (64 << 10), unnamed)
+    results[rank] = (peak, unnamed <= dc.BOOKKEEPING, unnamed)
     dist.destroy_process_group()
 
 
-def measure(world, config, attempts=5):
-    for attempt in range(attempts):
-        manager = mp.Manager()
-        results = manager.dict()
-        mp.spawn(worker, args=(world, config, dh.free_port(), results), nprocs=world, join=True)
-        runs = [results[r] for r in range(world)]
-        if all(valid for _, valid, _ in runs):
-            return [peak for peak, _, _ in runs], attempt
-        print("%s world %d: a rank's profile lost a free (%s unnamed bytes live at the step's "
-              "start); rerunning" % (config, world, [u for _, _, u in runs]), file=sys.stderr)
-    raise SystemExit("%s world %d: no valid profile in %d runs" % (config, world, attempts))
-
-
-def predict(binary, graph, world, config):
-    out = subprocess.run([binary, "simulate", graph, "--json", "--tp", str(world)] +
-                         CONFIGS[config][0],
-                         check=True, capture_output=True, text=True).stdout
-    peaks = []
-    for rank in json.loads(out)["ranks"]:
-        peaks += [rank["peak_bytes"]] * rank["count"]
-    return peaks
-
-
-def main():
-    if os.environ.get("GLOG_minloglevel") != "2":
-        os.environ["GLOG_minloglevel"] = "2"  # c10 logs every allocation otherwise
-        os.execv(sys.executable, [sys.executable] + sys.argv)
-    binary = sys.argv[1]
-    only = [a for a in sys.argv[2:] if a in CONFIGS]
-    worlds = [int(a[len("--world="):]) for a in sys.argv[2:] if a.startswith("--world=")]
-    markdown = "--markdown" in sys.argv
-    from ckptplan_torch import export as export_torch
-    import models
-    failures = 0
-    rows = []
-    with tempfile.TemporaryDirectory(prefix="ckptplan_tp_") as tmp:
-        graph = os.path.join(tmp, "gpt.json")
-        model, inputs = models.make_gpt()
-        export_torch.write_json(export_torch.export_graph(model, inputs, optimizer="adam"), graph)
-        for world in worlds or (2, 4):
-            for config in only or CONFIGS:
-                measured, reruns = measure(world, config)
-                predicted = predict(binary, graph, world, config)
-                for rank, (m, p) in enumerate(zip(measured, predicted)):
-                    error = 100.0 * (p - m) / m
-                    ok = abs(error) <= 1.0
-                    failures += not ok
-                    rows.append((config, world, rank, m, p, error, ok, reruns))
-    if markdown:
-        print("| configuration | world | rank | measured B | predicted B | error | reruns |")
-        print("|---|---|---|---|---|---|---|")
-    for config, world, rank, m, p, error, ok, reruns in rows:
-        if markdown:
-            print("| %s | %d | %d | %d | %d | %+.3f%% | %d |" % (config, world, rank, m, p, error,
-                                                               reruns))
-        else:
-            print("%-6s world %d rank %d: measured %d B, predicted %d B, %+.3f%% %s (reruns %d)" %
-                  (config, world, rank, m, p, error, "ok" if ok else "FAIL", reruns))
-    sys.exit(1 if failures else 0)
-
-
 if __name__ == "__main__":
-    main()
+    dc.run_layouts(CONFIGS, worker,
+                   lambda world, config: ["--tp", str(world)] + CONFIGS[config][0],
+                   by_rank=True, width=6, prefix="ckptplan_tp_")

@@ -32,6 +32,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "torch"))
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 from ckptplan_torch import export as export_torch  # noqa: E402
+from ckptplan_torch.measure import unique_bytes  # noqa: E402
 import models  # noqa: E402
 
 PHASES = ("forward", "backward", "optimizer")
@@ -148,14 +149,6 @@ def build_models():
 
 
 # ---- measuring the eager step ----
-
-def unique_bytes(tensors):
-    seen = {}
-    for t in tensors:
-        if t is not None and t.numel() > 0:
-            seen[export_torch.storage_key(t)] = export_torch.storage_bytes(t)
-    return sum(seen.values())
-
 
 def loss_targets(model, inputs, loss_flag):
     """The int64 targets `--loss cross-entropy` adds as a graph input (resident

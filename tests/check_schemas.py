@@ -74,6 +74,20 @@ def main():
             failures += 1
         failures += validate("plan.schema.json", approx_plan, "approx_plan.json")
         checked += 1
+        # With a parallel layout the timeline holds each pipeline stage's under "ranks".
+        subprocess.run([binary, "generate", "transformer", "--layers", "2", "--hidden", "64",
+                        "--heads", "4", "--seq", "32", "--batch", "2", "--vocab", "256",
+                        "-o", f"{tmp}/two_layers.json"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([binary, "simulate", f"{tmp}/two_layers.json", "--pp", "2",
+                        "--microbatches", "2", "--timeline", f"{tmp}/pp_timeline.json"],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(f"{tmp}/pp_timeline.json") as f:
+            pp_timeline = json.load(f)
+        if len(pp_timeline.get("ranks", [])) != 2:
+            print("FAIL pp_timeline.json: not one timeline per stage under \"ranks\"")
+            failures += 1
+        failures += validate("timeline.schema.json", pp_timeline, "pp_timeline.json")
+        checked += 1
         for schema, name in (("plan.schema.json", "plan.json"), ("timeline.schema.json", "timeline.json")):
             with open(f"{tmp}/{name}") as f:
                 failures += validate(schema, json.load(f), name)

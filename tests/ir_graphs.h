@@ -61,6 +61,41 @@ class GraphBuilder {
   Graph graph_;
 };
 
+/// Builds a graph by ids, for tests whose nodes carry module scopes (the
+/// distributed layouts cut a step by scope): Tensor() returns the new
+/// tensor's id, Node() appends a node of op "op" in execution order with
+/// `flops` (-1: not given). Build() finalizes without validating.
+class ScopedGraphBuilder {
+ public:
+  explicit ScopedGraphBuilder(std::string source, double flops = -1) : flops_(flops) {
+    graph_.source = std::move(source);
+  }
+  TensorId Tensor(const std::string& name, int64_t bytes, TensorKind kind) {
+    graph_.tensors.push_back({name, bytes, kind, kNoId, kNoId});
+    return static_cast<TensorId>(graph_.tensors.size() - 1);
+  }
+  void Node(const std::string& name, const std::string& scope, Phase phase,
+            std::vector<TensorId> inputs, std::vector<TensorId> outputs) {
+    ckptplan::Node node;
+    node.name = name;
+    node.op = "op";
+    node.scope = scope;
+    node.phase = phase;
+    node.inputs = std::move(inputs);
+    node.outputs = std::move(outputs);
+    node.flops = flops_;
+    graph_.nodes.push_back(std::move(node));
+  }
+  Graph Build() {
+    graph_.Finalize();
+    return graph_;
+  }
+
+ private:
+  Graph graph_;
+  double flops_;
+};
+
 // x -> f -> a -> g -> b -> h -> loss; the backward reads b (h_bwd) and a
 // (g_bwd). Resident: x 100 + w 8 + Adam state 2 params x 8 B = 124 bytes.
 // json_graphs.h's kChainGraph is the same graph as JSON.

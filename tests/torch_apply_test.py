@@ -19,18 +19,10 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL = os.path.join(HERE, "torch", "models.py") + ":make_convnet"
-try:
-    import torch  # noqa: F401
-except ImportError:
-    print("SKIP: PyTorch is not installed (Debian: apt-get install python3-torch)")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch"))
+from torch_test_util import ckptplan, model_spec, write_json as write  # noqa: E402
 
-
-def ckptplan(*args):
-    return subprocess.run([sys.argv[1], *args], check=True, capture_output=True,
-                          text=True).stdout
+MODEL = model_spec("make_convnet")
 
 
 def apply(plan_path, *extra):
@@ -39,11 +31,6 @@ def apply(plan_path, *extra):
                          capture_output=True, text=True)
     print(out.stdout + out.stderr)
     return out
-
-
-def write(path, doc):
-    with open(path, "w") as f:
-        json.dump(doc, f)
 
 
 def main():

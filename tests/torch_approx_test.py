@@ -23,25 +23,16 @@ import io
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-SPEC = os.path.join(HERE, "torch", "models.py") + ":make_lowrank_mlp"
-sys.path.insert(0, os.path.join(HERE, "torch"))
-try:
-    import torch
-except ImportError:
-    print("SKIP: PyTorch is not installed (Debian: apt-get install python3-torch)")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch"))
+from torch_test_util import ckptplan, model_spec, write_json as write  # noqa: E402
+import torch  # noqa: E402
 import models  # noqa: E402
 from ckptplan_torch import apply, approx, cli, measure  # noqa: E402
 
-
-def ckptplan(*args):
-    return subprocess.run([sys.argv[1], *args], check=True, capture_output=True,
-                          text=True).stdout
+SPEC = model_spec("make_lowrank_mlp")
 
 
 def run_cli(*argv):
@@ -50,11 +41,6 @@ def run_cli(*argv):
         rc = cli.main(list(argv))
     print(out.getvalue() + err.getvalue())
     return rc, out.getvalue(), err.getvalue()
-
-
-def write(path, doc):
-    with open(path, "w") as f:
-        json.dump(doc, f)
 
 
 def with_approximations(plan, rank, graph_nodes):

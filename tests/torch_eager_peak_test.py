@@ -23,11 +23,8 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "torch"))
-try:
-    import torch
-except ImportError:
-    print("SKIP: PyTorch is not installed (Debian: apt-get install python3-torch)")
-    sys.exit(77)
+import torch_test_util  # noqa: E402,F401  (exits 77 without torch)
+import torch  # noqa: E402
 from ckptplan_torch import export, measure  # noqa: E402
 import models  # noqa: E402
 

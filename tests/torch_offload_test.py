@@ -14,27 +14,16 @@ some tensors and recomputes others. Applied with ckptplan_torch.measure:
 Usage: torch_offload_test.py CKPTPLAN_BINARY. Exits 77 (skipped) without torch."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import warnings
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "torch"))
-try:
-    import torch
-except ImportError:
-    print("SKIP: PyTorch is not installed (Debian: apt-get install python3-torch)")
-    sys.exit(77)
-
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch"))
+from torch_test_util import ckptplan  # noqa: E402  (exits 77 without torch)
+import torch  # noqa: E402
 import ckptplan_torch  # noqa: E402
 from ckptplan_torch import measure  # noqa: E402
 import models  # noqa: E402
-
-
-def ckptplan(*args):
-    return subprocess.run([sys.argv[1], *args], check=True, capture_output=True,
-                          text=True).stdout
 
 
 def main():

@@ -15,21 +15,11 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "torch"))
-try:
-    import torch
-except ImportError:
-    print("SKIP: PyTorch is not installed (Debian: apt-get install python3-torch)")
-    sys.exit(77)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch"))
+from torch_test_util import ckptplan, model_spec  # noqa: E402  (exits 77 without torch)
 import ckptplan_torch  # noqa: E402
 from ckptplan_torch import frameworks, measure  # noqa: E402
 import models  # noqa: E402
-
-
-def ckptplan(*args):
-    out = subprocess.run([sys.argv[1], *args], check=True, capture_output=True, text=True)
-    return out.stdout
 
 
 def main():
@@ -42,7 +32,7 @@ def run(tmp):
     plan_path = os.path.join(tmp, "plan.json")
     # The exporter's command line (make_gpt's defaults: 2 layers).
     subprocess.run([sys.executable, "-m", "ckptplan_torch", "export", "--model",
-                    os.path.join(HERE, "torch", "models.py") + ":make_gpt", "-o", graph_path],
+                    model_spec("make_gpt"), "-o", graph_path],
                    check=True, capture_output=True)
     with open(graph_path) as f:
         graph = json.load(f)

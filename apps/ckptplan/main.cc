@@ -8,6 +8,7 @@
 
 #include "ckptplan/ci/check.h"
 #include "ckptplan/cli/commands.h"
+#include "ckptplan/cli/distributed.h"
 #include "ckptplan/cli/flags.h"
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/errors.h"
@@ -45,6 +46,7 @@ void AddCommon(CLI::App* command, CommonOptions* options, SizeFlags* sizes) {
 // after CLI11 like the others.
 void AddParallel(CLI::App* command, ParallelLayout* l, std::string* bucket_cap) {
   const char* group = "Parallel layout (docs/distributed.md)";
+  l->field_name = LayoutFlagName;  // messages name the flags
   command->add_option("--dp", l->dp, "Data-parallel ranks")->group(group);
   command->add_option("--zero", l->zero, "ZeRO stage: 0 DDP, 1 optimizer state, 2 +gradients, "
                       "3 +parameters (FSDP full shard)")->group(group);
@@ -275,6 +277,7 @@ int main(int argc, char** argv) {
       // Load flags given are one level of the config's precedence, like --budget.
       if (check_load.AnySetting()) settings.load = ResolveLoad(check_load, std::nullopt, nullptr);
       check.limits = check_load.limits;
+      check.field_name = CheckFlagName;  // messages name the flags
       const char* actions = std::getenv("GITHUB_ACTIONS");
       check.github_actions = actions != nullptr && std::string(actions) == "true";
       if (const char* summary = std::getenv("GITHUB_STEP_SUMMARY")) {

@@ -16,8 +16,10 @@ bool Contains(const std::string& text, const std::string& part) {
 TEST_CASE("CheckJsonDepth counts nesting outside strings only") {
   CHECK_NOTHROW(CheckJsonDepth("[[[]]]", 3, "a.json"));
   CHECK_THROWS_WITH_AS(CheckJsonDepth("[[[[]]]]", 3, "a.json"),
-                       "a.json: JSON nests deeper than 3 levels at byte 3 (raise the limit "
-                       "with --max-depth)",
+                       "a.json: JSON nests deeper than 3 levels at byte 3", InputError);
+  CHECK_THROWS_WITH_AS(CheckJsonDepth("[[[[]]]]", 3, "a.json", "raise it with --max-depth"),
+                       "a.json: JSON nests deeper than 3 levels at byte 3 (raise it with "
+                       "--max-depth)",
                        InputError);
   // Brackets in strings, including after an escaped quote, are text.
   CHECK_NOTHROW(CheckJsonDepth(R"([{"k": "[[[[\"[[[["}])", 2, "a.json"));

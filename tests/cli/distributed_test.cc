@@ -1,6 +1,8 @@
 // `plan` and `simulate` with a parallel layout: the "ranks" array and the
 // plan file's stages (docs/distributed.md).
 #include <doctest/doctest.h>
+
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cli_util.h"
@@ -94,6 +96,46 @@ TEST_CASE("plan with --pp 2 writes each stage's decisions; simulate --plan appli
   }
 }
 
+TEST_CASE("--timeline with a layout: the highest rank's timeline, each stage's under ranks") {
+  const std::string dir = ScratchDir("dist_timeline");
+  const std::string graph = SmallTransformer(dir);
+  const std::string layout = " --pp 2 --microbatches 4 --schedule 1f1b";
+  auto save_all = nlohmann::json::parse(RunCli("simulate " + graph + " --json" + layout).out);
+  const int64_t budget = save_all["peak_bytes"].get<int64_t>() * 9 / 10;
+  auto plan = RunCli("plan " + graph + " --json --budget " + std::to_string(budget) + layout +
+                     " -o " + dir + "/plan.json --timeline " + dir + "/timeline.json");
+  REQUIRE(plan.code == 0);
+  auto file = nlohmann::json::parse(Slurp(dir + "/plan.json"));
+  auto timeline = nlohmann::json::parse(Slurp(dir + "/timeline.json"));
+  CHECK(timeline["format"] == "ckptplan.timeline");
+  REQUIRE(timeline["ranks"].size() == 2);
+  int64_t highest = 0;
+  for (int s = 0; s < 2; ++s) {
+    const auto& stage = timeline["ranks"][s];
+    CHECK(stage["rank"]["pp_stage"] == s);
+    // Each stage's timeline is its planned simulation: its peak is the
+    // stage's prediction, and the largest step total.
+    CHECK(stage["peak_bytes"] == file["stages"][s]["predicted_peak_bytes"]);
+    int64_t most = 0;
+    for (const auto& step : stage["steps"]) {
+      most = std::max(most, step["total_bytes"].get<int64_t>());
+    }
+    CHECK(most == stage["peak_bytes"].get<int64_t>());
+    highest = std::max(highest, stage["peak_bytes"].get<int64_t>());
+  }
+  // The top level is the highest stage, as the summary's peak.
+  CHECK(timeline["peak_bytes"] == highest);
+  CHECK(nlohmann::json::parse(plan.out)["peak_bytes"] == highest);
+  CHECK(timeline["steps"] == timeline["ranks"][timeline["rank"]["pp_stage"].get<int>()]["steps"]);
+  // simulate --dp 2: one distinct rank standing for both.
+  REQUIRE(RunCli("simulate " + graph + " --dp 2 --timeline " + dir + "/dp.json").code == 0);
+  auto dp = nlohmann::json::parse(Slurp(dir + "/dp.json"));
+  REQUIRE(dp["ranks"].size() == 1);
+  CHECK(dp["rank"]["count"] == 2);
+  // The other per-step outputs are still one device's.
+  CHECK(RunCli("simulate " + graph + " --dp 2 --report " + dir + "/r.html").code == 2);
+}
+
 TEST_CASE("simulate --plan with a layout loads the graph as the plan recorded") {
   // The plan records --dim batch=2 --dim seq=16; simulate without them
   // loads the same graph and reproduces the stage's prediction.
@@ -117,7 +159,12 @@ TEST_CASE("simulate --plan with a layout loads the graph as the plan recorded") 
 
 TEST_CASE("layout flags out of range exit 2") {
   const std::string graph = SmallTransformer(ScratchDir("dist_usage"));
-  CHECK(RunCli("simulate " + graph + " --dp 0").code == 2);
+  auto dp0 = RunCli("simulate " + graph + " --dp 0");
+  CHECK(dp0.code == 2);
+  CHECK(dp0.err.find("--dp: must be at least 1 (got 0)") != std::string::npos);  // the CLI's names
+  auto bucket = RunCli("simulate " + graph + " --dp 2 --bucket-cap 0");
+  CHECK(bucket.code == 2);
+  CHECK(bucket.err.find("--bucket-cap: must be positive") != std::string::npos);
   CHECK(RunCli("simulate " + graph + " --dp 2 --zero 4").code == 2);
   CHECK(RunCli("simulate " + graph + " --dp 2 --zero 2 --zero-partition params").code == 2);
   CHECK(RunCli("simulate " + graph + " --dp 2 --grad-buckets flat").code == 2);

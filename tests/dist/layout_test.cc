@@ -4,6 +4,7 @@
 
 #include "ckptplan/base/errors.h"
 #include "ckptplan/sim/simulator.h"
+#include "ir_graphs.h"
 
 namespace ckptplan {
 namespace {
@@ -132,41 +133,39 @@ TEST_CASE("ZeroRedundancyOptimizer: whole parameters, largest first, to the fewe
   CHECK_THROWS_AS(DistributeGraph(g, layout), InputError);
 }
 
+TEST_CASE("layout messages name a field as the plan file does, or as field_name says") {
+  ParallelLayout layout;
+  layout.dp = 0;
+  CHECK_THROWS_WITH_AS(ValidateLayout(layout), "dp: must be at least 1 (got 0)", InputError);
+  layout.dp = 2;
+  layout.zero = 2;
+  layout.zero_partition = "params";
+  layout.field_name = [](const std::string& field) { return "<" + field + ">"; };
+  CHECK_THROWS_WITH_AS(ValidateLayout(layout),
+                       "<zero_partition> params is ZeroRedundancyOptimizer, which is ZeRO stage 1 "
+                       "(got <zero> 2)",
+                       InputError);
+}
+
 TEST_CASE("FSDP: each unit's parameters gathered around its forward and backward, prefetched") {
-  Graph g;
-  g.source = "fsdp";
-  auto tensor = [&](const char* name, int64_t bytes, TensorKind kind) {
-    g.tensors.push_back({name, bytes, kind, kNoId, kNoId});
-    return static_cast<TensorId>(g.tensors.size() - 1);
-  };
-  TensorId w0 = tensor("h.0.w", 400, TensorKind::kParameter);
-  TensorId w1 = tensor("h.1.w", 800, TensorKind::kParameter);
-  TensorId x = tensor("x", 10, TensorKind::kInput);
-  TensorId a0 = tensor("a0", 100, TensorKind::kActivation);
-  TensorId a1 = tensor("a1", 100, TensorKind::kActivation);
-  TensorId l = tensor("l", 4, TensorKind::kActivation);
-  TensorId da1 = tensor("da1", 100, TensorKind::kActivation);
-  TensorId da0 = tensor("da0", 100, TensorKind::kActivation);
-  TensorId g1 = tensor("g1", 800, TensorKind::kGradient);
-  TensorId g0 = tensor("g0", 400, TensorKind::kGradient);
-  auto node = [&](const char* name, const char* scope, Phase phase, std::vector<TensorId> in,
-                  std::vector<TensorId> out) {
-    Node n;
-    n.name = name;
-    n.op = "op";
-    n.scope = scope;
-    n.phase = phase;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    g.nodes.push_back(n);
-  };
-  node("f0", "h.0/mlp", Phase::kForward, {x, w0}, {a0});
-  node("f1", "h.1/mlp", Phase::kForward, {a0, w1}, {a1});
-  node("loss", "loss", Phase::kForward, {a1}, {l});
-  node("bl", "loss", Phase::kBackward, {l}, {da1});
-  node("b1", "h.1/mlp", Phase::kBackward, {da1, a0, w1}, {da0, g1});
-  node("b0", "h.0/mlp", Phase::kBackward, {da0, x, w0}, {g0});
-  g.Finalize();
+  testing::ScopedGraphBuilder b("fsdp");
+  TensorId w0 = b.Tensor("h.0.w", 400, TensorKind::kParameter);
+  TensorId w1 = b.Tensor("h.1.w", 800, TensorKind::kParameter);
+  TensorId x = b.Tensor("x", 10, TensorKind::kInput);
+  TensorId a0 = b.Tensor("a0", 100, TensorKind::kActivation);
+  TensorId a1 = b.Tensor("a1", 100, TensorKind::kActivation);
+  TensorId l = b.Tensor("l", 4, TensorKind::kActivation);
+  TensorId da1 = b.Tensor("da1", 100, TensorKind::kActivation);
+  TensorId da0 = b.Tensor("da0", 100, TensorKind::kActivation);
+  TensorId g1 = b.Tensor("g1", 800, TensorKind::kGradient);
+  TensorId g0 = b.Tensor("g0", 400, TensorKind::kGradient);
+  b.Node("f0", "h.0/mlp", Phase::kForward, {x, w0}, {a0});
+  b.Node("f1", "h.1/mlp", Phase::kForward, {a0, w1}, {a1});
+  b.Node("loss", "loss", Phase::kForward, {a1}, {l});
+  b.Node("bl", "loss", Phase::kBackward, {l}, {da1});
+  b.Node("b1", "h.1/mlp", Phase::kBackward, {da1, a0, w1}, {da0, g1});
+  b.Node("b0", "h.0/mlp", Phase::kBackward, {da0, x, w0}, {g0});
+  const Graph g = b.Build();
   ParallelLayout layout;
   layout.dp = 4;
   layout.zero = 3;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include "ckptplan/sim/simulator.h"
+#include "ir_graphs.h"
 
 namespace ckptplan {
 namespace {
@@ -11,38 +12,21 @@ namespace {
 //   f0 [h.0]: x, w0 -> a0 (100)     f1 [h.1]: a0, w1 -> a1 (50)
 //   b1 [h.1]: a1, a0, w1 -> da0 (100), g1 (4)     b0 [h.0]: da0, x, w0 -> g0 (4)
 Graph TwoLayers() {
-  Graph g;
-  g.source = "two-layers";
-  auto tensor = [&](const char* name, int64_t bytes, TensorKind kind) {
-    g.tensors.push_back({name, bytes, kind, kNoId, kNoId});
-    return static_cast<TensorId>(g.tensors.size() - 1);
-  };
-  TensorId x = tensor("x", 10, TensorKind::kInput);
-  TensorId w0 = tensor("w0", 4, TensorKind::kParameter);
-  TensorId w1 = tensor("w1", 4, TensorKind::kParameter);
-  TensorId a0 = tensor("a0", 100, TensorKind::kActivation);
-  TensorId a1 = tensor("a1", 50, TensorKind::kActivation);
-  TensorId da0 = tensor("da0", 100, TensorKind::kActivation);
-  TensorId g1 = tensor("g1", 4, TensorKind::kGradient);
-  TensorId g0 = tensor("g0", 4, TensorKind::kGradient);
-  auto node = [&](const char* name, const char* scope, Phase phase, std::vector<TensorId> in,
-                  std::vector<TensorId> out) {
-    Node n;
-    n.name = name;
-    n.op = "op";
-    n.scope = scope;
-    n.phase = phase;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.flops = 1;
-    g.nodes.push_back(n);
-  };
-  node("f0", "h.0", Phase::kForward, {x, w0}, {a0});
-  node("f1", "h.1", Phase::kForward, {a0, w1}, {a1});
-  node("b1", "h.1", Phase::kBackward, {a1, a0, w1}, {da0, g1});
-  node("b0", "h.0", Phase::kBackward, {da0, x, w0}, {g0});
-  g.Finalize();
-  return g;
+  constexpr Phase F = Phase::kForward, B = Phase::kBackward;
+  testing::ScopedGraphBuilder g("two-layers", /*flops=*/1);
+  TensorId x = g.Tensor("x", 10, TensorKind::kInput);
+  TensorId w0 = g.Tensor("w0", 4, TensorKind::kParameter);
+  TensorId w1 = g.Tensor("w1", 4, TensorKind::kParameter);
+  TensorId a0 = g.Tensor("a0", 100, TensorKind::kActivation);
+  TensorId a1 = g.Tensor("a1", 50, TensorKind::kActivation);
+  TensorId da0 = g.Tensor("da0", 100, TensorKind::kActivation);
+  TensorId g1 = g.Tensor("g1", 4, TensorKind::kGradient);
+  TensorId g0 = g.Tensor("g0", 4, TensorKind::kGradient);
+  g.Node("f0", "h.0", F, {x, w0}, {a0});
+  g.Node("f1", "h.1", F, {a0, w1}, {a1});
+  g.Node("b1", "h.1", B, {a1, a0, w1}, {da0, g1});
+  g.Node("b0", "h.0", B, {da0, x, w0}, {g0});
+  return g.Build();
 }
 
 int64_t StagePeak(const Graph& graph, const ParallelLayout& layout, int stage) {
@@ -163,34 +147,17 @@ namespace {
 //   b_i [h.i]: da_i (none for i = 3), a_i (i = 3 only), a_{i-1} (x for i = 0), w_i
 //              -> da_{i-1} (100, none for i = 0), g_i (4)
 Graph FourLayers() {
-  Graph g;
-  g.source = "four-layers";
-  auto tensor = [&](std::string name, int64_t bytes, TensorKind kind) {
-    g.tensors.push_back({name, bytes, kind, kNoId, kNoId});
-    return static_cast<TensorId>(g.tensors.size() - 1);
-  };
-  auto node = [&](std::string name, std::string scope, Phase phase, std::vector<TensorId> in,
-                  std::vector<TensorId> out) {
-    Node n;
-    n.name = name;
-    n.op = "op";
-    n.scope = scope;
-    n.phase = phase;
-    n.inputs = std::move(in);
-    n.outputs = std::move(out);
-    n.flops = 1;
-    g.nodes.push_back(n);
-  };
-  const TensorId x = tensor("x", 10, TensorKind::kInput);
+  testing::ScopedGraphBuilder g("four-layers", /*flops=*/1);
+  const TensorId x = g.Tensor("x", 10, TensorKind::kInput);
   std::vector<TensorId> w, a, da, grad;
-  for (int i = 0; i < 4; ++i) w.push_back(tensor("w" + std::to_string(i), 4, TensorKind::kParameter));
+  for (int i = 0; i < 4; ++i) w.push_back(g.Tensor("w" + std::to_string(i), 4, TensorKind::kParameter));
   for (int i = 0; i < 4; ++i) {
-    a.push_back(tensor("a" + std::to_string(i), 100, TensorKind::kActivation));
-    node("f" + std::to_string(i), "h." + std::to_string(i), Phase::kForward,
+    a.push_back(g.Tensor("a" + std::to_string(i), 100, TensorKind::kActivation));
+    g.Node("f" + std::to_string(i), "h." + std::to_string(i), Phase::kForward,
          {i == 0 ? x : a[i - 1], w[i]}, {a[i]});
   }
-  for (int i = 0; i < 3; ++i) da.push_back(tensor("da" + std::to_string(i), 100, TensorKind::kActivation));
-  for (int i = 0; i < 4; ++i) grad.push_back(tensor("g" + std::to_string(i), 4, TensorKind::kGradient));
+  for (int i = 0; i < 3; ++i) da.push_back(g.Tensor("da" + std::to_string(i), 100, TensorKind::kActivation));
+  for (int i = 0; i < 4; ++i) grad.push_back(g.Tensor("g" + std::to_string(i), 4, TensorKind::kGradient));
   for (int i = 3; i >= 0; --i) {
     std::vector<TensorId> in;
     if (i == 3) in.push_back(a[3]);
@@ -200,10 +167,9 @@ Graph FourLayers() {
     std::vector<TensorId> out;
     if (i > 0) out.push_back(da[i - 1]);
     out.push_back(grad[i]);
-    node("b" + std::to_string(i), "h." + std::to_string(i), Phase::kBackward, in, out);
+    g.Node("b" + std::to_string(i), "h." + std::to_string(i), Phase::kBackward, in, out);
   }
-  g.Finalize();
-  return g;
+  return g.Build();
 }
 
 std::string Order(const std::vector<ScheduleSlot>& slots) {

@@ -8,38 +8,24 @@
 #include "ckptplan/emit/report_html.h"
 #include "ckptplan/emit/trace.h"
 #include "ckptplan/sim/simulator.h"
-#include "ir_graphs.h"
+#include "offload_graphs.h"
 
 namespace ckptplan {
 namespace {
 
-// tests/sim/offload_test.cc's chain: x (input) -f1-> a (1000 B) -f2-> b -f3->
-// c; backward g1 reads c and b, g1b, g2 reads a. Every node costs 10 FLOP,
-// timed at 1 FLOP/us: node n runs over [10n, 10n + 10) us.
-Graph OffloadChain() {
-  testing::GraphBuilder b;
-  b.Tensor("x", 100, TensorKind::kInput).Tensor("a", 1000).Tensor("b", 1000).Tensor("c", 100);
-  b.Tensor("gb", 100).Tensor("gb2", 100).Tensor("ga", 100);
-  b.Node("f1", "op", Phase::kForward, {"x"}, {"a"}, 10);
-  b.Node("f2", "op", Phase::kForward, {"a"}, {"b"}, 10);
-  b.Node("f3", "op", Phase::kForward, {"b"}, {"c"}, 10);
-  b.Node("g1", "op", Phase::kBackward, {"c", "b"}, {"gb"}, 10);
-  b.Node("g1b", "op", Phase::kBackward, {"gb"}, {"gb2"}, 10);
-  b.Node("g2", "op", Phase::kBackward, {"gb2", "a"}, {"ga"}, 10);
-  return b.Build();
-}
+using testing::OffloadChain;
+using testing::OffloadLink;
 
 struct Offloaded {
   OffloadedGraph off;
   SimResult sim;
 };
 
-// `a` offloaded over a link of out / in bytes per us.
+// `a` of OffloadChain() offloaded over a link of out / in bytes per us.
 Offloaded OffloadA(const Graph& graph, double out_bytes_per_us, double in_bytes_per_us) {
-  OffloadOptions options;
-  options.link = {out_bytes_per_us * 1e6, in_bytes_per_us * 1e6};
-  options.node_time_us = NodeTimes(graph, 1.0);
-  Offloaded result{ApplyOffload(graph, {testing::Id(graph, "a")}, options), {}};
+  Offloaded result{ApplyOffload(graph, {testing::Id(graph, "a")},
+                                OffloadLink(graph, out_bytes_per_us, in_bytes_per_us)),
+                   {}};
   SimOptions sim_options;
   sim_options.record_categories = true;
   result.sim = Simulate(result.off.graph, SaveAll(result.off.graph), sim_options);

@@ -34,10 +34,15 @@ TEST_CASE("node and tensor counts over the limit are rejected, at the limit acce
   limits.max_tensors = 8;
   CHECK_NOTHROW(ParseJsonGraph(testing::kChainGraph, "big.json", limits));
   limits.max_nodes = 6;
+  // The library names no flag; a caller's hint ends the message.
+  CHECK(Rejection(testing::kChainGraph, limits) ==
+        "big.json: 7 nodes is over the limit of 6");
+  limits.max_nodes_hint = "raise it with --max-nodes";
   CHECK(Contains(Rejection(testing::kChainGraph, limits),
                  "big.json: 7 nodes is over the limit of 6 (raise it with --max-nodes)"));
   limits.max_nodes = 7;
   limits.max_tensors = 7;
+  limits.max_tensors_hint = "raise it with --max-tensors";
   CHECK(Contains(Rejection(testing::kChainGraph, limits),
                  "big.json: 8 tensors is over the limit of 7 (raise it with --max-tensors)"));
 }

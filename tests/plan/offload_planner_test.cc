@@ -5,6 +5,7 @@
 #include <random>
 
 #include "ckptplan/ir/synth.h"
+#include "offload_graphs.h"
 #include "tiny_graph.h"
 
 namespace ckptplan {
@@ -17,11 +18,9 @@ constexpr const char* kOffloadChain =
     "F f1 op x -> a 10; F f2 op a -> b 10; F f3 op b -> c 10;"
     "B g1 op c b -> gb 10; B g1b op gb -> gb2 10; B g2 op gb2 a -> ga 10";
 
+// Both ways at `bytes_per_us`.
 OffloadOptions Link(const Graph& graph, double bytes_per_us) {
-  OffloadOptions options;
-  options.link = {bytes_per_us * 1e6, bytes_per_us * 1e6};
-  options.node_time_us = NodeTimes(graph, 1.0);
-  return options;
+  return testing::OffloadLink(graph, bytes_per_us, bytes_per_us);
 }
 
 PlannerOptions Budget(int64_t bytes) {

@@ -3,34 +3,13 @@
 #include <doctest/doctest.h>
 
 #include "ckptplan/sim/simulator.h"
-#include "ir_graphs.h"
+#include "offload_graphs.h"
 
 namespace ckptplan {
 namespace {
 
-// x (100, input) -f1-> a (1000) -f2-> b (1000) -f3-> c (100); backward g1
-// reads c and b, g1b gives g2 time, g2 reads a. Every node costs 10 FLOP,
-// timed at 1 FLOP/us: node n runs over [10n, 10n + 10) us.
-// Save-all: f1 1100, f2 2100, f3 2200, g1 2300 (b, c freed), g1b 1300, g2 1300.
-Graph OffloadChain() {
-  testing::GraphBuilder b;
-  b.Tensor("x", 100, TensorKind::kInput).Tensor("a", 1000).Tensor("b", 1000).Tensor("c", 100);
-  b.Tensor("gb", 100).Tensor("gb2", 100).Tensor("ga", 100);
-  b.Node("f1", "op", Phase::kForward, {"x"}, {"a"}, 10);
-  b.Node("f2", "op", Phase::kForward, {"a"}, {"b"}, 10);
-  b.Node("f3", "op", Phase::kForward, {"b"}, {"c"}, 10);
-  b.Node("g1", "op", Phase::kBackward, {"c", "b"}, {"gb"}, 10);
-  b.Node("g1b", "op", Phase::kBackward, {"gb"}, {"gb2"}, 10);
-  b.Node("g2", "op", Phase::kBackward, {"gb2", "a"}, {"ga"}, 10);
-  return b.Build();
-}
-
-OffloadOptions Link(const Graph& graph, double out_bytes_per_us, double in_bytes_per_us) {
-  OffloadOptions options;
-  options.link = {out_bytes_per_us * 1e6, in_bytes_per_us * 1e6};
-  options.node_time_us = NodeTimes(graph, 1.0);
-  return options;
-}
+using testing::OffloadChain;
+using testing::OffloadLink;
 
 TensorId Id(const Graph& graph, const std::string& name) {
   const TensorId t = testing::Id(graph, name);
@@ -44,7 +23,7 @@ TEST_CASE("offload: a fast link hides both copies and frees a's storage between 
   REQUIRE(CanOffload(graph, a));
   CHECK_FALSE(CanOffload(graph, Id(graph, "x")));  // resident
   // 1000 B/us: each copy of a's 1000 B takes 1 us.
-  const OffloadedGraph off = ApplyOffload(graph, {a}, Link(graph, 1000, 1000));
+  const OffloadedGraph off = ApplyOffload(graph, {a}, OffloadLink(graph, 1000, 1000));
   REQUIRE(off.copies.size() == 1);
   const OffloadCopy& copy = off.copies[0];
   // Out: a is made at the end of f1 (10 us), copied over [10, 11): done during
@@ -86,7 +65,7 @@ TEST_CASE("offload: a slow copy back is exposed time") {
   // Out at 1000 B/us (done at 11 us); back at 40 B/us: 1000 B take 25 us. Due at
   // 50 us, it would start at 25 us, before the backward (30 us): it starts at
   // 30 us, before g1, and ends at 55 us; g2 (at 50 us) waits 5 us.
-  const OffloadedGraph off = ApplyOffload(graph, {Id(graph, "a")}, Link(graph, 1000, 40));
+  const OffloadedGraph off = ApplyOffload(graph, {Id(graph, "a")}, OffloadLink(graph, 1000, 40));
   REQUIRE(off.copies.size() == 1);
   CHECK(off.copies[0].reloaded_before == 3);
   CHECK(off.copies[0].in_start_us == 30);
@@ -99,7 +78,7 @@ TEST_CASE("offload: a copy out that outlasts the forward holds the storage and t
   const Graph graph = OffloadChain();
   // Out at 40 B/us: 25 us from 10 us to 35 us, past the forward's end (30 us):
   // freed after f3 (the forward's last step) and the backward starts 5 us late.
-  OffloadOptions options = Link(graph, 40, 1000);
+  OffloadOptions options = OffloadLink(graph, 40, 1000);
   options.host_budget_bytes = 1000;  // a's pinned buffer takes 1024
   const OffloadedGraph off = ApplyOffload(graph, {Id(graph, "a")}, options);
   REQUIRE(off.copies.size() == 1);
@@ -110,7 +89,7 @@ TEST_CASE("offload: a copy out that outlasts the forward holds the storage and t
 
 TEST_CASE("offload: nothing offloaded leaves the graph as it is") {
   const Graph graph = OffloadChain();
-  const OffloadedGraph off = ApplyOffload(graph, {Id(graph, "x")}, Link(graph, 1000, 1000));
+  const OffloadedGraph off = ApplyOffload(graph, {Id(graph, "x")}, OffloadLink(graph, 1000, 1000));
   CHECK(off.copies.empty());
   CHECK(off.graph.nodes.size() == graph.nodes.size());
   CHECK(off.exposed_us == 0);

@@ -19,8 +19,7 @@ void JsonDepthScanner::Feed(std::string_view piece) {
     } else if (c == '[' || c == '{') {
       if (++depth_ > max_depth_) {
         throw InputError(source_ + ": JSON nests deeper than " + std::to_string(max_depth_) +
-                         " levels at byte " + std::to_string(offset_ + i) +
-                         " (raise the limit with --max-depth)");
+                         " levels at byte " + std::to_string(offset_ + i) + LimitHint(hint_));
       }
     } else if ((c == ']' || c == '}') && depth_ > 0) {
       --depth_;
@@ -29,8 +28,9 @@ void JsonDepthScanner::Feed(std::string_view piece) {
   offset_ += piece.size();
 }
 
-void CheckJsonDepth(std::string_view text, uint32_t max_depth, const std::string& source) {
-  JsonDepthScanner(max_depth, source).Feed(text);
+void CheckJsonDepth(std::string_view text, uint32_t max_depth, const std::string& source,
+                    const std::string& hint) {
+  JsonDepthScanner(max_depth, source, hint).Feed(text);
 }
 
 void CheckReserve(int64_t bytes, std::string_view what) {

@@ -21,7 +21,16 @@ struct Limits {
   int64_t max_total_bytes = int64_t{1} << 60;  ///< 1 EiB
   /// Cost (FLOPs or microseconds) of one node; sums over 10^7 nodes stay finite.
   double max_node_cost = 1e30;
+  /// How the caller raises max_nodes, max_tensors and max_depth, added in
+  /// parentheses to the message of a graph over that limit (the CLI names
+  /// its flags); empty: nothing added.
+  std::string max_nodes_hint, max_tensors_hint, max_depth_hint;
 };
+
+/// " (hint)", or "" for an empty hint: the tail of an over-limit message.
+inline std::string LimitHint(const std::string& hint) {
+  return hint.empty() ? std::string() : " (" + hint + ")";
+}
 
 /// Largest --reserve (or plan reserve_bytes) accepted: 2^62 bytes = 4 EiB.
 inline constexpr int64_t kMaxReserveBytes = int64_t{1} << 62;
@@ -41,21 +50,24 @@ inline int64_t SaturatingMul(int64_t a, int64_t b) {
 }
 
 /// Throws InputError naming `source` when `text`, read as JSON, nests arrays
-/// and objects deeper than `max_depth` (brackets inside strings do not count).
-/// Linear and allocation-free; run it before handing text to a parser.
-void CheckJsonDepth(std::string_view text, uint32_t max_depth, const std::string& source);
+/// and objects deeper than `max_depth` (brackets inside strings do not count);
+/// the message ends with LimitHint(hint). Linear and allocation-free; run it
+/// before handing text to a parser.
+void CheckJsonDepth(std::string_view text, uint32_t max_depth, const std::string& source,
+                    const std::string& hint = "");
 
 /// CheckJsonDepth over text that arrives in pieces (a file read in chunks).
 class JsonDepthScanner {
  public:
-  JsonDepthScanner(uint32_t max_depth, const std::string& source)
-      : max_depth_(max_depth), source_(source) {}
+  JsonDepthScanner(uint32_t max_depth, const std::string& source, const std::string& hint = "")
+      : max_depth_(max_depth), source_(source), hint_(hint) {}
   /// Scans the next piece; throws as CheckJsonDepth does.
   void Feed(std::string_view piece);
 
  private:
   const uint32_t max_depth_;
   const std::string& source_;
+  const std::string hint_;
   uint32_t depth_ = 0;
   bool in_string_ = false, escaped_ = false;
   uint64_t offset_ = 0;  // bytes scanned before this piece

@@ -236,11 +236,9 @@ Baseline ParseBaseline(std::string_view text, const std::string& source) {
     root = json::parse(text.begin(), text.end());
   } catch (const json::parse_error& e) {
     throw InputError(source + ": corrupt baseline: malformed JSON at byte " +
-                     std::to_string(e.byte) + " (" + e.what() +
-                     "); fix it, or regenerate it with --update-baseline");
+                     std::to_string(e.byte) + " (" + e.what() + "); fix it");
   } catch (const json::exception& e) {  // e.g. a number too large for a double
-    throw InputError(source + ": corrupt baseline: malformed JSON (" + e.what() +
-                     "); fix it, or regenerate it with --update-baseline");
+    throw InputError(source + ": corrupt baseline: malformed JSON (" + e.what() + "); fix it");
   }
   Problems problems(source);
   Baseline baseline;
@@ -266,9 +264,7 @@ Baseline ParseBaseline(std::string_view text, const std::string& source) {
     }
   }
   if (!problems.empty()) {
-    problems.Add(
-        "corrupt baseline: fix the problems above, or regenerate the file with "
-        "--update-baseline");
+    problems.Add("corrupt baseline: fix the problems above");
   }
   problems.ThrowIfAny();
   return baseline;

@@ -21,7 +21,8 @@ namespace {
 
 std::string ModeName(bool no_plan) { return no_plan ? "save-all" : "plan"; }
 
-CheckTarget MakeTarget(const std::string& path, const std::string& key, const CheckSettings& own,
+CheckTarget MakeTarget(const CheckOptions& options, const std::string& path,
+                       const std::string& key, const CheckSettings& own,
                        const CheckSettings& command_line, const CheckSettings& defaults,
                        std::vector<std::string>* problems) {
   auto pick = [](const auto& a, const auto& b, const auto& c) { return a ? a : b ? b : c; };
@@ -30,8 +31,8 @@ CheckTarget MakeTarget(const std::string& path, const std::string& key, const Ch
   target.key = key;
   auto budget = pick(own.budget_bytes, command_line.budget_bytes, defaults.budget_bytes);
   if (!budget) {
-    problems->push_back("graph '" + path +
-                        "' has no budget: pass --budget, or set \"budget\" in the config");
+    problems->push_back("graph '" + path + "' has no budget: pass " + options.Name("budget") +
+                        ", or set \"budget\" in the config");
   }
   target.budget_bytes = budget.value_or(0);
   target.reserve_bytes =
@@ -58,15 +59,18 @@ std::vector<CheckTarget> ResolveTargets(const CheckOptions& options, std::string
   std::vector<CheckTarget> targets;
   for (const std::string& path : options.graph_paths) {
     targets.push_back(
-        MakeTarget(path, NormalKey(path), {}, options.settings, config.defaults, &problems));
+        MakeTarget(options, path, NormalKey(path), {}, options.settings, config.defaults,
+                   &problems));
   }
   for (const ConfigGraph& graph : config.graphs) {
     std::string key = graph.key.empty() ? NormalKey(graph.graph) : graph.key;
     targets.push_back(
-        MakeTarget(graph.path, key, graph.settings, options.settings, config.defaults, &problems));
+        MakeTarget(options, graph.path, key, graph.settings, options.settings, config.defaults,
+                   &problems));
   }
   if (targets.empty()) {
-    problems.push_back("no graphs: name graph files, or --config a file listing them");
+    problems.push_back("no graphs: name graph files, or " + options.Name("config_path") +
+                       " a file listing them");
   }
   for (size_t i = 0; i < targets.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
@@ -123,35 +127,43 @@ std::vector<TensorDelta> GrownTensors(const PeakRecord& before, const PeakRecord
 
 namespace {
 
-Baseline LoadBaselineFile(const std::string& path, bool update) {
+Baseline LoadBaselineFile(const CheckOptions& options, const std::string& path) {
+  const bool update = options.update_baseline;
   if (!std::filesystem::exists(path)) {
     if (update) return {};
-    throw IoError(path + ": baseline file not found; create it with `ckptplan check ... --baseline " +
-                  path + " --update-baseline` and commit it");
+    throw IoError(path + ": baseline file not found; create it with `ckptplan check ... " +
+                  options.Name("baseline_path") + " " + path + " " +
+                  options.Name("update_baseline") + "` and commit it");
   }
   try {
     return ReadBaseline(path);
   } catch (const InputError& e) {
-    if (!update) throw;
+    // ReadBaseline says the file is corrupt; how to rewrite it is ours to say.
+    if (!update) {
+      throw InputError(std::string(e.what()) + ", or regenerate it with " +
+                           options.Name("update_baseline"),
+                       e.exit_code());
+    }
     spdlog::warn("replacing a corrupt baseline: {}", e.what());
     return {};
   }
 }
 
 // Every graph must have an entry recorded in the same mode; all problems at once.
-void ValidateBaselineKeys(const Baseline& baseline, const std::string& path,
-                          const std::vector<CheckTarget>& targets) {
+void ValidateBaselineKeys(const CheckOptions& options, const Baseline& baseline,
+                          const std::string& path, const std::vector<CheckTarget>& targets) {
+  const std::string update = options.Name("update_baseline");
   Problems problems(path);
   for (const CheckTarget& target : targets) {
     auto entry = baseline.find(target.key);
     if (entry == baseline.end()) {
       problems.Add("no entry for graph key '" + target.key + "' (" + target.graph_path +
-                   "); add it with --update-baseline");
+                   "); add it with " + update);
     } else if (entry->second.mode != ModeName(target.no_plan)) {
       problems.Add("entry '" + target.key + "' was recorded in " + entry->second.mode +
                    " mode but this check runs in " + ModeName(target.no_plan) +
-                   " mode; check in the same mode (--no-plan is save-all), or re-record it "
-                   "with --update-baseline");
+                   " mode; check in the same mode (" + options.Name("no_plan") +
+                   " is save-all), or re-record it with " + update);
     }
   }
   problems.ThrowIfAny(kExitBadInput);
@@ -204,13 +216,14 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
   std::string baseline_path;
   std::vector<CheckTarget> targets = ResolveTargets(options, &baseline_path);
   if (options.update_baseline && baseline_path.empty()) {
-    throw InputError("--update-baseline needs --baseline FILE (or \"baseline\" in the config)",
+    throw InputError(options.Name("update_baseline") + " needs " +
+                         options.Name("baseline_path") + " FILE (or \"baseline\" in the config)",
                      kExitUsage);
   }
   Baseline baseline;
   if (!baseline_path.empty()) {
-    baseline = LoadBaselineFile(baseline_path, options.update_baseline);
-    if (!options.update_baseline) ValidateBaselineKeys(baseline, baseline_path, targets);
+    baseline = LoadBaselineFile(options, baseline_path);
+    if (!options.update_baseline) ValidateBaselineKeys(options, baseline, baseline_path, targets);
   }
 
   std::vector<GraphCheck> checks;
@@ -258,7 +271,7 @@ int RunCheck(const CheckOptions& options, std::ostream& out, std::ostream& err) 
 
   out << EscapeControls(report);
   out.flush();
-  if (github) err << CheckAnnotations(checks, blocks);
+  if (github) err << CheckAnnotations(checks, blocks, options.Name("update_baseline"));
   std::vector<OutputFile> files;  // written all or none
   if (!junit_text.empty()) files.push_back({options.junit_path, std::move(junit_text)});
   if (!summary_path.empty()) files.push_back({summary_path, std::move(summary_text)});

@@ -5,6 +5,7 @@
 #define CKPTPLAN_CHECK_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -36,6 +37,14 @@ struct CheckOptions {
   std::string junit_path;         ///< empty: none
   size_t top = 5;                 ///< tensors listed as grown
   Limits limits;                  ///< for every graph (settings.load carries no limits)
+  /// How messages name an option, given as its field here ("budget",
+  /// "config_path", "baseline_path", "update_baseline", "no_plan"); the CLI
+  /// names its flags. Unset: the field's name.
+  std::function<std::string(const std::string& field)> field_name;
+  /// `field` as messages name it (field_name).
+  std::string Name(const std::string& field) const {
+    return field_name ? field_name(field) : field;
+  }
 };
 
 /// One graph to check with its settings resolved.

@@ -232,7 +232,7 @@ std::string CheckOverallLine(const std::vector<GraphCheck>& checks, bool update,
 }
 
 std::string CheckAnnotations(const std::vector<GraphCheck>& checks,
-                             const std::vector<std::string>& blocks) {
+                             const std::vector<std::string>& blocks, const std::string& update) {
   std::string out;
   for (size_t i = 0; i < checks.size(); ++i) {
     const GraphCheck& check = checks[i];
@@ -248,7 +248,7 @@ std::string CheckAnnotations(const std::vector<GraphCheck>& checks,
     } else if (check.baseline && -check.delta > check.allowed) {
       out += GithubCommand("notice", properties,
                            "peak shrank " + DeltaText(check.delta, check.baseline->peak_bytes) +
-                               "; run ckptplan check with --update-baseline to lock it in");
+                               "; run ckptplan check with " + update + " to lock it in");
     }
   }
   return out;

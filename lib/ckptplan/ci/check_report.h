@@ -23,9 +23,10 @@ std::string CheckVerdictLine(const GraphCheck& check, bool update);
 std::string CheckDetailText(const GraphCheck& check, size_t top);
 
 /// ::error for failed graphs, ::warning for growth within the tolerance,
-/// ::notice for a shrink beyond it. `blocks[i]` is graph i's verdict + details.
+/// ::notice for a shrink beyond it. `blocks[i]` is graph i's verdict + details;
+/// `update` names the option that records a new baseline.
 std::string CheckAnnotations(const std::vector<GraphCheck>& checks,
-                             const std::vector<std::string>& blocks);
+                             const std::vector<std::string>& blocks, const std::string& update);
 /// A Markdown table of every graph, then the category changes of failed ones.
 std::string CheckMarkdown(const std::vector<GraphCheck>& checks, const std::string& overall,
                           const std::vector<std::string>& verdicts);

@@ -64,14 +64,20 @@ ordered_json LayoutJson(const ParallelLayout& l) {
   return j;
 }
 
+// Which ranks a RankRun stands for.
+ordered_json RankIdJson(const RankGraph& rank) {
+  ordered_json r;
+  r["pp_stage"] = rank.pp_stage;
+  r["tp_rank"] = rank.tp_rank;
+  r["dp_rank"] = rank.dp_rank;
+  r["count"] = rank.count;
+  return r;
+}
+
 ordered_json RanksJson(const std::vector<RankRun>& runs) {
   ordered_json ranks = ordered_json::array();
   for (const RankRun& run : runs) {
-    ordered_json r;
-    r["pp_stage"] = run.rank.pp_stage;
-    r["tp_rank"] = run.rank.tp_rank;
-    r["dp_rank"] = run.rank.dp_rank;
-    r["count"] = run.rank.count;
+    ordered_json r = RankIdJson(run.rank);
     r["peak_bytes"] = run.planned.peak_bytes;
     r["peak_breakdown"] = BreakdownJson(run.planned, run.planned.peak_step);
     r["save_all_peak_bytes"] = run.save_all.peak_bytes;
@@ -124,6 +130,26 @@ void PrintRuns(const std::vector<RankRun>& runs, const Summary& base, const Para
   out << "Highest rank: pipeline stage " << runs[highest].rank.pp_stage << ", tp rank "
       << runs[highest].rank.tp_rank << ", dp rank " << runs[highest].rank.dp_rank << ": peak "
       << FormatBytes(runs[highest].planned.peak_bytes) << '\n';
+}
+
+// The --timeline file of a parallel layout (docs/formats.md): the timeline
+// of the highest rank, as one device's, with "rank" saying which ranks it
+// stands for, and "ranks": every distinct rank's timeline (pipeline stages,
+// ZeRO's uneven partitions), in the order of the summary.
+std::string LayoutTimeline(const std::vector<RankRun>& runs, int64_t reserve) {
+  ordered_json ranks = ordered_json::array();
+  for (const RankRun& run : runs) {
+    SimOptions options;
+    options.reserve_bytes = reserve;
+    options.record_categories = true;  // the per-step breakdown
+    ordered_json timeline =
+        TimelineJson(run.rank.graph, Simulate(run.rank.graph, run.keep, options));
+    timeline["rank"] = RankIdJson(run.rank);
+    ranks.push_back(std::move(timeline));
+  }
+  ordered_json out = ranks[HighestRank(runs)];
+  out["ranks"] = std::move(ranks);
+  return out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 std::vector<RankRun> MakeRuns(const Graph& graph, const ParallelLayout& layout, int64_t reserve) {
@@ -183,10 +209,10 @@ std::optional<PlannerResult> PlanOnFewerMicrobatches(const Graph& graph,
 LoadedGraph LoadForLayout(const CommonOptions& options, LoadOptions* load,
                           const std::optional<LoadOptions>& recorded = std::nullopt,
                           const std::string& plan_path = "") {
-  if (!options.timeline_path.empty() || !options.report_path.empty() ||
-      !options.trace_path.empty() || !options.timeline_csv_path.empty()) {
-    throw InputError("--timeline, --report, --trace and --timeline-csv are one device's; they "
-                     "do not take a parallel layout yet",
+  if (!options.report_path.empty() || !options.trace_path.empty() ||
+      !options.timeline_csv_path.empty()) {
+    throw InputError("--report, --trace and --timeline-csv are one device's; they do not take "
+                     "a parallel layout yet (--timeline does: every distinct rank's)",
                      kExitUsage);
   }
   std::vector<std::string> conflicts;
@@ -239,6 +265,13 @@ LoadedPlan ApplyPlanFile(const std::string& path, std::vector<RankRun>* runs) {
 
 }  // namespace
 
+std::string LayoutFlagName(const std::string& field) {
+  if (field == "bucket_cap_bytes") return "--bucket-cap";
+  std::string flag = "--" + field;
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return flag;
+}
+
 int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
   LoadOptions load;
   const std::optional<LoadOptions> recorded =
@@ -255,6 +288,9 @@ int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out) {
   for (RankRun& run : runs) run.planned = SimulateRank(run.rank.graph, run.keep, reserve);
   Summary base{"simulate", options.graph_path, budget, reserve, nullptr, nullptr, nullptr,
                LowerBound(), options.top, !options.plan_path.empty()};
+  if (!options.timeline_path.empty()) {
+    WriteFileAtomic(options.timeline_path, LayoutTimeline(runs, reserve));
+  }
   PrintRuns(runs, base, options.layout, options.json, out);
   return kExitOk;
 }
@@ -303,6 +339,7 @@ int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner
   if (!infeasible.empty()) throw InfeasibleError(options.graph_path + ": " + infeasible);
   Summary base{"plan", options.graph_path, options.budget_bytes.value_or(0), options.reserve_bytes.value_or(0),
                nullptr, nullptr, nullptr, LowerBound(), options.top};
+  std::vector<OutputFile> files;
   if (!options.output_path.empty()) {
     // The plan file of the first stage's planning rank, with the layout and
     // every stage's decisions (docs/formats.md: "parallel" and "stages").
@@ -327,8 +364,13 @@ int RunDistributedPlan(const PlanOptions& options, const PlannerOptions& planner
     }
     plan["stages"] = std::move(stages);
     plan["ranks"] = RanksJson(runs);
-    WriteFileAtomic(options.output_path, plan.dump(2) + "\n");
+    files.push_back({options.output_path, plan.dump(2) + "\n"});
   }
+  if (!options.timeline_path.empty()) {
+    files.push_back({options.timeline_path,
+                     LayoutTimeline(runs, options.reserve_bytes.value_or(0))});
+  }
+  WriteFilesAtomic(files);  // all or none
   PrintRuns(runs, base, options.layout, options.json, out);
   return kExitOk;
 }

@@ -5,6 +5,7 @@
 #define CKPTPLAN_CLI_DISTRIBUTED_H_
 
 #include <ostream>
+#include <string>
 
 #include "ckptplan/cli/commands.h"
 
@@ -24,6 +25,11 @@ int RunDistributedSimulate(const SimulateOptions& options, std::ostream& out);
 /// prints those that fit, least recompute overhead first.
 int RunParallelSearch(const SweepOptions& options, const PlannerOptions& planner, int gpus,
                       std::ostream& out);
+
+/// The flag that sets a ParallelLayout field ("zero_partition" ->
+/// "--zero-partition", "bucket_cap_bytes" -> "--bucket-cap"): the CLI's
+/// ParallelLayout::field_name.
+std::string LayoutFlagName(const std::string& field);
 
 }  // namespace ckptplan
 

@@ -1,5 +1,7 @@
 #include "ckptplan/cli/flags.h"
 
+#include <algorithm>
+
 #include <CLI/CLI.hpp>
 
 #include <cerrno>
@@ -202,6 +204,9 @@ void AddLoadFlags(CLI::App* command, LoadFlags* flags) {
       "ONNX: bytes per Dropout mask element: 1 (native_dropout, default) or 4")
       ->check(CLI::IsMember({1, 4}));
   Limits& limits = flags->limits;
+  limits.max_nodes_hint = "raise it with --max-nodes";
+  limits.max_tensors_hint = "raise it with --max-tensors";
+  limits.max_depth_hint = "raise the limit with --max-depth";
   command->add_option("--max-nodes", limits.max_nodes, "Reject graphs with more nodes")
       ->capture_default_str();
   command->add_option("--max-tensors", limits.max_tensors, "Reject graphs with more tensors")
@@ -293,6 +298,16 @@ std::string LoadErrorHint(const UnresolvedShapesError& error) {
   for (const std::string& dim : error.unbound_dims) hint += " --dim " + dim + "=N";
   for (const std::string& input : error.unshaped_inputs) hint += " --input-shape " + input + ":AxB...";
   return hint.empty() ? "" : "bind the graph inputs with" + hint;
+}
+
+std::string CheckFlagName(const std::string& field) {
+  std::string flag = field;
+  const std::string path = "_path";  // baseline_path -> --baseline
+  if (flag.size() > path.size() && flag.compare(flag.size() - path.size(), path.size(), path) == 0) {
+    flag.resize(flag.size() - path.size());
+  }
+  std::replace(flag.begin(), flag.end(), '_', '-');
+  return "--" + flag;
 }
 
 }  // namespace ckptplan

@@ -64,6 +64,11 @@ std::pair<std::string, int64_t> ParseDimFlag(const std::string& arg);
 double ParseMaxErrorFlag(const std::string& arg);
 std::pair<std::string, std::vector<int64_t>> ParseInputShapeFlag(const std::string& arg);
 
+/// The `check` flag that sets a CheckOptions field ("update_baseline" ->
+/// "--update-baseline", "baseline_path" -> "--baseline", "config_path" ->
+/// "--config"): the CLI's CheckOptions::field_name.
+std::string CheckFlagName(const std::string& field);
+
 }  // namespace ckptplan
 
 #endif  // CKPTPLAN_FLAGS_H_

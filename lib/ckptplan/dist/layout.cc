@@ -268,33 +268,36 @@ bool ParallelLayout::IsSingleDevice() const {
 }
 
 void ValidateLayout(const ParallelLayout& layout) {
-  Require(layout.dp >= 1, "--dp: must be at least 1 (got " + std::to_string(layout.dp) + ")");
+  auto n = [&](const char* field) { return layout.Name(field); };
+  Require(layout.dp >= 1, n("dp") + ": must be at least 1 (got " + std::to_string(layout.dp) + ")");
   Require(layout.zero >= 0 && layout.zero <= 3,
-          "--zero: expected 0, 1, 2 or 3 (got " + std::to_string(layout.zero) + ")");
+          n("zero") + ": expected 0, 1, 2 or 3 (got " + std::to_string(layout.zero) + ")");
   Require(layout.zero_partition == "flat" || layout.zero_partition == "params",
-          "--zero-partition: expected flat or params (got '" + layout.zero_partition + "')");
+          n("zero_partition") + ": expected flat or params (got '" + layout.zero_partition + "')");
   Require(layout.zero_partition == "flat" || layout.zero == 1,
-          "--zero-partition params is ZeroRedundancyOptimizer, which is ZeRO stage 1 "
-          "(got --zero " + std::to_string(layout.zero) + ")");
+          n("zero_partition") + " params is ZeroRedundancyOptimizer, which is ZeRO stage 1 (got " +
+              n("zero") + " " + std::to_string(layout.zero) + ")");
   Require(layout.grad_buckets == "copy" || layout.grad_buckets == "view",
-          "--grad-buckets: expected copy or view (got '" + layout.grad_buckets + "')");
-  Require(layout.bucket_cap_bytes > 0, "--bucket-cap: must be positive");
-  Require(layout.tp >= 1, "--tp: must be at least 1");
-  Require(layout.pp >= 1, "--pp: must be at least 1");
-  Require(layout.microbatches >= 1, "--microbatches: must be at least 1");
-  Require(layout.virtual_stages >= 1, "--virtual-stages: must be at least 1");
+          n("grad_buckets") + ": expected copy or view (got '" + layout.grad_buckets + "')");
+  Require(layout.bucket_cap_bytes > 0, n("bucket_cap_bytes") + ": must be positive");
+  Require(layout.tp >= 1, n("tp") + ": must be at least 1");
+  Require(layout.pp >= 1, n("pp") + ": must be at least 1");
+  Require(layout.microbatches >= 1, n("microbatches") + ": must be at least 1");
+  Require(layout.virtual_stages >= 1, n("virtual_stages") + ": must be at least 1");
   Require(layout.schedule == "gpipe" || layout.schedule == "1f1b" ||
               layout.schedule == "interleaved",
-          "--schedule: expected gpipe, 1f1b or interleaved (got '" + layout.schedule + "')");
+          n("schedule") + ": expected gpipe, 1f1b or interleaved (got '" + layout.schedule + "')");
   Require(layout.tp_embedding == "vocab" || layout.tp_embedding == "replicated",
-          "--tp-embedding: expected vocab or replicated (got '" + layout.tp_embedding + "')");
-  Require(!layout.sp || layout.tp > 1, "--sp: sequence parallelism needs --tp of at least 2");
+          n("tp_embedding") + ": expected vocab or replicated (got '" + layout.tp_embedding + "')");
+  Require(!layout.sp || layout.tp > 1,
+          n("sp") + ": sequence parallelism needs " + n("tp") + " of at least 2");
   Require((layout.schedule == "interleaved") == (layout.virtual_stages > 1),
-          "--schedule interleaved takes --virtual-stages 2 or more, and --virtual-stages "
-          "needs --schedule interleaved");
+          n("schedule") + " interleaved takes " + n("virtual_stages") + " 2 or more, and " +
+              n("virtual_stages") + " needs " + n("schedule") + " interleaved");
   Require(layout.schedule != "interleaved" || layout.microbatches % layout.pp == 0,
-          "--schedule interleaved: --microbatches must be a multiple of --pp (got " +
-              std::to_string(layout.microbatches) + " and " + std::to_string(layout.pp) + ")");
+          n("schedule") + " interleaved: " + n("microbatches") + " must be a multiple of " +
+              n("pp") + " (got " + std::to_string(layout.microbatches) + " and " +
+              std::to_string(layout.pp) + ")");
 }
 
 ShardPlan PlanShards(const Graph& graph, int dp, const std::string& partition) {
@@ -344,7 +347,8 @@ void DistributeStage(const Graph& graph, const ParallelLayout& layout, int stage
   }
   const ShardPlan shards = PlanShards(graph, layout.dp, layout.zero_partition);
   if (shards.total_bytes == 0) {
-    throw InputError(graph.source + ": --zero-partition params needs parameter tensors in the "
+    throw InputError(graph.source + ": " + layout.Name("zero_partition") +
+                         " params needs parameter tensors in the "
                      "graph, and it has none",
                      kExitBadInput);
   }

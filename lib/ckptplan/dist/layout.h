@@ -9,6 +9,7 @@
 #define CKPTPLAN_DIST_LAYOUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -35,12 +36,21 @@ struct ParallelLayout {
   int virtual_stages = 1;
   bool pp_free_outputs = false;
 
+  /// How messages name a field, given as the plan file's "parallel" object
+  /// spells it ("dp", "zero_partition", "bucket_cap_bytes"); the CLI names
+  /// its flags. Unset: that spelling.
+  std::function<std::string(const std::string& field)> field_name;
+
   /// True when every flag is at its default: plan the graph as it is.
   bool IsSingleDevice() const;
+  /// `field` as messages name it (field_name).
+  std::string Name(const std::string& field) const {
+    return field_name ? field_name(field) : field;
+  }
 };
 
-/// Throws InputError (kExitUsage) naming the flag when a value is out of
-/// range or a combination is not supported.
+/// Throws InputError (kExitUsage) naming the field (ParallelLayout::Name)
+/// when a value is out of range or a combination is not supported.
 void ValidateLayout(const ParallelLayout& layout);
 
 /// One distinct rank: its coordinates and how many ranks share its graph.

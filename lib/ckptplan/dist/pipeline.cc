@@ -534,9 +534,13 @@ std::vector<int> AssignStages(const Graph& graph, int stages) {
     if (layer_of[n] >= 0) layers.insert(layer_of[n]);
   }
   if (static_cast<int>(layers.size()) < stages) {
-    throw InputError(graph.source + ": --pp " + std::to_string(stages) + " needs at least " +
-                         std::to_string(stages) + " layers (module scopes such as h.0, h.1), "
-                         "and the graph has " + std::to_string(layers.size()),
+    // Counted as virtual stages (pp x virtual stages); the library names no flag.
+    const std::string n = std::to_string(stages);
+    throw InputError(graph.source + ": " + n +
+                         (stages == 1 ? " pipeline stage needs at least 1 layer"
+                                      : " pipeline stages need at least " + n + " layers") +
+                         " (module scopes such as h.0, h.1), and the graph has " +
+                         std::to_string(layers.size()),
                      kExitUsage);
   }
   // Layer indices in order -> stage: even split, earlier stages one more.

@@ -282,7 +282,7 @@ class TpBuilder {
     s_.column_bwd.assign(nodes, 0);
     ClassifyNodes(summary);
     if (summary != nullptr && summary->column + summary->row == 0) {
-      throw InputError(in_.source + ": --tp " + std::to_string(tp_) +
+      throw InputError(in_.source + ": " + layout_.Name("tp") + " " + std::to_string(tp_) +
                            ": no column- or row-parallel node found (docs/distributed.md, "
                            "tensor parallelism: the rule, or \"tp\" fields in a JSON graph)",
                        kExitBadInput);

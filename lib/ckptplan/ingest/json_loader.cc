@@ -738,7 +738,7 @@ class StreamHandler {
 }  // namespace
 
 Graph ParseJsonGraph(std::string_view text, const std::string& source, const Limits& limits) {
-  CheckJsonDepth(text, limits.max_depth, source);
+  CheckJsonDepth(text, limits.max_depth, source, limits.max_depth_hint);
   {
     Loader loader(source, limits);
     StreamHandler handler(loader, source);
@@ -769,7 +769,7 @@ Graph LoadJsonGraph(const std::string& path, const Limits& limits, std::string* 
   {
     std::ifstream in;
     open(in);
-    JsonDepthScanner scanner(limits.max_depth, path);
+    JsonDepthScanner scanner(limits.max_depth, path, limits.max_depth_hint);
     Sha256 sha;
     std::vector<char> piece(1 << 16);
     while (in.read(piece.data(), static_cast<std::streamsize>(piece.size())) || in.gcount() > 0) {

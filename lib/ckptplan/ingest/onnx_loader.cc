@@ -1654,7 +1654,8 @@ Graph ParseOnnxGraph(std::string_view bytes, const std::string& source,
   if (static_cast<uint64_t>(model.graph().node_size()) > options.limits.max_nodes) {
     throw InputError(source + ": " + std::to_string(model.graph().node_size()) +
                      " ONNX nodes is over the limit of " +
-                     std::to_string(options.limits.max_nodes) + " (raise it with --max-nodes)");
+                     std::to_string(options.limits.max_nodes) +
+                     LimitHint(options.limits.max_nodes_hint));
   }
   CheckTopology(model, source);
   DropWeightData(model);

@@ -40,11 +40,11 @@ void CheckCounts(const Graph& graph, const Limits& limits) {
   Problems problems(graph.source);
   if (graph.nodes.size() > limits.max_nodes) {
     problems.Add(std::to_string(graph.nodes.size()) + " nodes is over the limit of " +
-                 std::to_string(limits.max_nodes) + " (raise it with --max-nodes)");
+                 std::to_string(limits.max_nodes) + LimitHint(limits.max_nodes_hint));
   }
   if (graph.tensors.size() > limits.max_tensors) {
     problems.Add(std::to_string(graph.tensors.size()) + " tensors is over the limit of " +
-                 std::to_string(limits.max_tensors) + " (raise it with --max-tensors)");
+                 std::to_string(limits.max_tensors) + LimitHint(limits.max_tensors_hint));
   }
   problems.ThrowIfAny();
 }

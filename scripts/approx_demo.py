@@ -1,26 +1,30 @@
 #!/usr/bin/python3
 """Approximate recompute, shown honestly (issue #23; docs/approximate-recompute.md).
 
-Two small models trained here on CPU, plus the same architecture at random
-initialisation:
+Two small models trained here on CPU, plus the same architectures at random
+initialisation (tests/torch/models.py's GPT and MLP, at the sizes below):
 - gpt: a character-level GPT (2 blocks, width 128, 64 characters of context)
   on the licence texts in /usr/share/common-licenses;
-- mlp: an MLP (256 -> 512 -> 512 -> 512 -> 10) on a synthetic task whose
-  inputs lie near a 16-dimensional subspace, labelled by a random teacher.
+- mlp: an MLP (256 -> 512 -> 512 -> 512 -> 10, GELU) on a synthetic task
+  whose inputs lie near a 16-dimensional subspace, labelled by a random
+  teacher.
 
-  approx_demo.py train  [--steps N]     trains both, saves the weights to SCRATCH
-  approx_demo.py report [--max-error E] per model: export --approximations, plan at a
-      budget that needs recomputation exactly and with --max-error, apply and
-      measure save-all, exact and approximate checkpointing; random weights at
-      a tight --max-error
-  approx_demo.py curves [--steps N]     short training runs from the trained
-      weights with the exact and the approximate plan; final losses
+  approx_demo.py train  [--models M] [--steps N] [--weight-decay W]
+      trains, saves the weights to SCRATCH
+  approx_demo.py report [--max-error E | gpt=E,mlp=E] [--rounds R] [--curve-steps N]
+      per model: export --approximations, plan at a budget that needs
+      recomputation exactly and with --max-error, measure save-all, exact and
+      approximate checkpointing (peaks, gradient error; CPU time over R
+      interleaved steps), optionally N-step training runs with the exact and
+      the approximate plan; one table, issue 23's targets checked; then
+      random weights at a tight --max-error
+  approx_demo.py curves [--steps N]     the training runs alone
 
 SCRATCH is $CKPTPLAN_DEMO_DIR or /tmp/ckptplan_approx_demo (weights, graphs
 and plans; nothing is written into the repository). The model factories
 (gpt_trained, mlp_trained, gpt_random, mlp_random) also serve
 `python3 -m ckptplan_torch export|apply --model scripts/approx_demo.py:gpt_trained`.
-Run it with `nice -n 10`: it keeps one core busy for tens of minutes.
+Run it with `nice -n 10`: it keeps one to two cores busy for tens of minutes.
 """
 
 import argparse
@@ -34,7 +38,6 @@ import sys
 import time
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,69 +51,19 @@ MLP_IN, MLP_HIDDEN, MLP_CLASSES, MLP_LATENT, MLP_BATCH = 256, 512, 10, 16, 512
 
 
 # --------------------------------------------------------------------------
-# Models and data.
+# Models (tests/torch/models.py's, at the demo's sizes) and data.
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "torch"))
+import models as test_models  # noqa: E402
 
 
-class Block(nn.Module):
-    def __init__(self, d, heads):
-        super().__init__()
-        self.heads = heads
-        self.ln_1 = nn.LayerNorm(d)
-        self.c_attn = nn.Linear(d, 3 * d)
-        self.c_proj = nn.Linear(d, d)
-        self.ln_2 = nn.LayerNorm(d)
-        self.c_fc = nn.Linear(d, 4 * d)
-        self.c_out = nn.Linear(4 * d, d)
-
-    def attention(self, x):
-        b, t, c = x.shape
-        h = self.heads
-        q, k, v = self.c_attn(x).split(c, dim=2)
-        q = q.reshape(b, t, h, c // h).transpose(1, 2)
-        k = k.reshape(b, t, h, c // h).transpose(1, 2)
-        v = v.reshape(b, t, h, c // h).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(c // h))
-        mask = torch.ones(t, t, dtype=torch.bool).triu(1)
-        att = F.softmax(att.masked_fill(mask, float("-inf")), dim=-1)
-        del mask
-        y = att @ v
-        del att, q, k, v
-        return self.c_proj(y.transpose(1, 2).reshape(b, t, c))
-
-    def forward(self, x):
-        x = x + self.attention(self.ln_1(x))
-        return x + self.c_out(F.gelu(self.c_fc(self.ln_2(x))))
+def make_gpt():
+    return test_models.GPT(vocab=VOCAB, d=128, heads=4, layers=2, seq=SEQ)
 
 
-class CharGPT(nn.Module):
-    def __init__(self, d=128, heads=4, layers=2):
-        super().__init__()
-        self.wte = nn.Embedding(VOCAB, d)
-        self.wpe = nn.Embedding(SEQ, d)
-        self.h = nn.ModuleList(Block(d, heads) for _ in range(layers))
-        self.ln_f = nn.LayerNorm(d)
-        self.lm_head = nn.Linear(d, VOCAB, bias=False)
-
-    def forward(self, idx, targets):
-        b, t = idx.shape
-        x = self.wte(idx) + self.wpe(torch.arange(t))
-        for block in self.h:
-            x = block(x)
-        x = self.lm_head(self.ln_f(x))
-        return F.cross_entropy(x.reshape(b * t, -1), targets.reshape(b * t))
-
-
-class MLP(nn.Module):
-    def __init__(self):
-        super().__init__()
-        dims = [MLP_IN] + [MLP_HIDDEN] * 3
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
-        self.head = nn.Linear(MLP_HIDDEN, MLP_CLASSES)
-
-    def forward(self, x, y):
-        for layer in self.layers:
-            x = F.gelu(layer(x))
-        return F.cross_entropy(self.head(x), y)
+def make_mlp():
+    return test_models.MLP(d_in=MLP_IN, hidden=MLP_HIDDEN, classes=MLP_CLASSES, depth=3,
+                           activation=F.gelu)
 
 
 def text():
@@ -150,7 +103,7 @@ class LatentBatches:
         return x, y
 
 
-MODELS = {"gpt": (CharGPT, TextBatches), "mlp": (MLP, LatentBatches)}
+MODELS = {"gpt": (make_gpt, TextBatches), "mlp": (make_mlp, LatentBatches)}
 
 
 def weights_path(name):
@@ -203,6 +156,9 @@ def cmd_train(args):
         torch.manual_seed(0)
         model = make()
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+        # Cosine from --lr down to --lr-min (constant when they are equal).
+        lr_min = args.lr if args.lr_min is None else args.lr_min
+        sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, args.steps, eta_min=lr_min)
         data = batches(0)
         start, losses = time.process_time(), []
         for step in range(args.steps):
@@ -210,6 +166,7 @@ def cmd_train(args):
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            sched.step()
             losses.append(loss.item())
             if step % 100 == 0 or step == args.steps - 1:
                 print("%s step %d loss %.4f (%.0f s CPU)" %
@@ -218,7 +175,8 @@ def cmd_train(args):
         torch.save(model.state_dict(), weights_path(name) + ".tmp")
         os.replace(weights_path(name) + ".tmp", weights_path(name))
         with open(weights_path(name) + ".json", "w") as f:
-            json.dump({"steps": args.steps, "lr": args.lr, "weight_decay": args.weight_decay,
+            json.dump({"steps": args.steps, "lr": args.lr, "lr_min": lr_min,
+                       "weight_decay": args.weight_decay,
                        "final_loss": statistics.mean(losses[-20:])}, f)
 
 
@@ -231,57 +189,15 @@ def ckptplan(*args):
                           text=True).stdout
 
 
-def planner_has_max_error():
-    return "--max-error" in ckptplan("plan", "--help")
-
-
 def make_plan(graph_path, budget, out_path, max_error=None):
-    """ckptplan plan at `budget` (with --max-error when given); the plan dict
-    and the summary ckptplan printed. A ckptplan without --max-error: its
-    exact plan, approximated by stand_in_approximations."""
+    """ckptplan plan at `budget` (with --max-error when given): the plan dict
+    and the summary ckptplan printed."""
     args = ["plan", graph_path, "--budget", str(budget), "-o", out_path]
-    native = max_error is not None and planner_has_max_error()
-    if native:
+    if max_error is not None:
         args += ["--max-error", repr(max_error)]
     summary = ckptplan(*args)
     with open(out_path) as f:
-        plan = json.load(f)
-    if max_error is not None and not native:
-        with open(graph_path) as f:
-            plan = stand_in_approximations(plan, json.load(f), max_error)
-        with open(out_path, "w") as f:
-            json.dump(plan, f, indent=1)
-        summary += "(approximations chosen by approx_demo.py's stand-in: no --max-error here)\n"
-    return plan, summary
-
-
-def stand_in_approximations(plan, graph, max_error):
-    """For a ckptplan without --max-error: the exact plan's decisions, with
-    options of the linear nodes its chains re-run chosen greedily by FLOPs
-    saved per unit of error while the summed error stays <= max_error (one
-    option per node; ties by node id, then rank). Memory is the exact plan's."""
-    nodes = {n["id"]: n for n in graph["nodes"]}
-    rerun = sorted({c for d in plan["decisions"] if d["action"] == "recompute"
-                    for c in d.get("chain", ()) if nodes[c].get("approx")})
-    options = []
-    for node_id in rerun:
-        for o in nodes[node_id]["approx"]:
-            saved = nodes[node_id]["flops"] - o["flops"]
-            if saved > 0:
-                options.append((-saved / max(o["error"], 1e-12), node_id, o["rank"], o, saved))
-    chosen, total = {}, 0.0
-    for _, node_id, _, o, saved in sorted(options, key=lambda x: x[:3]):
-        if node_id not in chosen and total + o["error"] <= max_error:
-            chosen[node_id] = (o, saved)
-            total += o["error"]
-    doc = dict(plan, max_error=max_error, estimated_error=total,
-               approximations=[{"node": n, "rank": o["rank"], "error": o["error"],
-                                "cost_saved": saved} for n, (o, saved) in sorted(chosen.items())])
-    doc["recompute_cost"] = plan["recompute_cost"] - sum(v[1] for v in chosen.values())
-    doc["decisions"] = [dict(d, action="recompute_approx")
-                        if d["action"] == "recompute" and set(d.get("chain", ())) & set(chosen)
-                        else d for d in plan["decisions"]]
-    return doc
+        return json.load(f), summary
 
 
 def recompute_flops(graph, plan, program):
@@ -300,30 +216,88 @@ def recompute_flops(graph, plan, program):
     return total
 
 
-def measure_row(model, inputs, graph, plan, label, steps):
+def measure_row(model, inputs, graph, plan, label):
+    """Peaks (predicted, allocator-measured) and the gradient error against the
+    eager step, from measure_plan; recompute FLOPs counted from the graph."""
     from ckptplan_torch import measure
     from ckptplan_torch.apply import apply_plan
-    r = measure.measure_plan(model, inputs, plan, optimizer="adamw", timed_steps=steps)
+    r = measure.measure_plan(model, inputs, plan, optimizer="adamw", timed_steps=0)
     applied = apply_plan(model, plan)
     applied.prepare(*inputs)
-    flops = recompute_flops(graph, plan, applied.program)
     return {
         "label": label,
         "approximations": len(plan.get("approximations") or []),
         "recomputed": r["dropped_tensors"],
-        "predicted_mib": r["predicted_bytes"] / 2.0 ** 20,
-        "measured_mib": r["measured_bytes"] / 2.0 ** 20,
-        "recompute_mflop": flops / 1e6,
+        "predicted_bytes": r["predicted_bytes"],
+        "measured_bytes": r["measured_bytes"],
+        "factor_bytes": r.get("factor_bytes", 0),
+        "recompute_mflop": recompute_flops(graph, plan, applied.program) / 1e6,
         "plan_recompute_mflop": plan.get("recompute_cost", 0.0) / 1e6,
-        "recompute_ms": 1e3 * r["recompute_s"],
-        "step_ms": 1e3 * r["planned_step_s"],
         "gradient_error": r.get("gradient_error", 0.0),
         "estimated_error": plan.get("estimated_error", 0.0) or 0.0,
         "bit_equal": not r["differences"],
     }
 
 
-def report_model(name, max_error, steps, fraction):
+def time_plans(name, plans, rounds, warmup=2):
+    """CPU time of training steps (forward, backward, AdamW step) with each
+    plan applied, on the held-out batch: one process, one thread, the plans
+    interleaved (A B C, then C B A, ...) so that the machine's load drifts
+    over all of them alike. Per plan: the medians over `rounds` steps of the
+    step's process CPU time and of the CPU time in its recompute steps, timed
+    directly by the applied program's runner (its clock, time.perf_counter,
+    pointed at time.process_time for the duration), and the median over
+    rounds of the per-round ratio of each plan's recompute time to the first
+    plan's that recomputes."""
+    import copy
+    import types
+    from unittest import mock
+
+    from ckptplan_torch import apply as apply_module
+    model, inputs = _factory(name, True)
+    runs = []
+    for label, plan in plans:
+        m = copy.deepcopy(model)
+        opt = torch.optim.AdamW(m.parameters(), lr=1e-3,
+                                weight_decay=training(name)["weight_decay"])
+        step = apply_module.apply_plan(m, plan)
+        step.prepare(*inputs)
+        runs.append((label, opt, step, {"step": [], "recompute": []}))
+    cpu_clock = types.SimpleNamespace(perf_counter=time.process_time)
+    with mock.patch.object(apply_module, "time", cpu_clock):
+        for i in range(warmup + rounds):
+            for label, opt, step, times in (runs if i % 2 == 0 else runs[::-1]):
+                opt.zero_grad(set_to_none=True)
+                step.runner.recompute_s = 0.0
+                start = time.process_time()
+                loss = step(*inputs)
+                loss.backward()
+                opt.step()
+                elapsed = time.process_time() - start
+                del loss
+                if i >= warmup:
+                    times["step"].append(elapsed)
+                    times["recompute"].append(step.runner.recompute_s)
+    out = {}
+    reference = next((t for _, _, _, t in runs if sum(t["recompute"]) > 0), None)
+    for label, _, _, times in runs:
+        ratios = [a / b for a, b in zip(times["recompute"], reference["recompute"]) if b > 0] \
+            if reference else []
+        out[label] = {"step_ms": 1e3 * statistics.median(times["step"]),
+                      "recompute_ms": 1e3 * statistics.median(times["recompute"]),
+                      "recompute_ratio": statistics.median(ratios) if ratios else 0.0}
+    return out
+
+
+def parse_max_error(text, name):
+    """--max-error E, or per model: gpt=0.05,mlp=0.1."""
+    if "=" not in text:
+        return float(text)
+    values = dict(item.split("=", 1) for item in text.split(","))
+    return float(values[name])
+
+
+def report_model(name, max_error, rounds, fraction):
     import ckptplan_torch
     model, inputs = _factory(name, True)
     graph = ckptplan_torch.export_graph(model, inputs, optimizer="adamw", approximations=True)
@@ -337,41 +311,79 @@ def report_model(name, max_error, steps, fraction):
     exact, _ = make_plan(graph_path, budget, os.path.join(SCRATCH, name + "_exact.json"))
     approximate, summary = make_plan(graph_path, budget,
                                      os.path.join(SCRATCH, name + "_approx.json"), max_error)
-    print("%s: budget %d B (%.2f MiB; lowest %.2f, save-all %.2f MiB), --max-error %g" %
-          (name, budget, budget / 2.0 ** 20, lowest / 2.0 ** 20, top / 2.0 ** 20, max_error))
-    rows = [measure_row(model, inputs, graph, plan, label, steps) for label, plan in
-            (("save-all", save_all), ("exact checkpointing", exact),
-             ("approximate checkpointing", approximate))]
+    print("%s (%s): budget %d B (%.2f MiB; lowest %.2f, save-all %.2f MiB), --max-error %g" %
+          (name, describe_training(name), budget, budget / 2.0 ** 20, lowest / 2.0 ** 20,
+           top / 2.0 ** 20, max_error), flush=True)
+    for line in summary.splitlines():
+        if "approximations " in line or "recompute cost" in line or "exact recompute" in line:
+            print("  ckptplan:" + line)
     for a in approximate.get("approximations") or []:
         print("  approximated %-10s rank %-3d error %.4f" % (a["node"], a["rank"], a["error"]))
+    plans = (("save-all", save_all), ("exact checkpointing", exact),
+             ("approximate checkpointing", approximate))
+    rows = [measure_row(model, inputs, graph, plan, label) for label, plan in plans]
+    times = time_plans(name, plans, rounds)
+    for row in rows:
+        row.update(times[row["label"]])
     return {"model": name, "budget": budget, "max_error": max_error, "rows": rows,
-            "summary": summary}
+            "rounds": rounds, "summary": summary}
 
 
-def print_table(results):
+def describe_training(name):
+    t = training(name)
+    return "trained %s steps, AdamW lr %s%s, weight decay %s, final loss %s" % (
+        t.get("steps", "?"), t.get("lr", "?"),
+        "" if t.get("lr_min", t.get("lr")) == t.get("lr") else " cosine to %s" % t["lr_min"],
+        t.get("weight_decay"), "%.3f" % t["final_loss"] if "final_loss" in t else "?")
+
+
+def print_table(results, curves):
+    mib = 2.0 ** 20
     print()
     print("| model | plan | recomputed | approximated | predicted MiB | measured MiB | "
-          "recompute MFLOP | recompute ms | step ms | gradient error (estimate) |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "recompute MFLOP | recompute CPU ms | step CPU ms | step - save-all ms | "
+          "gradient error (estimate) | final loss |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for res in results:
+        base = res["rows"][0]["step_ms"]
+        run = curves.get(res["model"], {})
         for r in res["rows"]:
-            print("| %s | %s | %d | %d | %.2f | %.2f | %.1f | %.1f | %.1f | %s |" % (
+            loss = {"exact checkpointing": run.get("exact"),
+                    "approximate checkpointing": run.get("approximate")}.get(r["label"])
+            print("| %s | %s | %d | %d | %.3f | %.3f | %.1f | %.1f | %.1f | %+.1f | %s | %s |" % (
                 res["model"], r["label"], r["recomputed"], r["approximations"],
-                r["predicted_mib"], r["measured_mib"], r["recompute_mflop"],
-                r["recompute_ms"], r["step_ms"],
+                r["predicted_bytes"] / mib, r["measured_bytes"] / mib, r["recompute_mflop"],
+                r["recompute_ms"], r["step_ms"], r["step_ms"] - base,
                 "bit-equal" if r["bit_equal"] and not r["approximations"] else
-                "%.4f (%.4f)" % (r["gradient_error"], r["estimated_error"])))
+                "%.4f (%.4f)" % (r["gradient_error"], r["estimated_error"]),
+                "-" if loss is None else "%.4f" % loss))
     print()
+    print("(times: medians of %s interleaved steps each, process CPU time, one thread; "
+          "recompute CPU ms timed in the recompute steps themselves)" %
+          ", ".join(sorted({str(res["rounds"]) for res in results})))
     for res in results:
-        exact, approx_row = res["rows"][1], res["rows"][2]
-        print("%s: approximate vs exact recompute: FLOPs %.1f%% less, measured recompute "
-              "time %.1f%% less, step time x%.3f; gradient error %.4f <= --max-error %g: %s" % (
-                  res["model"],
-                  100.0 * (1 - approx_row["recompute_mflop"] / exact["recompute_mflop"]),
-                  100.0 * (1 - approx_row["recompute_ms"] / exact["recompute_ms"]),
-                  approx_row["step_ms"] / exact["step_ms"], approx_row["gradient_error"],
-                  res["max_error"], "yes" if approx_row["gradient_error"] <= res["max_error"]
-                  else "NO"))
+        saveall, exact, approx_row = res["rows"]
+        base = saveall["step_ms"]
+        flops_less = 1 - approx_row["recompute_mflop"] / exact["recompute_mflop"]
+        time_less = 1 - approx_row["recompute_ratio"] / exact["recompute_ratio"]
+        diff_less = 1 - (approx_row["step_ms"] - base) / (exact["step_ms"] - base) \
+            if exact["step_ms"] > base else float("nan")
+        peak_gap = approx_row["measured_bytes"] / approx_row["predicted_bytes"] - 1
+        run = curves.get(res["model"])
+        loss_gap = run["approximate"] / run["exact"] - 1 if run else None
+        print("%s: approximate vs exact checkpointing at %d B: recompute FLOPs %.1f%% less; "
+              "recompute CPU time %.1f%% less (median of per-step ratios), step - save-all "
+              "%.1f%% less; gradient error %.4f (estimate %.4f) vs --max-error %g; measured "
+              "peak %+.2f%% vs predicted; final training loss %s" % (
+                  res["model"], res["budget"], 100 * flops_less, 100 * time_less,
+                  100 * diff_less, approx_row["gradient_error"], approx_row["estimated_error"],
+                  res["max_error"], 100 * peak_gap,
+                  "not run" if run is None else "%+.2f%% vs exact" % (100 * loss_gap)))
+        verdict = [flops_less >= 0.30, time_less >= 0.30,
+                   approx_row["gradient_error"] <= res["max_error"],
+                   run is not None and abs(loss_gap) <= 0.01]
+        print("  issue 23 targets (FLOPs >= 30%% less, time >= 30%% less, error <= bound, "
+              "final loss within 1%%): %s" % ", ".join("yes" if v else "NO" for v in verdict))
 
 
 def report_random(name, max_error, fraction):
@@ -395,14 +407,19 @@ def report_random(name, max_error, fraction):
 
 
 def cmd_report(args):
-    results = [report_model(name, args.max_error, args.steps, args.fraction)
-               for name in args.models.split(",")]
-    print_table(results)
-    print()
-    for name in args.models.split(",") if args.random_max_error > 0 else ():
-        report_random(name, args.random_max_error, args.fraction)
-    with open(os.path.join(SCRATCH, "report.json"), "w") as f:
+    names = args.models.split(",")
+    results = [report_model(name, parse_max_error(args.max_error, name), args.rounds,
+                            args.fraction) for name in names]
+    with open(os.path.join(SCRATCH, "report_%s.json" % "_".join(names)), "w") as f:
         json.dump(results, f, indent=1)
+    curves = {}
+    if args.curve_steps:
+        for name in names:
+            curves[name] = run_curves(name, args.curve_steps, args.lr)
+    print_table(results, curves)
+    print()
+    for name in names if args.random_max_error > 0 else ():
+        report_random(name, args.random_max_error, args.fraction)
 
 
 # --------------------------------------------------------------------------
@@ -445,33 +462,39 @@ def cmd_curve_run(args):
     os.replace(path + ".tmp", path)
 
 
+def run_curves(name, steps, lr):
+    """The exact and the approximate plan's training runs (two processes side
+    by side); prints the curves; returns the final training losses (mean of
+    the last 20 steps) of both."""
+    procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "curve-run",
+                               "--models", name, "--variant", variant,
+                               "--steps", str(steps), "--lr", str(lr)])
+             for variant in ("exact", "approximate")]
+    if any(p.wait() for p in procs):
+        raise SystemExit("a training run failed")
+    runs = {}
+    for variant in ("exact", "approximate"):
+        with open(os.path.join(SCRATCH, "curve_%s_%s.json" % (name, variant))) as f:
+            runs[variant] = json.load(f)
+    exact, approx_ = runs["exact"]["losses"], runs["approximate"]["losses"]
+    print("%s: %d AdamW steps from the trained weights (lr %g), same batches; training "
+          "loss, mean of 10 steps: exact | approximate recompute" % (name, steps, lr))
+    for i in list(range(9, steps, max(1, steps // 6))) + [steps - 1]:
+        window = slice(max(0, i - 9), i + 1)
+        print("  step %4d  %.4f | %.4f" % (i + 1, statistics.mean(exact[window]),
+                                          statistics.mean(approx_[window])))
+    fe, fa = statistics.mean(exact[-20:]), statistics.mean(approx_[-20:])
+    he, ha = runs["exact"]["held_out"], runs["approximate"]["held_out"]
+    print("%s: final training loss (mean of the last 20 steps) exact %.4f, approximate "
+          "%.4f (%+.2f%%); held-out batch after training: exact %.4f, approximate %.4f "
+          "(%+.2f%%)" % (name, fe, fa, 100.0 * (fa - fe) / fe, he, ha,
+                         100.0 * (ha - he) / he), flush=True)
+    return {"exact": fe, "approximate": fa}
+
+
 def cmd_curves(args):
     for name in args.models.split(","):
-        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "curve-run",
-                                   "--models", name, "--variant", variant,
-                                   "--steps", str(args.steps), "--lr", str(args.lr)])
-                 for variant in ("exact", "approximate")]
-        if any(p.wait() for p in procs):
-            raise SystemExit("a training run failed")
-        runs = {}
-        for variant in ("exact", "approximate"):
-            with open(os.path.join(SCRATCH, "curve_%s_%s.json" % (name, variant))) as f:
-                runs[variant] = json.load(f)
-        exact, approx_ = runs["exact"]["losses"], runs["approximate"]["losses"]
-        print("%s: %d AdamW steps from the trained weights (lr %g), same batches; training "
-              "loss, mean of 10 steps: exact | approximate recompute" %
-              (name, args.steps, args.lr))
-        for i in list(range(9, args.steps, max(1, args.steps // 6))) + [args.steps - 1]:
-            window = slice(max(0, i - 9), i + 1)
-            print("  step %4d  %.4f | %.4f" % (i + 1, statistics.mean(exact[window]),
-                                              statistics.mean(approx_[window])))
-        fe, fa = statistics.mean(exact[-20:]), statistics.mean(approx_[-20:])
-        he, ha = runs["exact"]["held_out"], runs["approximate"]["held_out"]
-        print("%s: final training loss (mean of the last 20 steps) exact %.4f, approximate "
-              "%.4f (%+.2f%%); held-out batch after training: exact %.4f, approximate %.4f "
-              "(%+.2f%%); CPU %.0f s vs %.0f s" %
-              (name, fe, fa, 100.0 * (fa - fe) / fe, he, ha, 100.0 * (ha - he) / he,
-               runs["exact"]["cpu_s"], runs["approximate"]["cpu_s"]))
+        run_curves(name, args.steps, args.lr)
 
 
 def main(argv=None):
@@ -481,15 +504,23 @@ def main(argv=None):
     tr.add_argument("--models", default="gpt,mlp")
     tr.add_argument("--steps", type=int, default=1500)
     tr.add_argument("--lr", type=float, default=3e-3)
+    tr.add_argument("--lr-min", type=float, default=None,
+                    help="cosine schedule from --lr down to this (default: constant --lr)")
     tr.add_argument("--weight-decay", type=float, default=0.1)
     rp = sub.add_parser("report")
     rp.add_argument("--models", default="gpt,mlp")
-    rp.add_argument("--max-error", type=float, default=0.05)
+    rp.add_argument("--max-error", default="0.05",
+                    help="E, or per model: gpt=0.05,mlp=0.1")
     rp.add_argument("--random-max-error", type=float, default=0.01,
                     help="bound for the random-weight plans (0: skip them)")
     rp.add_argument("--fraction", type=float, default=0.25,
                     help="budget: lowest + FRACTION x (save-all - lowest)")
-    rp.add_argument("--steps", type=int, default=5, help="timed steps per plan")
+    rp.add_argument("--rounds", type=int, default=20,
+                    help="timed steps per plan, interleaved")
+    rp.add_argument("--curve-steps", type=int, default=0,
+                    help="then N-step training runs with the exact and the approximate plan "
+                    "(0: none; the curves command runs them alone)")
+    rp.add_argument("--lr", type=float, default=1e-3, help="the training runs' learning rate")
     cu = sub.add_parser("curves")
     cu.add_argument("--models", default="gpt,mlp")
     cu.add_argument("--steps", type=int, default=300)

@@ -12,15 +12,16 @@ import torch.nn.functional as F
 
 
 class MLP(nn.Module):
-    def __init__(self, d_in=64, hidden=256, classes=10, depth=3):
+    def __init__(self, d_in=64, hidden=256, classes=10, depth=3, activation=torch.relu):
         super().__init__()
         dims = [d_in] + [hidden] * depth
         self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
         self.head = nn.Linear(hidden, classes)
+        self.activation = activation
 
     def forward(self, x, y):
         for layer in self.layers:
-            x = torch.relu(layer(x))
+            x = self.activation(layer(x))
         return F.cross_entropy(self.head(x), y)
 
 
@@ -140,6 +141,8 @@ def make_convnet(batch=8, size=16):
     torch.manual_seed(0)
     model = ConvNet()
     return model, (torch.randn(batch, 3, size, size), torch.randint(0, 10, (batch,)))
+
+
 def make_mlp_small(batch=4):
     """The graphs in tests/graphs/torch_mlp_*.json (alias_of and in-place forms)."""
     torch.manual_seed(0)

@@ -391,7 +391,7 @@ class RegionSearch {
         // is applied: simulate it; score the others without simulating.
         bool fast = false;
         DropChoice choice;
-        if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, &fast);
+        if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, best, &fast);
         if (!fast) choice = TryDrop(memory, r, keep, t, &trial_);
         spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
                       context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
@@ -463,10 +463,11 @@ class RegionSearch {
 
   // Scores dropping saved candidate `t` of region `r` from the region's
   // current simulation (DropDelta), without simulating; *fast false when
-  // DropDelta does not handle the drop or it leaves the peak where it is
-  // (tier 1 counts node peaks: simulated). Pruning off, never.
+  // DropDelta does not handle the drop, or it leaves the peak where it is
+  // (tier 1 counts node peaks: simulated) while `best`, the best drop of the
+  // search so far, is not of tier 0. Pruning off, never.
   DropChoice ScoreFast(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
-                       bool* fast) {
+                       const DropChoice& best, bool* fast) {
     *fast = false;
     if (!options_.prune) return {};
     const RegionalMemory::Part& region = memory.part(r);
@@ -479,7 +480,22 @@ class RegionSearch {
     if (!scored.known) return {};
     const int64_t peak = memory.peak();
     const int64_t trial_peak = std::max(memory.Outside(r), scored.region_max);
-    if (trial_peak == peak) return {};
+    if (trial_peak == peak) {
+      if (best.tensor == kNoId || best.tier != 0) return {};
+      // The drop leaves the peak: of tier 1 at best, it cannot beat `best`,
+      // and which tier-1 or no-progress choice it is does not matter.
+      ++stats_.fast_scores;
+      if (options_.verify) {
+        const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
+        if (real.tensor != kNoId && (real.tier == 0 || real.BetterThan(best))) {
+          throw std::logic_error("incremental: DropDelta left the peak for the drop of '" +
+                                 context_.graph.tensors[t].name + "' but it simulates to tier " +
+                                 std::to_string(real.tier));
+        }
+      }
+      *fast = true;
+      return {};
+    }
     RegionDrop drop;
     drop.peak = peak;
     drop.trial_peak = trial_peak;

@@ -354,9 +354,9 @@ class RegionSearch {
     size_t tried = 0;        // drops scored in this search
     // Bounds are taken best first; a loose one goes back in tightened, so
     // candidates are simulated in the order of tight bounds. Until a drop is
-    // simulated the best is found by a scan; then only the bounds that may
-    // beat it stay, as a heap: most searches simulate one drop, and a heap of
-    // every bound cost more than the rest of the choice.
+    // simulated or a loose bound tightened, the best is found by a scan; then
+    // only the bounds that may beat it stay, as a heap: most searches simulate
+    // one drop, and a heap of every bound cost more than the rest of the choice.
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
       bool heap = false;
@@ -383,7 +383,16 @@ class RegionSearch {
           Bound tight = Tighten(region, memory.Outside(r), t, tier);
           if (tight.freed <= 0) continue;
           bounds[size++] = tight;
-          if (heap) std::push_heap(bounds.begin(), bounds.begin() + size, after);
+          if (heap) {
+            std::push_heap(bounds.begin(), bounds.begin() + size, after);
+          } else {
+            // Loose bounds tend to come in runs (drops that pull re-run
+            // nodes): a scan for each would cost bounds x loose ones. The
+            // heap pops them in the same order, as bounds are ordered
+            // totally (BoundBefore breaks ties by tensor id).
+            std::make_heap(bounds.begin(), bounds.begin() + size, after);
+            heap = true;
+          }
           continue;
         }
         tried_at_[t] = search;

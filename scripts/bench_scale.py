@@ -20,8 +20,8 @@ cannot split the step): `generate transformer --layers L`, random layered
 DAGs (`generate random --layers N --width 10 --max-inputs 3 --min-bytes 1000
 --max-bytes 100000`) and a deep residual MLP stack that this script writes
 as JSON itself, not with ckptplan's generator (--families), of about
---deep-sizes nodes, each with both strategies at each of --fractions of the
-save-all peak. It prints the plan's CPU time (median of --runs), peak RSS,
+--deep-sizes nodes, each with both strategies (or only --strategy, when given)
+at each of --fractions of the save-all peak. It prints the plan's CPU time (median of --runs), peak RSS,
 drops, recompute overhead (recompute cost / the step's cost) and, per graph
 family and strategy, the growth exponent fitted (least squares on logs) to
 the plan times from 10^4 nodes up. A plan that runs past --plan-timeout is
@@ -184,7 +184,7 @@ def deep(args, workdir):
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     fits = {}
     for family in args.families.split(","):
-        for strategy in ("ckptplan", "greedy"):
+        for strategy in (args.strategy,) if args.strategy else ("ckptplan", "greedy"):
             for fraction in fractions:
                 timed_out = False
                 for size in sizes:
@@ -239,8 +239,9 @@ def main():
     parser.add_argument("--fraction", type=float, default=0.5)
     parser.add_argument("--plan-timeout", type=float, default=600)
     parser.add_argument("--workdir", default=None)
-    parser.add_argument("--strategy", default="ckptplan",
-                        help="plan --strategy: ckptplan (the default search) or greedy")
+    parser.add_argument("--strategy", default=None,
+                        help="plan --strategy: ckptplan (the default search) or greedy; "
+                        "default ckptplan, and with --deep both")
     parser.add_argument("--deep", action="store_true",
                         help="one-region graphs, both strategies (see above)")
     parser.add_argument("--deep-sizes", default="1e3,1e4,3e4,1e5,1e6")
@@ -254,6 +255,7 @@ def main():
     if args.deep:
         deep(args, workdir)
         return
+    args.strategy = args.strategy or "ckptplan"
 
     rows = []
     for size in args.sizes.split(","):

@@ -21,6 +21,7 @@ namespace {
 struct Counts {
   size_t scored = 0;  // saved candidates asked about
   size_t known = 0;   // answered without simulating
+  size_t long_walks = 0;  // last reads found through the per-root read index
 };
 
 // Checks every saved droppable candidate of every region (and of the whole
@@ -63,6 +64,7 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& 
       CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
     }
   }
+  counts->long_walks += delta.long_walks();
 }
 
 // Save-all and random plans of `graph`, each candidate dropped with
@@ -108,6 +110,33 @@ TEST_CASE("drops DropDelta scores score as their simulations do") {
   // The corpus must exercise the shortcut, and not only on trivial drops.
   CHECK(counts.known > 2000);
   CHECK(counts.known * 4 > counts.scored);
+}
+
+TEST_CASE("drops whose storages' last kept reads lie far back score as their simulations do") {
+  // Deep, narrow random DAGs: inputs from many layers back make storages
+  // whose earlier reads lie more steps back than LastKeptRead walks one by
+  // one, so it reads its per-root index of the steps.
+  Counts counts;
+  for (uint64_t seed = 500; seed < 504; ++seed) {
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 100;
+    options.width = 3;
+    options.max_inputs = 3;
+    options.optimizer = seed % 2 == 0;
+    const Graph graph = RandomTrainingGraph(options);
+    const SimContext context(graph);
+    std::mt19937_64 random(seed);
+    for (unsigned share : {0u, 50u}) {
+      SaveSet keep = SaveAll(graph);
+      for (TensorId t : context.droppable) keep[t] = random() % 100 >= share;
+      CheckPlan(context, keep, random, "deep random " + std::to_string(seed), &counts);
+    }
+  }
+  MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops, "
+                                << counts.long_walks << " last reads through the index");
+  CHECK(counts.long_walks > 0);
+  CHECK(counts.known * 2 > counts.scored);
 }
 
 }  // namespace

@@ -354,9 +354,9 @@ class RegionSearch {
     size_t tried = 0;        // drops scored in this search
     // Bounds are taken best first; a loose one goes back in tightened, so
     // candidates are simulated in the order of tight bounds. Until a drop is
-    // simulated the best is found by a scan; then only the bounds that may
-    // beat it stay, as a heap: most searches simulate one drop, and a heap of
-    // every bound cost more than the rest of the choice.
+    // simulated or a loose bound tightened, the best is found by a scan; then
+    // only the bounds that may beat it stay, as a heap: most searches simulate
+    // one drop, and a heap of every bound cost more than the rest of the choice.
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
       bool heap = false;
@@ -383,7 +383,16 @@ class RegionSearch {
           Bound tight = Tighten(region, memory.Outside(r), t, tier);
           if (tight.freed <= 0) continue;
           bounds[size++] = tight;
-          if (heap) std::push_heap(bounds.begin(), bounds.begin() + size, after);
+          if (heap) {
+            std::push_heap(bounds.begin(), bounds.begin() + size, after);
+          } else {
+            // Loose bounds tend to come in runs (drops that pull re-run
+            // nodes): a scan for each would cost bounds x loose ones. The
+            // heap pops them in the same order, as bounds are ordered
+            // totally (BoundBefore breaks ties by tensor id).
+            std::make_heap(bounds.begin(), bounds.begin() + size, after);
+            heap = true;
+          }
           continue;
         }
         tried_at_[t] = search;
@@ -391,7 +400,7 @@ class RegionSearch {
         // is applied: simulate it; score the others without simulating.
         bool fast = false;
         DropChoice choice;
-        if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, &fast);
+        if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, best, &fast);
         if (!fast) choice = TryDrop(memory, r, keep, t, &trial_);
         spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
                       context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
@@ -463,10 +472,11 @@ class RegionSearch {
 
   // Scores dropping saved candidate `t` of region `r` from the region's
   // current simulation (DropDelta), without simulating; *fast false when
-  // DropDelta does not handle the drop or it leaves the peak where it is
-  // (tier 1 counts node peaks: simulated). Pruning off, never.
+  // DropDelta does not handle the drop, or it leaves the peak where it is
+  // (tier 1 counts node peaks: simulated) while `best`, the best drop of the
+  // search so far, is not of tier 0. Pruning off, never.
   DropChoice ScoreFast(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
-                       bool* fast) {
+                       const DropChoice& best, bool* fast) {
     *fast = false;
     if (!options_.prune) return {};
     const RegionalMemory::Part& region = memory.part(r);
@@ -479,7 +489,22 @@ class RegionSearch {
     if (!scored.known) return {};
     const int64_t peak = memory.peak();
     const int64_t trial_peak = std::max(memory.Outside(r), scored.region_max);
-    if (trial_peak == peak) return {};
+    if (trial_peak == peak) {
+      if (best.tensor == kNoId || best.tier != 0) return {};
+      // The drop leaves the peak: of tier 1 at best, it cannot beat `best`,
+      // and which tier-1 or no-progress choice it is does not matter.
+      ++stats_.fast_scores;
+      if (options_.verify) {
+        const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
+        if (real.tensor != kNoId && (real.tier == 0 || real.BetterThan(best))) {
+          throw std::logic_error("incremental: DropDelta left the peak for the drop of '" +
+                                 context_.graph.tensors[t].name + "' but it simulates to tier " +
+                                 std::to_string(real.tier));
+        }
+      }
+      *fast = true;
+      return {};
+    }
     RegionDrop drop;
     drop.peak = peak;
     drop.trial_peak = trial_peak;

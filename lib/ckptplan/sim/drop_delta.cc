@@ -37,9 +37,14 @@ DropDelta::DropDelta(const SimContext& context)
   family_last_tensor_.assign(num_tensors, kNoId);
   mark_.assign(num_tensors, 0);
   ref_.assign(num_tensors, kNone);
+  root_reads_begin_.assign(num_tensors, 0);
+  root_reads_count_.assign(num_tensors, 0);
 }
 
 void DropDelta::Reset() {
+  for (TensorId root : root_reads_roots_) root_reads_count_[root] = 0;
+  root_reads_roots_.clear();
+  root_reads_ready_ = false;
   for (TensorId t : touched_) {
     first_read_[t] = last_read_[t] = alias_last_read_[t] = alias_first_made_[t] = kNone;
     original_[t] = copy_[t] = kNone;
@@ -566,30 +571,99 @@ bool DropDelta::ExistingCopy(TensorId x, uint32_t* storage) const {
 // The last step reading storage `b` that is not one of deleted_ (its first
 // step when none is), found by walking back from its last step; false when
 // that walk gets long or meets a read it does not handle.
+// Whether old step `s` reads storage `b` of root `root`: 1 yes, 0 no, -1 a
+// read of the root this index does not place.
+int DropDelta::StepReads(uint32_t s, uint32_t b, TensorId root) const {
+  const Step& at = sim_->steps[s];
+  const bool forward_read = context_.node_forward[at.node] && !at.recompute;
+  bool reads = false;
+  for (uint32_t i = context_.inputs_begin[at.node]; i < context_.outputs_begin[at.node]; ++i) {
+    const TensorId x = context_.ids[i];
+    if (context_.root[x] != root) continue;
+    uint32_t storage;
+    if (!context_.forward_produced[x] && !context_.resident_root[x]) return -1;
+    if (!OldStorage(x, forward_read, &storage)) return -1;
+    if ((storage & ~kExisting) == b && storage != kNone) reads = true;
+  }
+  return reads ? 1 : 0;
+}
+
+// Per storage root, the old steps reading a tensor of it, ascending (a step
+// twice when it reads two): counting sort over the roots the steps read.
+void DropDelta::IndexRootReads() const {
+  if (root_reads_ready_) return;
+  root_reads_ready_ = true;
+  const SimResult& sim = *sim_;
+  const TensorId* ids = context_.ids.data();
+  for (const Step& step : sim.steps) {
+    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
+      const TensorId root = context_.root[ids[i]];
+      if (root_reads_count_[root]++ == 0) root_reads_roots_.push_back(root);
+    }
+  }
+  uint32_t position = 0;
+  for (TensorId root : root_reads_roots_) {
+    root_reads_begin_[root] = position;
+    position += root_reads_count_[root];
+    root_reads_count_[root] = 0;  // now the fill cursor
+  }
+  root_reads_.resize(position);
+  for (uint32_t s = 0; s < sim.steps.size(); ++s) {
+    const NodeId n = sim.steps[s].node;
+    for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+      const TensorId root = context_.root[ids[i]];
+      root_reads_[root_reads_begin_[root] + root_reads_count_[root]++] = s;
+    }
+  }
+}
+
+// The last old step that stays and reads storage `b` (its last step when
+// that stays, its first when no read stays): the steps before its last one
+// are walked back a few at a time, then through the steps reading its root
+// (IndexRootReads), which give the same step.
 bool DropDelta::LastKeptRead(uint32_t b, uint32_t* step) const {
   const SimResult& sim = *sim_;
   const Buffer& buffer = sim.buffers[b];
+  const TensorId root = context_.root[buffer.root];
+  auto deleted = [&](uint32_t s) {
+    return std::binary_search(deleted_.begin(), deleted_.end(), s);
+  };
   uint32_t s = buffer.last_step;
-  for (int walked = 0; s > buffer.first_step; --s, ++walked) {
-    if (!std::binary_search(deleted_.begin(), deleted_.end(), s)) {
-      if (s == buffer.last_step) break;  // its last read stays
-      // Does step s read b?
-      const Step& at = sim.steps[s];
-      const bool forward_read = context_.node_forward[at.node] && !at.recompute;
-      bool reads = false;
-      for (uint32_t i = context_.inputs_begin[at.node]; i < context_.outputs_begin[at.node]; ++i) {
-        const TensorId x = context_.ids[i];
-        if (context_.root[x] != context_.root[buffer.root]) continue;
-        uint32_t storage;
-        if (!context_.forward_produced[x] && !context_.resident_root[x]) return false;
-        if (!OldStorage(x, forward_read, &storage)) return false;
-        if ((storage & ~kExisting) == b && storage != kNone) reads = true;
-      }
-      if (reads) break;
-    }
-    if (walked > kMostWalked) return false;
+  if (s <= buffer.first_step || !deleted(s)) {
+    *step = s;  // its last read stays
+    return true;
   }
-  *step = s;
+  for (int walked = 0; --s > buffer.first_step; ++walked) {
+    if (walked == kShortWalk) break;
+    if (deleted(s)) continue;
+    const int reads = StepReads(s, b, root);
+    if (reads < 0) return false;
+    if (reads > 0) {
+      *step = s;
+      return true;
+    }
+  }
+  if (s > buffer.first_step) {
+    // Steps (first_step, s] left: those reading the root, latest first.
+    IndexRootReads();
+    ++long_walks_;
+    const uint32_t* begin = root_reads_.data() + root_reads_begin_[root];
+    const uint32_t* at = std::upper_bound(begin, begin + root_reads_count_[root], s);
+    uint32_t previous = kNone;
+    while (at != begin) {
+      const uint32_t r = *--at;
+      if (r <= buffer.first_step) break;
+      if (r == previous || deleted(r)) continue;
+      previous = r;
+      const int reads = StepReads(r, b, root);
+      if (reads < 0) return false;
+      if (reads > 0) {
+        *step = r;
+        return true;
+      }
+    }
+  }
+  *step = buffer.first_step;
   return true;
 }
 

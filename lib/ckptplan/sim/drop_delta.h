@@ -19,9 +19,11 @@
 // chain's, in one order of keys), so the region's highest node peak after
 // the drop is a handful of range maxima over the current steps' totals.
 // Drops outside what is handled here (inexact costs, a node re-run before
-// the chain that would run twice, long walks back for a last read, storages
-// made by backward nodes in odd places) are reported unknown, and callers
-// simulate them.
+// the chain that would run twice, storages made by backward nodes in odd
+// places) are reported unknown, and callers simulate them. A storage's last
+// read that stays when steps go is found by walking back a few steps, then
+// through an index of the steps reading its root, built once per Index on
+// first need.
 //
 // Depends on these clauses of the rule (simulator.h lists them): steps in
 // node order with recompute steps before the first non-forward reader;
@@ -67,6 +69,10 @@ class DropDelta {
   /// Dropping saved candidate `t` of the indexed range, from the index.
   Result Score(TensorId t);
 
+  /// Last reads found through the per-root read index rather than a short
+  /// walk back over the steps (LastKeptRead), since construction. For tests.
+  size_t long_walks() const { return long_walks_; }
+
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
   struct Change {  // bytes added over merged positions [lo, hi]
@@ -79,13 +85,16 @@ class DropDelta {
   bool OldStorage(TensorId x, bool forward_read, uint32_t* storage) const;
   bool ExistingCopy(TensorId x, uint32_t* storage) const;
   bool LastKeptRead(uint32_t b, uint32_t* step) const;
+  int StepReads(uint32_t s, uint32_t b, TensorId root) const;
+  void IndexRootReads() const;
   // Keys of positions after a drop (Score): old step s is s << kKeyShift |
   // kKeyHalf, the chain's k-th step a << kKeyShift | k.
   static constexpr int kKeyShift = 20;
   static constexpr int64_t kKeyHalf = int64_t{1} << (kKeyShift - 1);
   static constexpr int64_t kKeyMask = (int64_t{1} << kKeyShift) - 1;
   static constexpr int64_t kLost = -1;  // a read of a step that goes
-  static constexpr int kMostWalked = 512;  // LastKeptRead's walk
+  // Steps LastKeptRead walks back one by one before it reads IndexRootReads.
+  static constexpr int kShortWalk = 32;
   // The last non-forward read of `t` or of a view a non-forward node took of it.
   uint32_t LastRead(TensorId t) const {
     if (alias_last_read_[t] == kNone) return last_read_[t];
@@ -118,6 +127,12 @@ class DropDelta {
   std::vector<uint32_t> family_last_, family_second_;
   std::vector<TensorId> family_last_tensor_;
   std::vector<TensorId> touched_;
+  // Per storage root, the old steps reading it (IndexRootReads, built on
+  // first need after Index): root_reads_[begin, begin + count).
+  mutable bool root_reads_ready_ = false;
+  mutable std::vector<uint32_t> root_reads_begin_, root_reads_count_, root_reads_;
+  mutable std::vector<TensorId> root_reads_roots_;  // roots with a count
+  mutable size_t long_walks_ = 0;
   // Score's working memory: per tensor, the storage of its copy in the chain
   // (a new storage's index, or kExisting | an old buffer's, or kNone) while
   // mark_ is the epoch.

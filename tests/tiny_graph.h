@@ -78,6 +78,20 @@ inline constexpr const char* kTinyChain =
     "B s_bwd sum_bwd l -> dc 1; B f3_bwd relu_bwd dc c -> db 1;"
     "B f2_bwd relu_bwd db b -> da 1; B f1_bwd relu_bwd da a -> 1";
 
+/// An approximate-recompute option of a node: `rank`, its re-run cost
+/// `flops`, gradient error `error`; `workspace` -1 keeps the node's own
+/// workspace, `factors` the bytes of the factors it keeps (ApproxOption).
+inline ApproxOption ApproxOptionOf(int64_t rank, double flops, double error,
+                                   int64_t workspace = -1, int64_t factors = 0) {
+  ApproxOption option;
+  option.rank = rank;
+  option.flops = flops;
+  option.error = error;
+  option.workspace_bytes = workspace;
+  option.factor_bytes = factors;
+  return option;
+}
+
 }  // namespace ckptplan::testing
 
 #endif  // CKPTPLAN_TESTS_TINY_GRAPH_H_

@@ -12,6 +12,7 @@ namespace ckptplan {
 namespace {
 
 using testing::Id;
+using testing::ApproxOptionOf;
 using testing::TinyGraph;
 
 // Two linears, f1 (100 FLOP) and f2 (50 FLOP), 100-byte activations, input
@@ -22,24 +23,14 @@ constexpr const char* kTwoLayers =
     "B s_bwd sum_bwd l -> dc 1; B f3_bwd relu_bwd dc c -> db 1;"
     "B f2_bwd mm_bwd db b -> da 1; B f1_bwd mm_bwd da a -> 1";
 
-ApproxOption Option(int64_t rank, double flops, double error, int64_t workspace = -1,
-                    int64_t factors = 0) {
-  ApproxOption option;
-  option.rank = rank;
-  option.flops = flops;
-  option.error = error;
-  option.workspace_bytes = workspace;
-  option.factor_bytes = factors;
-  return option;
-}
-
 // f1: rank 8 (saves 50, error 0.006), rank 16 (saves 25, 0.002), no memory
 // of their own. f2: rank 4 (saves 30, 0.005; x @ A 40 B, basis 8 B), rank 8
 // (saves 20, 0.001; x @ A 150 B, basis 16 B).
 Graph TwoLayers() {
   Graph graph = TinyGraph(kTwoLayers);
-  graph.nodes[0].approx = {Option(8, 50, 0.006), Option(16, 75, 0.002)};
-  graph.nodes[1].approx = {Option(4, 20, 0.005, 40, 8), Option(8, 30, 0.001, 150, 16)};
+  graph.nodes[0].approx = {ApproxOptionOf(8, 50, 0.006), ApproxOptionOf(16, 75, 0.002)};
+  graph.nodes[1].approx = {ApproxOptionOf(4, 20, 0.005, 40, 8),
+                           ApproxOptionOf(8, 30, 0.001, 150, 16)};
   return graph;
 }
 

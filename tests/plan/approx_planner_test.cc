@@ -9,6 +9,7 @@ namespace ckptplan {
 namespace {
 
 using testing::Id;
+using testing::ApproxOptionOf;
 using testing::TinyGraph;
 
 // The tiny chain with f1 (100 FLOP) and f2 (50 FLOP) as linears:
@@ -20,21 +21,13 @@ constexpr const char* kLinearChain =
     "B s_bwd sum_bwd l -> dc 1; B f3_bwd relu_bwd dc c -> db 1;"
     "B f2_bwd mm_bwd db b -> da 1; B f1_bwd mm_bwd da a -> 1";
 
-ApproxOption Option(int64_t rank, double flops, double error) {
-  ApproxOption option;
-  option.rank = rank;
-  option.flops = flops;
-  option.error = error;
-  return option;
-}
-
 // f1: rank 8 costs 50 (saves 50) at error 0.006, rank 16 costs 75 (saves
 // 25) at 0.002. f2: rank 4 costs 20 (saves 30) at 0.005, rank 8 costs 30
 // (saves 20) at 0.001.
 Graph LinearChain() {
   Graph graph = TinyGraph(kLinearChain);
-  graph.nodes[0].approx = {Option(8, 50, 0.006), Option(16, 75, 0.002)};
-  graph.nodes[1].approx = {Option(4, 20, 0.005), Option(8, 30, 0.001)};
+  graph.nodes[0].approx = {ApproxOptionOf(8, 50, 0.006), ApproxOptionOf(16, 75, 0.002)};
+  graph.nodes[1].approx = {ApproxOptionOf(4, 20, 0.005), ApproxOptionOf(8, 30, 0.001)};
   return graph;
 }
 
@@ -112,16 +105,16 @@ TEST_CASE("approx: says why nothing is approximated") {
   CHECK(DescribeNoApprox(plain, plan).find("no \"approx\" fields") != std::string::npos);
   // Options that cost as much as the node save nothing.
   Graph costly = LinearChain();
-  costly.nodes[0].approx = {Option(8, 100, 0.001)};
-  costly.nodes[1].approx = {Option(8, 60, 0.001)};
+  costly.nodes[0].approx = {ApproxOptionOf(8, 100, 0.001)};
+  costly.nodes[1].approx = {ApproxOptionOf(8, 60, 0.001)};
   plan = ChooseApproximations(costly, DropAB(costly), 0.01);
   CHECK(plan.reason == NoApproxReason::kNoSaving);
 }
 
 TEST_CASE("approx: an option of error 0 joins the others") {
   Graph graph = LinearChain();
-  graph.nodes[0].approx = {Option(8, 60, 0.004)};  // saves 40
-  graph.nodes[1].approx = {Option(4, 10, 0.004), Option(32, 45, 0)};  // saves 40, 5
+  graph.nodes[0].approx = {ApproxOptionOf(8, 60, 0.004)};  // saves 40
+  graph.nodes[1].approx = {ApproxOptionOf(4, 10, 0.004), ApproxOptionOf(32, 45, 0)};  // saves 40, 5
   // Bound 0.005 holds one 0.004 option. f1 r8 (40) with f2 r32 (5, error 0)
   // saves 45; f2 r4 (40) leaves f1 nothing that fits, 40.
   ApproxPlan plan = ChooseApproximations(graph, DropAB(graph), 0.005);
@@ -134,7 +127,7 @@ TEST_CASE("approx: an option of error 0 joins the others") {
 
 TEST_CASE("approx: re-planning on the approximate costs drops the cheaper linear") {
   Graph graph = LinearChain();
-  graph.nodes[0].approx = {Option(4, 10, 0.001)};  // f1: 100 -> 10
+  graph.nodes[0].approx = {ApproxOptionOf(4, 10, 0.001)};  // f1: 100 -> 10
   graph.nodes[1].approx.clear();
   PlannerOptions options;
   // Budget 410: dropping b (f3_bwd: x + a + c + dc + db = 410; f2_bwd after

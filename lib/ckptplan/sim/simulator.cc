@@ -301,6 +301,14 @@ struct Settle {
   }
 };
 
+// Step `s`'s workspace: the approximate option's per step (`step_workspace`,
+// from Simulate) when given, else its node's.
+int64_t StepWorkspace(const SimContext& context, const SimResult& result,
+                      const std::vector<int64_t>* step_workspace, uint32_t s) {
+  return step_workspace != nullptr ? (*step_workspace)[s]
+                                   : context.node_workspace[result.steps[s].node];
+}
+
 // Totals, the peak and node peaks in two passes: storages through a
 // difference array, each step's workspace and the implicit gradients added
 // as the steps are summed.
@@ -327,7 +335,6 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
   result.total.resize(num_steps);
   result.node_peak.assign(end - first, 0);
   const Step* steps = result.steps.data();
-  const int64_t* workspace = context.node_workspace.data();
   int64_t running = resident_total;
   int64_t peak = resident_total;
   uint32_t peak_step = 0;
@@ -335,9 +342,7 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
   for (uint32_t s = 0; s < num_steps; ++s) {
     running += delta[s];
     const int64_t total =
-        running + std::max<int64_t>(step_workspace != nullptr ? (*step_workspace)[s]
-                                                               : workspace[steps[s].node],
-                                    0);
+        running + std::max<int64_t>(StepWorkspace(context, result, step_workspace, s), 0);
     result.total[s] = total;
     if (s == 0 || total > peak) {
       peak = total;
@@ -549,9 +554,7 @@ void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& 
       visit(buffer.first_step, buffer.last_step, buffer.category, context.bytes[buffer.root]);
     }
     for (uint32_t s = 0; s < num_steps; ++s) {
-      const int64_t workspace = step_workspace != nullptr
-                                    ? (*step_workspace)[s]
-                                    : context.node_workspace[result.steps[s].node];
+      const int64_t workspace = StepWorkspace(context, result, step_workspace, s);
       if (workspace > 0) visit(s, s, Category::kTemporaries, workspace);
     }
     if (first_backward != kNone) {

@@ -34,10 +34,22 @@ struct Item {
   std::vector<Option> options;
 };
 
+// The summed estimated error and cost saved of `choices`.
+double SumErrors(const std::vector<ApproxChoice>& choices) {
+  double error = 0;
+  for (const ApproxChoice& choice : choices) error += choice.error;
+  return error;
+}
+double SumSaved(const std::vector<ApproxChoice>& choices) {
+  double saved = 0;
+  for (const ApproxChoice& choice : choices) saved += choice.cost_saved;
+  return saved;
+}
+
 // Fills the totals and saved_per_run from `plan.choices`.
 void Finish(const Graph& graph, ApproxPlan* plan) {
-  plan->estimated_error = 0;
-  plan->cost_saved = 0;
+  plan->estimated_error = SumErrors(plan->choices);
+  plan->cost_saved = SumSaved(plan->choices);
   plan->saved_per_run.clear();
   if (plan->choices.empty()) {
     plan->recompute_cost = plan->exact_recompute_cost;
@@ -46,8 +58,6 @@ void Finish(const Graph& graph, ApproxPlan* plan) {
   plan->reason = NoApproxReason::kNone;
   plan->saved_per_run.assign(graph.nodes.size(), 0.0);
   for (const ApproxChoice& choice : plan->choices) {
-    plan->estimated_error += choice.error;
-    plan->cost_saved += choice.cost_saved;
     const ApproxOption& option = graph.nodes[choice.node].approx[choice.option];
     const double cost = graph.ApproxCost(choice.node, option);
     if (cost >= 0) plan->saved_per_run[choice.node] = graph.NodeCost(choice.node) - cost;
@@ -171,17 +181,6 @@ class PeakWith {
   SimResult result_;
 };
 
-double SumErrors(const std::vector<ApproxChoice>& choices) {
-  double error = 0;
-  for (const ApproxChoice& choice : choices) error += choice.error;
-  return error;
-}
-double SumSaved(const std::vector<ApproxChoice>& choices) {
-  double saved = 0;
-  for (const ApproxChoice& choice : choices) saved += choice.cost_saved;
-  return saved;
-}
-
 // While `choices` re-simulate over `limit`: the change of one choice to a
 // lower-saving option of its node (within the error bound) or to none that
 // keeps the most saving and fits, else lowers the peak most; ties: the
@@ -296,6 +295,13 @@ ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, do
   int64_t lowest_peak = INT64_MAX;
   NodeId lowest_node = kNoId;
   size_t lowest_option = 0;
+  // Nothing fits for memory: the option that alone peaks lowest, for the message.
+  auto memory_over_budget = [&] {
+    plan.reason = NoApproxReason::kMemoryOverBudget;
+    plan.best_node = lowest_node;
+    plan.best_option = lowest_option;
+    plan.peak_bytes = lowest_peak;
+  };
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     const std::vector<ApproxOption>& options = graph.nodes[n].approx;
     if (options.empty() || reruns[n] == 0) continue;
@@ -330,11 +336,7 @@ ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, do
                   : !any_saving ? NoApproxReason::kNoSaving
                   : !any_within ? NoApproxReason::kErrorOverBudget
                                 : NoApproxReason::kMemoryOverBudget;
-    if (plan.reason == NoApproxReason::kMemoryOverBudget) {
-      plan.best_node = lowest_node;
-      plan.best_option = lowest_option;
-      plan.peak_bytes = lowest_peak;
-    }
+    if (plan.reason == NoApproxReason::kMemoryOverBudget) memory_over_budget();
     return plan;
   }
   const size_t units =
@@ -365,12 +367,7 @@ ApproxPlan ChooseApproximations(const Graph& graph, const SimResult& planned, do
   if (peak_with) {
     plan.peak_bytes = RepairMemory(graph, *peak_with, limit, max_error, &plan.choices);
     Finish(graph, &plan);
-    if (plan.choices.empty()) {
-      plan.reason = NoApproxReason::kMemoryOverBudget;
-      plan.best_node = lowest_node;
-      plan.best_option = lowest_option;
-      plan.peak_bytes = lowest_peak;
-    }
+    if (plan.choices.empty()) memory_over_budget();
   }
   spdlog::debug("approx: {} of {} re-run linears approximated, estimated error {} <= {}",
                 plan.choices.size(), items.size(), plan.estimated_error, max_error);

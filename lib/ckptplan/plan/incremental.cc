@@ -352,6 +352,9 @@ class RegionSearch {
     DropChoice best;
     bool best_fast = false;  // scored by DropDelta: *best_trial not filled
     size_t tried = 0;        // drops scored in this search
+    // The drop chosen can be applied from DropDelta's patch (no copies of
+    // the region share its trials): then no drop needs simulating.
+    const bool patch = options_.prune && region.shape.copies == 1;
     // Bounds are taken best first; a loose one goes back in tightened, so
     // candidates are simulated in the order of tight bounds. Until a drop is
     // simulated or a loose bound tightened, the best is found by a scan; then
@@ -398,6 +401,8 @@ class RegionSearch {
         tried_at_[t] = search;
         // The first drop tried is most often the one chosen, and its trial
         // is applied: simulate it; score the others without simulating.
+        // (Scoring it from DropDelta and applying a patch costs more: the
+        // index DropDelta builds costs about as much as a simulation.)
         bool fast = false;
         DropChoice choice;
         if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, best, &fast);
@@ -431,7 +436,8 @@ class RegionSearch {
       Tier1Bounds(region, memory.Outside(r));
       try_bounds(tier1_, 1);
     }
-    if (best.tensor != kNoId && best_fast) {
+    if (best.tensor != kNoId && best_fast &&
+        !(patch && PatchDrop(memory, r, keep, best, best_trial))) {
       // The caller applies the trial: simulate the drop chosen, once.
       const DropChoice simulated = TryDrop(memory, r, keep, best.tensor, best_trial);
       if (!SameChoice(simulated, best)) {
@@ -468,6 +474,41 @@ class RegionSearch {
 
   static bool SameChoice(const DropChoice& a, const DropChoice& b) {
     return a.tensor == b.tensor && a.tier == b.tier && a.score == b.score && a.freed == b.freed;
+  }
+
+  // The trial of `best`, a drop of region `r` that DropDelta scored, patched
+  // into the region's simulation (DropDelta::Patch) instead of simulated;
+  // false when Patch does not handle it. Throws std::logic_error when the
+  // patch scores otherwise, or in verify mode simulates otherwise.
+  bool PatchDrop(const RegionalMemory& memory, size_t r, SaveSet& keep, const DropChoice& best,
+                 RegionalMemory::Trial* trial) {
+    const RegionalMemory::Part& region = memory.part(r);
+    const TensorId t = best.tensor;
+    if (!delta_.Patch(t, memory.OptionsFor(r), trial->sim.own())) return false;
+    memory.Take(r, trial);
+    ++stats_.patched;
+    RegionDrop drop;
+    drop.peak = memory.peak();
+    drop.trial_peak = trial->peak;
+    drop.added_cost = trial->added_cost;
+    drop.node_peak = &region.sim.figures().node_peak;
+    drop.trial_node_peak = &trial->sim.figures().node_peak;
+    drop.offset = &region.offset;
+    std::string difference;
+    if (!SameChoice(ScoreDrop(t, drop), best)) difference = "its score";
+    if (options_.verify && difference.empty()) {
+      keep[t] = 0;
+      memory.Try(r, keep, &verify_trial_);
+      keep[t] = 1;
+      ++stats_.simulations;
+      difference = SimResultDifference(verify_trial_.sim.full(), trial->sim.full());
+    }
+    if (!difference.empty()) {
+      throw std::logic_error("incremental: the patch of the drop of '" +
+                             context_.graph.tensors[t].name + "' differs from its simulation: " +
+                             difference);
+    }
+    return true;
   }
 
   // Scores dropping saved candidate `t` of region `r` from the region's

@@ -20,10 +20,13 @@
 // only when it comes up first, then put back in order.
 // A drop the bounds let through is scored from the region's current
 // simulation by DropDelta (sim/drop_delta.h) when it handles the drop, and
-// simulated otherwise; the drop chosen is simulated once, to apply it (and
-// a fast score that disagrees with that simulation throws). DropDelta is in
-// the simulator's layer and restates its rule clause by clause; the
-// differential tests and verify mode check it against Simulate.
+// simulated otherwise; the drop chosen is applied from DropDelta's patch of
+// the region's simulation (DropDelta::Patch) where the region has no copies
+// and DropDelta handles it, else simulated once (and a fast score that
+// disagrees with the patch or that simulation throws). DropDelta is in the
+// simulator's layer and restates its rule clause by clause; the differential
+// tests and verify mode (which simulates every patch too) check it against
+// Simulate.
 #ifndef CKPTPLAN_INCREMENTAL_H_
 #define CKPTPLAN_INCREMENTAL_H_
 
@@ -41,6 +44,9 @@ struct IncrementalStats {
   size_t bounded = 0;      ///< candidate bounds computed
   /// Drops scored from the current simulation (DropDelta), not simulated.
   size_t fast_scores = 0;
+  /// Drops applied from a patch of the region's simulation (DropDelta::Patch),
+  /// not simulated.
+  size_t patched = 0;
   size_t regions = 0;      ///< regions searched apart (FindRegions)
   size_t searches = 0;     ///< region searches (bounds, then trials)
   /// Searches and trials answered from a copy of the region (ShapeRegions).

@@ -197,6 +197,8 @@ uint32_t DropDelta::InsertionStep(NodeId g, TensorId t) const {
 DropDelta::Result DropDelta::Score(TensorId t) {
   const Result unknown;
   const SimResult& sim = *sim_;
+  scored_.tensor = kNoId;
+  lifetimes_.clear();
   if (!context_.exact_costs || !Saved(t) || first_read_[t] == kNone) return unknown;
   const TensorId root = context_.root[t];
   const uint32_t original = original_[root];
@@ -207,7 +209,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   // a recompute step is, t's chain runs inside that step's chain, which the
   // drop re-runs with t missing: [chain_begin, chain_end) are its old steps.
   const uint32_t first_read = first_read_[t];
-  const bool inside = sim.steps[first_read].recompute;
+  bool inside = sim.steps[first_read].recompute;
   uint32_t chain_begin = 0, chain_end = 0;
   TensorId target = t;  // what the chain materializes
   int64_t a = 0;        // first step after t's chain, in the old steps
@@ -226,13 +228,24 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     target = kNoId;
     for (uint32_t i = context_.inputs_begin[h]; i < context_.outputs_begin[h]; ++i) {
       const TensorId x = context_.ids[i];
+      if (x == t) break;  // the node reads t first (below)
       if (context_.producer[x] == last && context_.forward_produced[x] &&
           !context_.resident_root[x] && !Saved(x)) {
         target = x;
         break;
       }
     }
-    if (target == kNoId) return unknown;
+    if (target == kNoId) {
+      // The group's node reads t before that chain's target: t's chain runs
+      // as one of its own before that chain, which then finds t made.
+      for (uint32_t i = context_.inputs_begin[h]; i < context_.outputs_begin[h]; ++i) {
+        if (context_.ids[i] == t) target = t;
+      }
+      if (target == kNoId) return unknown;
+      inside = false;
+      chain_begin = chain_end = 0;
+      a = InsertionStep(h, t);
+    }
   }
 
   // Positions in the step sequence after the drop, as keys that order old
@@ -420,7 +433,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   changes_.clear();
   // The chain's storages; a pulled node's copy leaves its old span and keeps
   // the reads outside the steps that go.
-  for (const NewBuffer& buffer : made_) {
+  for (NewBuffer& buffer : made_) {
     int64_t last = buffer.last;
     if (buffer.moved != kNone) {
       const Buffer& old = sim.buffers[buffer.moved];
@@ -430,6 +443,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       changes_.push_back({key(old.first_step), key(old.last_step), -buffer.bytes});
     }
     changes_.push_back({buffer.first, last, buffer.bytes});
+    buffer.last = last;  // for Patch
   }
   // The original of t's root: its last read that is not a non-forward read of t.
   {
@@ -451,7 +465,10 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       if (b == original && at != kLost) last = std::max(last, at);
     }
     const int64_t before = key(buffer.last_step);
-    if (last < before) changes_.push_back({last + 1, before, -context_.bytes[buffer.root]});
+    if (last < before) {
+      changes_.push_back({last + 1, before, -context_.bytes[buffer.root]});
+      lifetimes_.push_back({original, last});
+    }
   }
   // Old storages the chain reads live until it does; those only the steps
   // that go read die after their last read that stays.
@@ -478,17 +495,15 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     const int64_t bytes = context_.bytes[buffer.root];
     if (last > before) changes_.push_back({before + 1, last, bytes});
     if (last < before) changes_.push_back({last + 1, before, -bytes});
+    if (last != before) lifetimes_.push_back({b, last});
   }
 
   // The old steps that stay: piecewise-constant changes over range maxima.
   const int64_t num_steps = static_cast<int64_t>(sim.steps.size());
   events_.clear();
   for (const Change& change : changes_) {
-    // Old steps s with lo <= key(s) <= hi.
-    const int64_t lo = (change.lo >> kKeyShift) +
-                       ((change.lo & kKeyMask) > kKeyHalf ? 1 : 0);
-    const int64_t hi = (change.hi >> kKeyShift) - ((change.hi & kKeyMask) < kKeyHalf ? 1 : 0);
-    if (lo > hi) continue;
+    int64_t lo, hi;
+    if (!OldSteps(change, &lo, &hi)) continue;
     events_.push_back({lo, change.bytes});
     events_.push_back({hi + 1, -change.bytes});
   }
@@ -525,6 +540,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     const int64_t workspace = std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
     highest = std::max(highest, across + running + workspace);
   }
+  scored_ = {t, a, inside, chain_begin, cost};
   Result result;
   result.known = true;
   result.region_max = highest;

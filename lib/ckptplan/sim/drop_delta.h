@@ -38,6 +38,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ckptplan/base/range_max.h"
@@ -69,6 +71,18 @@ class DropDelta {
   /// Dropping saved candidate `t` of the indexed range, from the index.
   Result Score(TensorId t);
 
+  /// The simulation of the indexed range after dropping saved candidate `t`,
+  /// into *out, worked out from the indexed simulation and what Score(t)
+  /// finds (sim/drop_patch.cc): the chain's steps inserted at their place,
+  /// pulled nodes' old steps removed, the totals moved by Score's range
+  /// changes, storages with their new lifetimes. Equal, field by field, to
+  /// Simulate under the plan with `t` dropped and `options`, which must be
+  /// those of the indexed simulation: its range, without details,
+  /// categories or approximations. False, *out unspecified, where Score(t)
+  /// is unknown or `options` are not such; callers then simulate. `out`
+  /// must not be the indexed simulation.
+  bool Patch(TensorId t, const SimOptions& options, SimResult* out);
+
   /// Last reads found through the per-root read index rather than a short
   /// walk back over the steps (LastKeptRead), since construction. For tests.
   size_t long_walks() const { return long_walks_; }
@@ -78,6 +92,13 @@ class DropDelta {
   struct Change {  // bytes added over merged positions [lo, hi]
     int64_t lo, hi, bytes;
   };
+  // The old steps s with change.lo <= key(s) <= change.hi: [*lo, *hi]; false
+  // when none.
+  static bool OldSteps(const Change& change, int64_t* lo, int64_t* hi) {
+    *lo = (change.lo >> kKeyShift) + ((change.lo & kKeyMask) > kKeyHalf ? 1 : 0);
+    *hi = (change.hi >> kKeyShift) - ((change.hi & kKeyMask) < kKeyHalf ? 1 : 0);
+    return *lo <= *hi;
+  }
   bool Saved(TensorId t) const { return context_.is_candidate[t] && (*keep_)[t]; }
   void Reset();
   uint32_t InsertionStep(NodeId g, TensorId t) const;
@@ -153,7 +174,26 @@ class DropDelta {
   std::vector<std::pair<uint32_t, int64_t>> extended_;  // old storage, key read at (kLost)
   std::vector<Change> changes_;
   std::vector<std::pair<int64_t, int64_t>> events_;
+  // What the last known Score worked out beside its result, for Patch: the
+  // old step the chain goes before (a), whether it runs inside the recompute
+  // chain starting at old step chain_begin, the cost it adds; and per old
+  // storage whose last read moves, the key of its new last read.
+  struct Scored {
+    TensorId tensor = kNoId;
+    int64_t a = 0;
+    bool inside = false;
+    uint32_t chain_begin = 0;
+    double added_cost = 0;
+  };
+  Scored scored_;
+  std::vector<std::pair<uint32_t, int64_t>> lifetimes_;
+  std::vector<uint32_t> new_step_;  // Patch: per old step, its index after; kNone when it goes
 };
+
+/// Where two simulations first differ, field by field (steps, storages,
+/// recomputes, totals, node peaks, categories, peaks, costs, resident
+/// bytes); empty when they are the same. For verify modes.
+std::string SimResultDifference(const SimResult& a, const SimResult& b);
 
 }  // namespace ckptplan
 

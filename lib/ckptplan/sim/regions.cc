@@ -237,8 +237,22 @@ void RegionalMemory::Try(size_t r, const SaveSet& keep, Trial* trial, bool need_
       memo_bytes_ += stored.bytes;
     }
   }
+  FinishTrial(r, region_cost, trial);
+}
+
+void RegionalMemory::Take(size_t r, Trial* trial) const {
+  const Part& part = parts_[r];
+  assert(part.shape.copies == 1);
+  trial->region = r;
+  trial->has_sim = true;
+  const SimResult& sim = trial->sim.full();
+  trial->region_max = RegionMax(sim, part.offset, part.zero_offset);
+  FinishTrial(r, sim.recompute_cost, trial);
+}
+
+void RegionalMemory::FinishTrial(size_t r, double region_cost, Trial* trial) const {
   trial->peak = std::max(Outside(r), trial->region_max);
-  trial->added_cost = region_cost - part.sim.figures().recompute_cost;
+  trial->added_cost = region_cost - parts_[r].sim.figures().recompute_cost;
   // One region is the whole step; several add up exactly (integer costs).
   trial->cost = parts_.size() == 1 ? region_cost : cost_ + trial->added_cost;
 }

@@ -107,6 +107,11 @@ class RegionalMemory {
   /// with is not simulated again: its simulation is shared, or with
   /// `need_sim` false, only the figures are filled in.
   void Try(size_t r, const SaveSet& keep, Trial* trial, bool need_sim = true) const;
+  /// Fills in `trial` as Try(r, ...) would, but from the simulation the
+  /// caller put in trial->sim.own() (worked out without simulating, e.g.
+  /// DropDelta::Patch; with OptionsFor(r)). Only for a region without copies
+  /// (shape.copies == 1): copies' trials are kept for one another.
+  void Take(size_t r, Trial* trial) const;
   /// Makes `trial` (tried with `need_sim`) the current plan of its region.
   void Apply(Trial* trial);
 
@@ -118,6 +123,9 @@ class RegionalMemory {
 
  private:
   void UpdateTop();
+  // The trial's step peak and costs, from its region max and the region's
+  // recompute cost after.
+  void FinishTrial(size_t r, double region_cost, Trial* trial) const;
   // A trial of region `source` with `plan` (the keep bits of its candidates,
   // in order), kept for its copies: the figures, and the simulation when a
   // caller needed it.

@@ -1,0 +1,255 @@
+// DropDelta::Patch: the simulation after one drop, from the simulation
+// before it and what DropDelta::Score worked out, without simulating.
+//
+// Score finds where the drop's chain runs (before old step a), the old steps
+// that go (pulled nodes' re-runs), the storages the chain makes and the old
+// storages whose last read moves, and the range changes those make to the
+// bytes live at each position. Patch writes them out: the steps in their new
+// order, each old step's total moved by the changes over it and each chain
+// step's total from what lives across its place (as Score's maxima), node
+// peaks, the peak, and the storages in the order Simulate makes them, with
+// the categories Simulate's settling gives. It restates no clause of the
+// memory rule Score does not: tests/sim/drop_patch_test.cc compares every
+// patch with a simulation field by field, and the incremental planner's
+// verify mode simulates every drop it applies from a patch.
+#include "ckptplan/sim/drop_delta.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace ckptplan {
+
+bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
+  const NodeId end = std::min<size_t>(options.end_node, context_.graph.nodes.size());
+  const NodeId first = std::min(options.first_node, end);
+  if (options.record_details || options.record_categories || options.approx_options != nullptr ||
+      first != first_ || end != end_ || out == sim_) {
+    return false;
+  }
+  if (!Score(t).known) return false;
+  const SimResult& sim = *sim_;
+  const int64_t a = scored_.a;
+  const int64_t m = static_cast<int64_t>(chain_.size());
+  const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
+  if (m == 0 || a >= num_old) return false;
+  auto block_key = [&](int64_t k) { return (a << kKeyShift) | k; };
+
+  // The changes as running sums: over old steps (events_) and over the
+  // chain's steps (chain_delta).
+  events_.clear();
+  for (const Change& change : changes_) {
+    int64_t lo, hi;
+    if (!OldSteps(change, &lo, &hi)) continue;
+    events_.push_back({lo, change.bytes});
+    events_.push_back({hi + 1, -change.bytes});
+  }
+  std::sort(events_.begin(), events_.end());
+  std::vector<int64_t> chain_delta(m + 1, 0);
+  for (const Change& change : changes_) {
+    const int64_t lo = std::max(change.lo, block_key(0));
+    const int64_t hi = std::min(change.hi, block_key(m - 1));
+    if (lo > hi) continue;
+    chain_delta[lo - block_key(0)] += change.bytes;
+    chain_delta[hi - block_key(0) + 1] -= change.bytes;
+  }
+  // What lives across the place of the chain (Score's `across` less the offset).
+  const int64_t across = sim.total[a] -
+                         std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0) -
+                         born_[a];
+
+  // Steps, totals and node peaks in one pass. A recompute step starts a
+  // chain unless the step before it is a recompute step of the same chain:
+  // chains are named by their old first step, t's own chain by kNewChain
+  // (or, run inside one, by that chain's name).
+  constexpr uint32_t kNewChain = kNone - 1;
+  out->steps.clear();
+  ReserveSteps(out->steps, num_old + m);
+  out->total.clear();
+  ReserveSteps(out->total, num_old + m);
+  out->node_peak.assign(end - first, 0);
+  new_step_.resize(num_old);
+  int64_t peak = 0, pending = std::numeric_limits<int64_t>::min();
+  uint32_t peak_step = 0;
+  uint32_t previous_chain = kNone;  // of the step emitted last; kNone: not a recompute step
+  auto emit = [&](NodeId node, bool recompute, uint32_t chain, int64_t total) {
+    const uint32_t s = static_cast<uint32_t>(out->steps.size());
+    Step& step = out->steps.emplace_back();
+    step.node = node;
+    step.recompute = recompute;
+    step.starts_chain = recompute && chain != previous_chain;
+    previous_chain = recompute ? chain : kNone;
+    out->total.push_back(total);
+    if (s == 0 || total > peak) {
+      peak = total;
+      peak_step = s;
+    }
+    pending = std::max(pending, total);
+    if (!recompute) {
+      out->node_peak[node - first] = pending;
+      pending = std::numeric_limits<int64_t>::min();
+    }
+  };
+  size_t event = 0, deleted = 0;
+  int64_t running = 0;
+  uint32_t old_chain = kNone;  // the chain of the old step at hand
+  for (uint32_t s = 0; s <= num_old; ++s) {
+    if (s == a) {
+      const uint32_t chain = scored_.inside ? scored_.chain_begin : kNewChain;
+      int64_t chain_running = 0;
+      for (int64_t k = 0; k < m; ++k) {
+        chain_running += chain_delta[k];
+        const NodeId node = chain_[k];
+        emit(node, true, chain,
+             across + chain_running + std::max<int64_t>(context_.node_workspace[node], 0));
+      }
+    }
+    if (s == num_old) break;
+    for (; event < events_.size() && events_[event].first <= s; ++event) {
+      running += events_[event].second;
+    }
+    const Step& step = sim.steps[s];
+    if (step.starts_chain) old_chain = s;
+    if (deleted < deleted_.size() && deleted_[deleted] == s) {
+      ++deleted;
+      new_step_[s] = kNone;
+      continue;
+    }
+    new_step_[s] = static_cast<uint32_t>(out->steps.size());
+    emit(step.node, step.recompute, old_chain, sim.total[s] + running);
+  }
+  if (deleted != deleted_.size()) return false;
+
+  // A position's step after the drop; kNone for a step that goes.
+  auto step_at = [&](int64_t position) -> uint32_t {
+    if ((position & kKeyMask) == kKeyHalf) return new_step_[position >> kKeyShift];
+    const int64_t k = position & kKeyMask;
+    if ((position >> kKeyShift) != a || k >= m) return kNone;
+    return static_cast<uint32_t>(a + k);
+  };
+  // Storages in the order Simulate makes them: the old ones made before the
+  // chain, the chain's (in its order, each step's outputs in order), the
+  // old ones made after it but for the moved copies (made at steps that go).
+  const uint32_t num_buffers = static_cast<uint32_t>(sim.buffers.size());
+  const uint32_t inserted = static_cast<uint32_t>(
+      std::partition_point(sim.buffers.begin(), sim.buffers.end(),
+                           [&](const Buffer& buffer) { return buffer.first_step < a; }) -
+      sim.buffers.begin());
+  out->buffers.clear();
+  out->buffers.reserve(num_buffers + made_.size());
+  size_t unsettled = 0;  // old storages last read at a step that goes
+  auto copy_old = [&](const Buffer& buffer) {
+    Buffer& copy = out->buffers.emplace_back(buffer);
+    copy.first_step = new_step_[buffer.first_step];
+    copy.last_step = new_step_[buffer.last_step];
+    unsettled += copy.last_step == kNone;
+  };
+  for (uint32_t b = 0; b < inserted; ++b) copy_old(sim.buffers[b]);
+  size_t made = 0;
+  for (int64_t k = 0; k < m; ++k) {
+    const NodeId p = chain_[k];
+    for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
+      const TensorId x = context_.ids[i];
+      if (context_.made[x] != SimContext::Made::kActivation) continue;
+      if (made == made_.size() || made_[made].first != block_key(k)) return false;
+      Buffer& buffer = out->buffers.emplace_back();
+      buffer.root = x;
+      buffer.category = Category::kRecomputed;
+      buffer.first_step = static_cast<uint32_t>(a + k);
+      buffer.last_step = step_at(made_[made].last);
+      if (buffer.last_step == kNone) return false;
+      ++made;
+    }
+  }
+  if (made != made_.size()) return false;
+  size_t moved = 0;
+  for (uint32_t b = inserted; b < num_buffers; ++b) {
+    const Buffer& buffer = sim.buffers[b];
+    if (new_step_[buffer.first_step] == kNone) {
+      if (moved == moved_.size() || moved_[moved] != b) return false;
+      ++moved;
+      continue;
+    }
+    copy_old(buffer);
+  }
+  if (moved != moved_.size()) return false;
+  // The old storages whose last read moves, and their categories as
+  // Simulate settles them (a forward-made storage whose last reader is not a
+  // forward step is a saved activation).
+  for (const auto& [b, position] : lifetimes_) {
+    const Buffer& old = sim.buffers[b];
+    if (new_step_[old.first_step] == kNone) return false;
+    const size_t index =
+        b < inserted ? b
+                     : b + made_.size() -
+                           (std::lower_bound(moved_.begin(), moved_.end(), b) - moved_.begin());
+    Buffer& buffer = out->buffers[index];
+    unsettled -= buffer.last_step == kNone;
+    buffer.last_step = step_at(position);
+    if (buffer.last_step == kNone || buffer.category == Category::kGradients) return false;
+    const NodeId reader = context_.last_reader[buffer.root];
+    if (!whole_ && reader != kNoId && reader >= end_) return false;  // lives to the end
+    if ((buffer.category == Category::kTemporaries ||
+         buffer.category == Category::kSavedActivations) &&
+        context_.forward_produced[buffer.root]) {
+      const Step& last = out->steps[buffer.last_step];
+      buffer.category = last.recompute || !context_.node_forward[last.node]
+                            ? Category::kSavedActivations
+                            : Category::kTemporaries;
+    }
+  }
+
+  if (unsettled != 0) return false;  // a read that goes, not placed by Score
+
+  out->peak_bytes = peak;
+  out->peak_step = peak_step;
+  out->by_category.clear();
+  out->recomputes.clear();
+  // Costs are exact (Score answers only then): any order of sums is equal.
+  out->recompute_cost = sim.recompute_cost + scored_.added_cost;
+  out->step_cost = sim.step_cost;
+  out->resident = sim.resident;
+  out->peak_breakdown = {};
+  return true;
+}
+
+std::string SimResultDifference(const SimResult& a, const SimResult& b) {
+  auto at = [](const char* what, size_t i) { return std::string(what) + " " + std::to_string(i); };
+  if (a.steps.size() != b.steps.size()) return "step count";
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const Step &x = a.steps[i], &y = b.steps[i];
+    if (x.node != y.node || x.recompute != y.recompute || x.starts_chain != y.starts_chain) {
+      return at("step", i);
+    }
+  }
+  if (a.buffers.size() != b.buffers.size()) return "storage count";
+  for (size_t i = 0; i < a.buffers.size(); ++i) {
+    const Buffer &x = a.buffers[i], &y = b.buffers[i];
+    if (x.root != y.root || x.category != y.category || x.first_step != y.first_step ||
+        x.last_step != y.last_step) {
+      return at("storage", i);
+    }
+  }
+  if (a.recomputes.size() != b.recomputes.size()) return "recompute count";
+  for (size_t i = 0; i < a.recomputes.size(); ++i) {
+    const Recompute &x = a.recomputes[i], &y = b.recomputes[i];
+    if (x.tensor != y.tensor || x.chain != y.chain || x.cost != y.cost) return at("recompute", i);
+  }
+  for (size_t i = 0; i < a.total.size() && i < b.total.size(); ++i) {
+    if (a.total[i] != b.total[i]) return at("total at step", i);
+  }
+  if (a.total.size() != b.total.size()) return "total count";
+  for (size_t i = 0; i < a.node_peak.size() && i < b.node_peak.size(); ++i) {
+    if (a.node_peak[i] != b.node_peak[i]) return at("node peak", i);
+  }
+  if (a.node_peak.size() != b.node_peak.size()) return "node peak count";
+  if (a.by_category != b.by_category) return "categories by step";
+  if (a.peak_bytes != b.peak_bytes) return "peak";
+  if (a.peak_step != b.peak_step) return "peak step";
+  if (a.recompute_cost != b.recompute_cost) return "recompute cost";
+  if (a.step_cost != b.step_cost) return "step cost";
+  if (a.resident != b.resident) return "resident bytes";
+  if (a.peak_breakdown != b.peak_breakdown) return "peak breakdown";
+  return "";
+}
+
+}  // namespace ckptplan

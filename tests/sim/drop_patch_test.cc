@@ -1,0 +1,200 @@
+// Differential test: every drop DropDelta::Patch applies must give, field by
+// field, the simulation Simulate gives for the plan with the drop (steps,
+// totals, node peaks, storages, recomputes, costs, peaks), on random graphs,
+// small transformers and steps of several regions, under random plans.
+#include "ckptplan/sim/drop_delta.h"
+
+#include <doctest/doctest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ckptplan/ir/synth.h"
+#include "ckptplan/sim/simulator.h"
+#include "test_graphs.h"
+
+namespace ckptplan {
+namespace {
+
+struct Counts {
+  size_t scored = 0;   // saved candidates asked about
+  size_t patched = 0;  // patches checked against a simulation
+  size_t pulling = 0;  // of those, more than one run of steps inserted
+};
+
+// Field by field, with CHECKs of their own (not SimResultDifference, which
+// verify modes use and which is checked below).
+void CheckSame(const SimResult& patched, const SimResult& simulated) {
+  // The first step and the first storage that differ, if any.
+  REQUIRE(patched.steps.size() == simulated.steps.size());
+  size_t s = 0;
+  for (; s < patched.steps.size(); ++s) {
+    const Step &x = patched.steps[s], &y = simulated.steps[s];
+    if (x.node != y.node || x.recompute != y.recompute || x.starts_chain != y.starts_chain) break;
+  }
+  CHECK(s == patched.steps.size());
+  CHECK(patched.total == simulated.total);
+  CHECK(patched.node_peak == simulated.node_peak);
+  REQUIRE(patched.buffers.size() == simulated.buffers.size());
+  size_t b = 0;
+  for (; b < patched.buffers.size(); ++b) {
+    const Buffer &x = patched.buffers[b], &y = simulated.buffers[b];
+    if (x.root != y.root || x.first_step != y.first_step || x.last_step != y.last_step ||
+        x.category != y.category) {
+      break;
+    }
+  }
+  CHECK(b == patched.buffers.size());
+  CHECK(patched.recomputes.empty());
+  CHECK(simulated.recomputes.empty());
+  CHECK(patched.by_category.empty());
+  CHECK(simulated.by_category.empty());
+  CHECK(patched.recompute_cost == simulated.recompute_cost);
+  CHECK(patched.step_cost == simulated.step_cost);
+  CHECK(patched.peak_bytes == simulated.peak_bytes);
+  CHECK(patched.peak_step == simulated.peak_step);
+  CHECK(patched.resident == simulated.resident);
+  CHECK(patched.peak_breakdown == simulated.peak_breakdown);
+  CHECK(SimResultDifference(patched, simulated) == "");
+}
+
+// Whether `after` is `before` with one run of steps inserted, no step gone
+// and no chain start moved: drops that pull no re-run node into their chain.
+bool OneRunInserted(const SimResult& before, const SimResult& after) {
+  auto same = [](const Step& x, const Step& y) {
+    return x.node == y.node && x.recompute == y.recompute && x.starts_chain == y.starts_chain;
+  };
+  const size_t n = before.steps.size(), m = after.steps.size();
+  if (m < n) return false;
+  size_t prefix = 0, suffix = 0;
+  while (prefix < n && same(before.steps[prefix], after.steps[prefix])) ++prefix;
+  while (suffix < n - prefix && same(before.steps[n - 1 - suffix], after.steps[m - 1 - suffix])) {
+    ++suffix;
+  }
+  return prefix + suffix == n;
+}
+
+// Patches every saved droppable candidate of every region (and of the whole
+// step) under `keep` that DropDelta handles, and checks each against a
+// simulation of the drop; the same DropDelta serves every candidate of a
+// range, as a region search uses it.
+void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string& what,
+               Counts* counts) {
+  const Graph& graph = context.graph;
+  DropDelta delta(context);
+  SimResult patched;
+  for (const Region& range : testing::RegionsAndStep(context)) {
+    SimOptions options;  // as RegionalMemory::OptionsFor gives them
+    options.record_details = false;
+    options.reserve_bytes = 64;
+    options.first_node = range.first;
+    options.end_node = range.end;
+    const SimResult base = Simulate(context, keep, options);
+    delta.Index(base, keep, range.first, range.end, nullptr);
+    // The options must be those of the indexed simulation.
+    SimOptions detailed = options;
+    detailed.record_details = true;
+    for (TensorId t : context.droppable) {
+      const NodeId p = graph.tensors[t].producer;
+      if (!keep[t] || p < range.first || p >= range.end) continue;
+      ++counts->scored;
+      const bool known = delta.Score(t).known;
+      CHECK_FALSE(delta.Patch(t, detailed, &patched));
+      CHECK(delta.Patch(t, options, &patched) == known);
+      if (!known) continue;
+      ++counts->patched;
+      SaveSet dropped = keep;
+      dropped[t] = 0;
+      const SimResult simulated = Simulate(context, dropped, options);
+      counts->pulling += !OneRunInserted(base, simulated);
+      CAPTURE(what);
+      CAPTURE(graph.tensors[t].name);
+      CAPTURE(range.first);
+      CAPTURE(range.end);
+      CheckSame(patched, simulated);
+    }
+  }
+}
+
+// Save-all and random plans of `graph`, each candidate dropped with
+// probability 0 (save-all), 1/4, 1/2 and 3/4.
+void CheckGraph(const Graph& graph, uint64_t seed, const std::string& what, Counts* counts) {
+  const SimContext context(graph);
+  std::mt19937_64 random(seed);
+  for (unsigned share : {0u, 25u, 50u, 75u}) {
+    for (int round = 0; round < (share == 0 ? 1 : 3); ++round) {
+      SaveSet keep = SaveAll(graph);
+      for (TensorId t : context.droppable) keep[t] = random() % 100 >= share;
+      CheckPlan(context, keep, what, counts);
+    }
+  }
+}
+
+TEST_CASE("drops DropDelta patches into a simulation simulate to the same simulation") {
+  Counts counts;
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 3 + static_cast<int>(seed % 6) + (seed > 60 ? 6 : 0);
+    options.width = 1 + static_cast<int>(seed % 4) + (seed > 60 ? 2 : 0);
+    options.max_inputs = 1 + static_cast<int>(seed % 3);
+    options.max_bytes = seed % 5 == 0 ? 10 : 1000;  // small sizes make many ties
+    options.optimizer = seed % 2 == 0;
+    CheckGraph(RandomTrainingGraph(options), seed, "random " + std::to_string(seed), &counts);
+  }
+  for (int layers : {1, 2, 3}) {
+    // Views, backward views of forward tensors, implicit gradients, microbatches.
+    for (int microbatches : {1, 2}) {
+      CheckGraph(testing::SmallTransformer(microbatches, layers), 100 + layers,
+                 "transformer " + std::to_string(layers) + "x" + std::to_string(microbatches),
+                 &counts);
+    }
+  }
+  for (uint64_t seed = 300; seed < 310; ++seed) {
+    // Several regions: storages read after a region live to its end.
+    Graph graph =
+        testing::Concatenate({testing::RandomStep(seed, 2), testing::RandomStep(seed + 1, 3)});
+    CheckGraph(graph, seed, "concatenated " + std::to_string(seed), &counts);
+  }
+  for (uint64_t seed = 500; seed < 504; ++seed) {
+    // Deep, narrow random DAGs: last kept reads far back (DropDelta's per-root index).
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 100;
+    options.width = 3;
+    options.max_inputs = 3;
+    options.optimizer = seed % 2 == 0;
+    CheckGraph(RandomTrainingGraph(options), seed, "deep random " + std::to_string(seed), &counts);
+  }
+  MESSAGE("DropDelta patched " << counts.patched << " of " << counts.scored << " drops, "
+                               << counts.pulling << " of them more than a run of steps inserted");
+  // The corpus must exercise the patch, and not only on trivial drops.
+  CHECK(counts.patched > 2000);
+  CHECK(counts.patched * 4 > counts.scored);
+  CHECK(counts.pulling > 100);
+}
+
+TEST_CASE("SimResultDifference names the first field that differs") {
+  const Graph graph = testing::SmallTransformer(1, 1);
+  const SimContext context(graph);
+  SimOptions options;
+  options.record_details = false;
+  const SimResult sim = Simulate(context, SaveAll(graph), options);
+  CHECK(SimResultDifference(sim, sim) == "");
+  SimResult other = sim;
+  other.total.back() += 1;
+  CHECK(SimResultDifference(sim, other) == "total at step " + std::to_string(sim.total.size() - 1));
+  other = sim;
+  other.buffers[1].last_step += 1;
+  CHECK(SimResultDifference(sim, other) == "storage 1");
+  other = sim;
+  other.peak_step += 1;
+  CHECK(SimResultDifference(sim, other) == "peak step");
+  other = sim;
+  other.steps[2].starts_chain = !other.steps[2].starts_chain;
+  CHECK(SimResultDifference(sim, other) == "step 2");
+}
+
+}  // namespace
+}  // namespace ckptplan

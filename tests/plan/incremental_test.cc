@@ -23,7 +23,7 @@ namespace {
 // `shared` (when given) adds up the searches and trials copies shared.
 size_t CheckSamePlans(const Graph& graph, int64_t reserve, const std::string& what,
                       size_t* regions = nullptr, size_t* shared = nullptr,
-                      size_t* fast_scores = nullptr) {
+                      size_t* fast_scores = nullptr, size_t* patched = nullptr) {
   SimOptions sim_options;
   sim_options.reserve_bytes = reserve;
   const int64_t save_all = Simulate(graph, SaveAll(graph), sim_options).peak_bytes;
@@ -58,13 +58,14 @@ size_t CheckSamePlans(const Graph& graph, int64_t reserve, const std::string& wh
       if (regions) *regions = stats.regions;
       if (shared) *shared += stats.shared_searches + stats.shared_trials;
       if (fast_scores) *fast_scores += stats.fast_scores;
+      if (patched) *patched += stats.patched;
     }
   }
   return drops;
 }
 
 TEST_CASE("incremental planner matches the reference on random graphs") {
-  size_t drops = 0, fast_scores = 0;
+  size_t drops = 0, fast_scores = 0, patched = 0;
   for (uint64_t seed = 1; seed <= 120; ++seed) {
     RandomGraphOptions options;
     options.seed = seed;
@@ -75,13 +76,16 @@ TEST_CASE("incremental planner matches the reference on random graphs") {
     options.optimizer = seed % 2 == 0;
     Graph graph = RandomTrainingGraph(options);
     drops += CheckSamePlans(graph, seed % 3 == 0 ? 100 : 0, "random seed " + std::to_string(seed),
-                            nullptr, nullptr, &fast_scores);
+                            nullptr, nullptr, &fast_scores, &patched);
   }
   CHECK(drops > 1000);
   // Drops scored from the simulation (DropDelta), each checked against a
   // simulation in verify mode.
-  MESSAGE(fast_scores << " drops scored without simulating");
+  MESSAGE(fast_scores << " drops scored without simulating, " << patched
+                      << " applied from a patch of the region's simulation");
   CHECK(fast_scores > 100);
+  // Each patch simulated too in verify mode, and compared field by field.
+  CHECK(patched > 100);
 }
 
 TEST_CASE("incremental planner matches the reference with fractional costs") {

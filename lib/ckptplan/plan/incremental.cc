@@ -352,8 +352,8 @@ class RegionSearch {
     DropChoice best;
     bool best_fast = false;  // scored by DropDelta: *best_trial not filled
     size_t tried = 0;        // drops scored in this search
-    // The drop chosen can be applied from DropDelta's patch (no copies of
-    // the region share its trials): then no drop needs simulating.
+    // The drop chosen, when DropDelta scored it, is applied from its patch
+    // of the region's simulation where no copies of the region share trials.
     const bool patch = options_.prune && region.shape.copies == 1;
     // Bounds are taken best first; a loose one goes back in tightened, so
     // candidates are simulated in the order of tight bounds. Until a drop is

@@ -27,7 +27,8 @@
 //    first_use, last_use; cleanup.cc ResaveBounds group_, group_start_,
 //    recompute_step_; selector.h ScoreDrop compares node peaks;
 //    drop_delta.h (where a drop's chain goes: InsertionStep, the chain a
-//    recompute step's read sits in).
+//    recompute step's read sits in); drop_patch.cc (DropDelta::Patch: the
+//    steps after a drop, which of them start a chain, storages' categories).
 //  - Sum of live storages + the running node's workspace + resident state:
 //    regions.h (a region's node peaks differ from the step's by a plan-free
 //    offset); incremental.cc bounds (a drop lowers node peaks only where a

@@ -256,10 +256,18 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   if (num_candidates <= kSecondStartLimit) {
     starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
   }
+  std::vector<SaveSet> start_sets;
   for (const std::string& start : starts) {
     const auto since = std::chrono::steady_clock::now();
-    candidates.Add(Greedy(context, StartSet(context, start, options.policy), options),
-                   "greedy from " + start, since);
+    SaveSet set = StartSet(context, start, options.policy);
+    // The greedy from an equal start ends at the same plan (the min cut often
+    // saves every candidate when activations are small beside the peak).
+    if (std::find(start_sets.begin(), start_sets.end(), set) != start_sets.end()) {
+      spdlog::debug("planner: the {} start is an earlier start's set: not searched again", start);
+      continue;
+    }
+    candidates.Add(Greedy(context, set, options), "greedy from " + start, since);
+    start_sets.push_back(std::move(set));
   }
   AddBestSegments(context, options, &candidates);
   candidates.Add(SaveAll(graph), "save-all");

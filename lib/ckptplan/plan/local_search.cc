@@ -65,10 +65,7 @@ class Search {
       if (fast) {
         key = KeyOf(score.peak, score.cost);
       } else {
-        keep_[t] ^= 1;
-        memory_->Try(memory_->RegionOf(t), keep_, &trial_);
-        keep_[t] ^= 1;
-        ++simulations_;
+        TryFlip(t, &trial_);
         key = KeyOf(trial_.peak, trial_.cost);
       }
       if (key < best) {
@@ -136,6 +133,14 @@ class Search {
  private:
   bool Exhausted() const { return considered_ >= options_.max_considered; }
 
+  // Flipping candidate `t`, simulated in its region into *trial.
+  void TryFlip(TensorId t, RegionalMemory::Trial* trial) {
+    keep_[t] ^= 1;
+    memory_->Try(memory_->RegionOf(t), keep_, trial);
+    keep_[t] ^= 1;
+    ++simulations_;
+  }
+
   // Dropping saved candidate `t`, from its region's current simulation
   // without simulating (FastDropScorer); false when pruning is off, the
   // region's trials are shared with copies (RegionalMemory::Try), or
@@ -156,10 +161,7 @@ class Search {
 
   // Verify mode: the re-save of `t` a floor ruled out, simulated.
   void VerifyFloor(TensorId t) {
-    keep_[t] ^= 1;
-    memory_->Try(memory_->RegionOf(t), keep_, &trial_);
-    keep_[t] ^= 1;
-    ++simulations_;
+    TryFlip(t, &trial_);
     if (trial_.peak <= options_.budget_bytes) {
       throw std::logic_error("local search: the floor ruled out re-saving '" +
                              context_.graph.tensors[t].name + "' but its peak " +

@@ -19,7 +19,8 @@
 // bound whose walk through pulled nodes was cut short is walked in full
 // only when it comes up first, then put back in order.
 // A drop the bounds let through is scored from the region's current
-// simulation by DropDelta (sim/drop_delta.h) when it handles the drop, and
+// simulation by DropDelta (sim/drop_delta.h, through FastDropScorer in
+// fast_score.h, which local search shares) when it handles the drop, and
 // simulated otherwise; the drop chosen is simulated once, to apply it (and
 // a fast score that disagrees with that simulation throws). DropDelta is in
 // the simulator's layer and restates its rule clause by clause; the

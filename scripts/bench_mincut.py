@@ -19,6 +19,8 @@ partitioner's time to each.
 
 Usage: /usr/bin/python3 scripts/bench_mincut.py [--binary build/ckptplan]
        [--runs 3] [--workdir DIR] [--sizes 8x512,2x128]
+       /usr/bin/python3 scripts/bench_mincut.py --write-traced OUT.json LAYERS
+         (writes the traced graph of a LAYERS-block model, batch 8, seq 512)
 """
 
 import argparse
@@ -97,11 +99,12 @@ class GPT2(nn.Module):
         return F.cross_entropy(logits.view(-1, logits.shape[-1]), targets.view(-1))
 
 
-def trace_joint(batch, seq):
+def trace_joint(batch, seq, layers=12):
     """(joint GraphModule, joint inputs, num_fwd_outputs, parameter count) of one
-    step, traced as AOTAutograd does, with make_fx under fake tensors."""
+    step of a GPT-2-small-shaped model of `layers` blocks, traced as AOTAutograd
+    does, with make_fx under fake tensors."""
     torch.manual_seed(0)
-    model = GPT2()
+    model = GPT2(layers=layers)
     params = list(model.parameters())  # wte once: tied weights are one primal
     ids = torch.randint(0, 50257, (batch, seq))
     targets = torch.randint(0, 50257, (batch, seq))
@@ -310,7 +313,21 @@ def bench(size, args):
     return row
 
 
+def write_traced(path, layers, batch=8, seq=512):
+    """Traces a `layers`-block GPT-2-small-shaped model's step and writes it as
+    ckptplan.graph JSON (scripts/bench_scale.py's "fx" family: a real export,
+    one microbatch, one region)."""
+    joint, _, num_fwd, pcount = trace_joint(batch, seq, layers)
+    # What the partitioner does to the joint graph before bench() converts it:
+    # checks without users (aten.is_same_size) go.
+    joint.graph.eliminate_dead_code()
+    write_json(joint_to_graph(joint, num_fwd, pcount), path)
+
+
 def main():
+    if len(sys.argv) == 4 and sys.argv[1] == "--write-traced":
+        write_traced(sys.argv[2], int(sys.argv[3]))
+        return
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--binary", default="build/ckptplan")
     parser.add_argument("--runs", type=int, default=3)
@@ -318,6 +335,7 @@ def main():
     parser.add_argument("--sizes", default="8x512,2x128", help="BATCHxSEQ,...")
     args = parser.parse_args()
     args.workdir = args.workdir or tempfile.mkdtemp(prefix="bench_mincut.")
+    os.makedirs(args.workdir, exist_ok=True)
     sizes = [tuple(int(v) for v in s.split("x")) for s in args.sizes.split(",")]
     rows = [bench(s, args) for s in sizes]
     print("GPT-2 small, one step; CPU seconds, median of %d; ckptplan at 50%% / 80%% of "

@@ -18,8 +18,10 @@ Usage: /usr/bin/python3 scripts/bench_scale.py [--binary build/ckptplan]
 With --deep, one-region graphs instead (one microbatch, so the planner
 cannot split the step): `generate transformer --layers L`, random layered
 DAGs (`generate random --layers N --width 10 --max-inputs 3 --min-bytes 1000
---max-bytes 100000`) and a deep residual MLP stack that this script writes
-as JSON itself, not with ckptplan's generator (--families), of about
+--max-bytes 100000`), a deep residual MLP stack that this script writes
+as JSON itself, not with ckptplan's generator, and a real export: a
+GPT-2-small-shaped model of more layers traced by PyTorch (make_fx under fake
+tensors, batch 8, seq 512: bench_mincut.py --write-traced) (--families), of about
 --deep-sizes nodes, each with both strategies (or only --strategy, when given)
 at each of --fractions of the save-all peak. It prints the plan's CPU time (median of --runs), peak RSS,
 drops, recompute overhead (recompute cost / the step's cost) and, per graph
@@ -67,6 +69,12 @@ RANDOM_NODES_PER_LAYER = 19.75
 
 
 STACK_NODES_PER_BLOCK = 10
+# The traced GPT (bench_mincut.py --write-traced): 125 nodes a block, 32 more.
+# make_fx holds the whole traced model: 240 layers trace on this 23 GiB
+# machine, 800 layers (10^5 nodes) took all of its memory and swapped.
+FX_NODES_PER_LAYER = 125
+FX_NODES_FIXED = 32
+FX_MAX_LAYERS = 240
 
 
 def write_stack(path, blocks, batch=2048, hidden=256, ffn=1024):
@@ -148,6 +156,16 @@ def deep_graph(binary, workdir, family, size):
             subprocess.run([sys.executable, os.path.abspath(__file__), "--write-stack", graph,
                             str(blocks)], check=True)
         return graph, "stack --blocks %d" % blocks
+    if family == "fx":
+        layers = max(1, round((size - FX_NODES_FIXED) / FX_NODES_PER_LAYER))
+        if layers > FX_MAX_LAYERS:
+            return None, "traced GPT, %d layers (not traced: over --fx-max-layers)" % layers
+        graph = os.path.join(workdir, "deep2_fx_%d.json" % layers)
+        if not os.path.exists(graph):
+            tracer = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_mincut.py")
+            subprocess.run([sys.executable, tracer, "--write-traced", graph, str(layers)],
+                           check=True)
+        return graph, "traced GPT, %d layers" % layers
     if family == "transformer":
         layers = max(1, round(size / TRANSFORMER_NODES_PER_LAYER))
         args = ["transformer", "--layers", str(layers)]
@@ -191,6 +209,10 @@ def deep(args, workdir):
                     if timed_out:
                         break
                     graph, label = deep_graph(args.binary, workdir, family, size)
+                    if graph is None:
+                        print("| %s | | %s | %g%% | (skipped) | | | | | | | 0/0 |"
+                              % (label, strategy, 100 * fraction))
+                        break
                     probe = timings(args.binary, graph, 2**62, None, "save-all")
                     budget = int(probe["save_all_peak"] * fraction)
                     samples = []
@@ -245,14 +267,20 @@ def main():
     parser.add_argument("--deep", action="store_true",
                         help="one-region graphs, both strategies (see above)")
     parser.add_argument("--deep-sizes", default="1e3,1e4,3e4,1e5,1e6")
-    parser.add_argument("--families", default="transformer,random,stack",
+    parser.add_argument("--families", default="transformer,random,stack,fx",
                         help="transformer (generate transformer), random (generate random), "
-                        "stack (a residual MLP stack this script writes itself)")
+                        "stack (a residual MLP stack this script writes itself), fx (a "
+                        "GPT-2-small-shaped model of more layers traced by PyTorch's make_fx, "
+                        "as bench_mincut.py does)")
     parser.add_argument("--fractions", default="0.5,0.8")
+    parser.add_argument("--fx-max-layers", type=int, default=FX_MAX_LAYERS,
+                        help="the fx family's largest model traced (memory: see FX_MAX_LAYERS)")
     args = parser.parse_args()
     workdir = args.workdir or tempfile.mkdtemp(prefix="ckptplan_bench_")
     os.makedirs(workdir, exist_ok=True)
     if args.deep:
+        global FX_MAX_LAYERS
+        FX_MAX_LAYERS = args.fx_max_layers
         deep(args, workdir)
         return
     args.strategy = args.strategy or "ckptplan"

@@ -6,6 +6,7 @@
 #include "ckptplan/base/range_max.h"
 #include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/regions.h"
+#include "ckptplan/plan/fast_score.h"
 #include "ckptplan/plan/selector.h"
 
 #include <algorithm>
@@ -336,7 +337,8 @@ class RegionSearch {
   RegionSearch(const SimContext& context, const StaticInfo& info, const GreedyOptions& options,
                IncrementalStats* stats)
       : context_(context), info_(info), options_(options), walker_(context, info),
-        stats_(*stats), delta_(context), tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
+        stats_(*stats), scorer_(context, "incremental"),
+        tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
 
   // The best drop of a candidate of region `r`; its trial in *best_trial,
   // which is left as it is when there is none.
@@ -347,14 +349,12 @@ class RegionSearch {
     const uint32_t search = searches_++;
     ++stats_.searches;
     BuildView(context_, keep, region, peak, &view_);
-    delta_ready_ = false;
+    scorer_.Forget();
     Bounds(region, keep, memory.Outside(r));
     DropChoice best;
     bool best_fast = false;  // scored by DropDelta: *best_trial not filled
+    FastScore score, best_score;
     size_t tried = 0;        // drops scored in this search
-    // The drop chosen, when DropDelta scored it, is applied from its patch
-    // of the region's simulation where no copies of the region share trials.
-    const bool patch = options_.prune && region.shape.copies == 1;
     // Bounds are taken best first; a loose one goes back in tightened, so
     // candidates are simulated in the order of tight bounds. Until a drop is
     // simulated or a loose bound tightened, the best is found by a scan; then
@@ -405,7 +405,7 @@ class RegionSearch {
         // index DropDelta builds costs about as much as a simulation.)
         bool fast = false;
         DropChoice choice;
-        if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, best, &fast);
+        if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, best, &score, &fast);
         if (!fast) choice = TryDrop(memory, r, keep, t, &trial_);
         spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
                       context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
@@ -413,7 +413,11 @@ class RegionSearch {
         if (choice.tensor != kNoId && choice.BetterThan(best)) {
           best = choice;
           best_fast = fast;
-          if (!fast) std::swap(*best_trial, trial_);
+          if (fast) {
+            best_score = score;
+          } else {
+            std::swap(*best_trial, trial_);
+          }
         }
       }
     };
@@ -436,14 +440,17 @@ class RegionSearch {
       Tier1Bounds(region, memory.Outside(r));
       try_bounds(tier1_, 1);
     }
-    if (best.tensor != kNoId && best_fast &&
-        !(patch && PatchDrop(memory, r, keep, best, best_trial))) {
-      // The caller applies the trial: simulate the drop chosen, once.
-      const DropChoice simulated = TryDrop(memory, r, keep, best.tensor, best_trial);
-      if (!SameChoice(simulated, best)) {
-        throw std::logic_error("incremental: the drop of '" +
-                               context_.graph.tensors[best.tensor].name +
-                               "' simulates to another score than DropDelta gave");
+    if (best.tensor != kNoId && best_fast) {
+      // The caller applies the trial: from DropDelta's patch, or simulate
+      // the drop chosen, once. Equal figures make an equal choice (a fast
+      // score is of tier 0).
+      if (scorer_.Apply(memory, r, keep, best.tensor, best_score, options_.verify, best_trial,
+                        &verify_trial_)) {
+        ++stats_.patched;
+        stats_.simulations += options_.verify;
+      } else {
+        scorer_.Confirm(memory, r, keep, best.tensor, best_score, best_trial);
+        ++stats_.simulations;
       }
     }
     if (options_.verify) Verify(memory, r, keep, search, best);
@@ -472,102 +479,36 @@ class RegionSearch {
     return ScoreDrop(t, drop);
   }
 
-  static bool SameChoice(const DropChoice& a, const DropChoice& b) {
-    return a.tensor == b.tensor && a.tier == b.tier && a.score == b.score && a.freed == b.freed;
-  }
-
-  // The trial of `best`, a drop of region `r` that DropDelta scored, patched
-  // into the region's simulation (DropDelta::Patch) instead of simulated;
-  // false when Patch does not handle it. Throws std::logic_error when the
-  // patch scores otherwise, or in verify mode simulates otherwise.
-  bool PatchDrop(const RegionalMemory& memory, size_t r, SaveSet& keep, const DropChoice& best,
-                 RegionalMemory::Trial* trial) {
-    const RegionalMemory::Part& region = memory.part(r);
-    const TensorId t = best.tensor;
-    if (!delta_.Patch(t, memory.OptionsFor(r), trial->sim.own())) return false;
-    memory.Take(r, trial);
-    ++stats_.patched;
-    RegionDrop drop;
-    drop.peak = memory.peak();
-    drop.trial_peak = trial->peak;
-    drop.added_cost = trial->added_cost;
-    drop.node_peak = &region.sim.figures().node_peak;
-    drop.trial_node_peak = &trial->sim.figures().node_peak;
-    drop.offset = &region.offset;
-    std::string difference;
-    if (!SameChoice(ScoreDrop(t, drop), best)) difference = "its score";
-    if (options_.verify && difference.empty()) {
-      keep[t] = 0;
-      memory.Try(r, keep, &verify_trial_);
-      keep[t] = 1;
-      ++stats_.simulations;
-      difference = SimResultDifference(verify_trial_.sim.full(), trial->sim.full());
-    }
-    if (!difference.empty()) {
-      throw std::logic_error("incremental: the patch of the drop of '" +
-                             context_.graph.tensors[t].name + "' differs from its simulation: " +
-                             difference);
-    }
-    return true;
-  }
-
   // Scores dropping saved candidate `t` of region `r` from the region's
-  // current simulation (DropDelta), without simulating; *fast false when
-  // DropDelta does not handle the drop, or it leaves the peak where it is
-  // (tier 1 counts node peaks: simulated) while `best`, the best drop of the
-  // search so far, is not of tier 0. Pruning off, never.
+  // current simulation (FastDropScorer, its figures in *score), without
+  // simulating; *fast false when DropDelta does not handle the drop, or it
+  // leaves the peak where it is (tier 1 counts node peaks: simulated) while
+  // `best`, the best drop of the search so far, is not of tier 0. Pruning
+  // off, never.
   DropChoice ScoreFast(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
-                       const DropChoice& best, bool* fast) {
+                       const DropChoice& best, FastScore* score, bool* fast) {
     *fast = false;
-    if (!options_.prune) return {};
-    const RegionalMemory::Part& region = memory.part(r);
-    if (!delta_ready_) {
-      delta_.Index(region.sim.full(), keep, region.range.first, region.range.end,
-                   region.zero_offset ? nullptr : &region.offset);
-      delta_ready_ = true;
-    }
-    const DropDelta::Result scored = delta_.Score(t);
-    if (!scored.known) return {};
+    if (!options_.prune || !scorer_.Score(memory, r, keep, t, score)) return {};
     const int64_t peak = memory.peak();
-    const int64_t trial_peak = std::max(memory.Outside(r), scored.region_max);
-    if (trial_peak == peak) {
-      if (best.tensor == kNoId || best.tier != 0) return {};
-      // The drop leaves the peak: of tier 1 at best, it cannot beat `best`,
-      // and which tier-1 or no-progress choice it is does not matter.
-      ++stats_.fast_scores;
-      if (options_.verify) {
-        const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
-        if (real.tensor != kNoId && (real.tier == 0 || real.BetterThan(best))) {
-          throw std::logic_error("incremental: DropDelta left the peak for the drop of '" +
-                                 context_.graph.tensors[t].name + "' but it simulates to tier " +
-                                 std::to_string(real.tier));
-        }
-      }
-      *fast = true;
-      return {};
-    }
-    RegionDrop drop;
-    drop.peak = peak;
-    drop.trial_peak = trial_peak;
-    drop.added_cost = scored.added_cost;
-    drop.node_peak = drop.trial_node_peak = &region.sim.figures().node_peak;
-    drop.offset = &region.offset;
-    const DropChoice choice = ScoreDrop(t, drop);
+    const bool leaves_peak = score->peak == peak;
+    if (leaves_peak && (best.tensor == kNoId || best.tier != 0)) return {};
     ++stats_.fast_scores;
     if (options_.verify) {
-      const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
-      if (!SameChoice(real, choice) || verify_trial_.region_max != scored.region_max ||
-          verify_trial_.added_cost != scored.added_cost) {
-        throw std::logic_error(
-            "incremental: DropDelta scored the drop of '" + context_.graph.tensors[t].name +
-            "' region max " + std::to_string(scored.region_max) + ", cost " +
-            std::to_string(scored.added_cost) + "; simulated " +
-            std::to_string(verify_trial_.region_max) + ", " +
-            std::to_string(verify_trial_.added_cost));
-      }
+      scorer_.Confirm(memory, r, keep, t, *score, &verify_trial_);
+      ++stats_.simulations;
     }
     *fast = true;
-    return choice;
+    // The drop leaves the peak: of tier 1 at best, it cannot beat `best`,
+    // and which tier-1 or no-progress choice it is does not matter.
+    if (leaves_peak) return {};
+    const RegionalMemory::Part& region = memory.part(r);
+    RegionDrop drop;
+    drop.peak = peak;
+    drop.trial_peak = score->peak;
+    drop.added_cost = score->added_cost;
+    drop.node_peak = drop.trial_node_peak = &region.sim.figures().node_peak;
+    drop.offset = &region.offset;
+    return ScoreDrop(t, drop);
   }
 
   // Verify mode: simulates every saved candidate of region `r` that search
@@ -747,8 +688,7 @@ class RegionSearch {
   ChainWalker walker_;
   IncrementalStats& stats_;
   View view_;
-  DropDelta delta_;          // indexes the region's simulation at the first fast score
-  bool delta_ready_ = false;
+  FastDropScorer scorer_;    // indexes the region's simulation at the first fast score
   std::vector<Bound> tier0_, tier1_;
   std::vector<std::pair<TensorId, ChainWalker::Chain>> walks_;  // Bounds' short walks
   RegionalMemory::Trial verify_trial_;

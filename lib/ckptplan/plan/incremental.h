@@ -19,7 +19,8 @@
 // bound whose walk through pulled nodes was cut short is walked in full
 // only when it comes up first, then put back in order.
 // A drop the bounds let through is scored from the region's current
-// simulation by DropDelta (sim/drop_delta.h) when it handles the drop, and
+// simulation by DropDelta (sim/drop_delta.h, through FastDropScorer in
+// fast_score.h, which local search shares) when it handles the drop, and
 // simulated otherwise; the drop chosen is applied from DropDelta's patch of
 // the region's simulation (DropDelta::Patch) where the region has no copies
 // and DropDelta handles it, else simulated once (and a fast score that

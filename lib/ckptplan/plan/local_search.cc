@@ -10,7 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "ckptplan/plan/cleanup.h"
-#include "ckptplan/sim/drop_delta.h"
+#include "ckptplan/plan/fast_score.h"
 #include "ckptplan/sim/regions.h"
 
 namespace ckptplan {
@@ -33,7 +33,8 @@ class Search {
         options_(options),
         keep_(std::move(keep)),
         candidates_(context_.droppable),
-        floor_(context) {
+        floor_(context),
+        scorer_(context, "local search") {
     sim_options_.reserve_bytes = options.reserve_bytes;
     Reset();
   }
@@ -46,8 +47,9 @@ class Search {
     // plan fits, a re-save that cannot fit cannot improve it either.
     const bool fits = current_.over == 0;
     floor_.Forget();  // the last round's move changed the plan
-    indexed_ = kNoRegion;
+    scorer_.Forget();
     bool best_fast = false;  // scored by DropDelta: best_trial_ not filled
+    FastScore score, best_score;
     for (TensorId t : candidates_) {
       if (Exhausted()) return false;
       ++considered_;
@@ -59,22 +61,37 @@ class Search {
         continue;
       }
       Key key;
-      const bool fast = keep_[t] && ScoreDropFast(t, &key);
-      if (!fast) {
-        keep_[t] ^= 1;
-        memory_->Try(memory_->RegionOf(t), keep_, &trial_);
-        keep_[t] ^= 1;
-        ++simulations_;
+      const bool fast = keep_[t] && ScoreDropFast(t, &score);
+      if (fast) {
+        key = KeyOf(score.peak, score.cost);
+      } else {
+        TryFlip(t, &trial_);
         key = KeyOf(trial_.peak, trial_.cost);
       }
       if (key < best) {
         best = key;
         best_move = {t};
         best_fast = fast;
-        if (!fast) std::swap(best_trial_, trial_);
+        if (fast) {
+          best_score = score;
+        } else {
+          std::swap(best_trial_, trial_);
+        }
       }
     }
-    if (best_move.size() == 1 && best_fast) SimulateChosen(best_move[0], best);
+    if (best_move.size() == 1 && best_fast) {
+      // Scored without simulating: into best_trial_ to apply it, from
+      // DropDelta's patch or simulated, once.
+      const TensorId t = best_move[0];
+      const size_t r = memory_->RegionOf(t);
+      if (scorer_.Apply(*memory_, r, keep_, t, best_score, options_.verify, &best_trial_,
+                        &trial_)) {
+        simulations_ += options_.verify;
+      } else {
+        scorer_.Confirm(*memory_, r, keep_, t, best_score, &best_trial_);
+        ++simulations_;
+      }
+    }
     if (best_move.empty() && candidates_.size() <= options_.pair_limit) {
       for (size_t i = 0; i < candidates_.size(); ++i) {
         for (size_t j = i + 1; j < candidates_.size(); ++j) {
@@ -123,66 +140,35 @@ class Search {
  private:
   bool Exhausted() const { return considered_ >= options_.max_considered; }
 
-  static constexpr size_t kNoRegion = SIZE_MAX;
+  // Flipping candidate `t`, simulated in its region into *trial.
+  void TryFlip(TensorId t, RegionalMemory::Trial* trial) {
+    keep_[t] ^= 1;
+    memory_->Try(memory_->RegionOf(t), keep_, trial);
+    keep_[t] ^= 1;
+    ++simulations_;
+  }
 
-  // The key after dropping saved candidate `t`, from its region's current
-  // simulation (DropDelta) without simulating; false when pruning is off,
-  // the region's trials are shared with copies (RegionalMemory::Try), or
+  // Dropping saved candidate `t`, from its region's current simulation
+  // without simulating (FastDropScorer); false when pruning is off, the
+  // region's trials are shared with copies (RegionalMemory::Try), or
   // DropDelta does not handle the drop. In verify mode the drop is also
-  // simulated and must give the same peak and cost.
-  bool ScoreDropFast(TensorId t, Key* key) {
-    if (!options_.prune || !context_.exact_costs) return false;
+  // simulated and must give the same figures.
+  bool ScoreDropFast(TensorId t, FastScore* score) {
+    if (!options_.prune) return false;
     const size_t r = memory_->RegionOf(t);
-    const RegionalMemory::Part& part = memory_->part(r);
-    if (part.shape.copies > 1) return false;
-    if (!delta_) delta_ = std::make_unique<DropDelta>(context_);
-    if (indexed_ != r) {
-      delta_->Index(part.sim.full(), keep_, part.range.first, part.range.end,
-                    part.zero_offset ? nullptr : &part.offset);
-      indexed_ = r;
-    }
-    const DropDelta::Result scored = delta_->Score(t);
-    if (!scored.known) return false;
+    if (memory_->part(r).shape.copies > 1) return false;
+    if (!scorer_.Score(*memory_, r, keep_, t, score)) return false;
     ++fast_scores_;
-    // Exact integer costs (DropDelta answers no others): the sum is the
-    // trial's cost exactly.
-    *key = KeyOf(std::max(memory_->Outside(r), scored.region_max),
-                 memory_->cost() + scored.added_cost);
     if (options_.verify) {
-      keep_[t] = 0;
-      memory_->Try(r, keep_, &trial_);
-      keep_[t] = 1;
+      scorer_.Confirm(*memory_, r, keep_, t, *score, &trial_);
       ++simulations_;
-      if (trial_.peak != key->peak || trial_.cost != key->cost) FastScoreMismatch(t, *key);
     }
     return true;
   }
 
-  // The single flip chosen was scored without simulating: simulate it, once,
-  // into best_trial_ to apply it; its figures must be the ones scored.
-  void SimulateChosen(TensorId t, const Key& scored) {
-    keep_[t] ^= 1;
-    memory_->Try(memory_->RegionOf(t), keep_, &best_trial_);
-    keep_[t] ^= 1;
-    ++simulations_;
-    if (best_trial_.peak != scored.peak || best_trial_.cost != scored.cost) {
-      FastScoreMismatch(t, scored);
-    }
-  }
-
-  [[noreturn]] void FastScoreMismatch(TensorId t, const Key& scored) const {
-    throw std::logic_error("local search: DropDelta scored dropping '" +
-                           context_.graph.tensors[t].name + "' at peak " +
-                           std::to_string(scored.peak) + ", cost " + std::to_string(scored.cost) +
-                           " but it simulates to another");
-  }
-
   // Verify mode: the re-save of `t` a floor ruled out, simulated.
   void VerifyFloor(TensorId t) {
-    keep_[t] ^= 1;
-    memory_->Try(memory_->RegionOf(t), keep_, &trial_);
-    keep_[t] ^= 1;
-    ++simulations_;
+    TryFlip(t, &trial_);
     if (trial_.peak <= options_.budget_bytes) {
       throw std::logic_error("local search: the floor ruled out re-saving '" +
                              context_.graph.tensors[t].name + "' but its peak " +
@@ -224,8 +210,7 @@ class Search {
   std::unique_ptr<RegionalMemory> memory_;
   RegionalMemory::Trial trial_, best_trial_;
   ResaveBounds floor_;
-  std::unique_ptr<DropDelta> delta_;  // made on first use
-  size_t indexed_ = kNoRegion;        // region delta_ indexes this round
+  FastDropScorer scorer_;
   SimResult whole_;
   Key current_;
   size_t moves_ = 0;

@@ -60,21 +60,46 @@ class Candidates {
     return Result(std::move(keep), sim.peak_bytes, sim.recompute_cost, std::move(method));
   }
 
-  // How a fitting plan added is cleaned up.
-  enum class Clean {
-    kAlways,
-    // A baseline: cleaned up unless that is dear (CleanupWork over
-    // CleanupBudget) and a plan added earlier with kAlways (a greedy's)
-    // fits. Where no greedy fits, the baselines' cleanups compete for the
-    // plan, and all run.
-    kWhereCheap,
-  };
-
-  // Adds a plan found since `since` (for the log's timings); fitting plans
-  // are cleaned up first.
+  // Adds a plan found since `since` (for the log's timings); a fitting plan
+  // is cleaned up first.
   void Add(SaveSet keep, std::string method,
-           std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now(),
-           Clean clean = Clean::kAlways) {
+           std::chrono::steady_clock::time_point since = std::chrono::steady_clock::now()) {
+    AddPlan(std::move(keep), std::move(method), since, Clean::kAlways);
+  }
+
+  // Adds a baseline's plan: as Add, but a fitting one is cleaned up unless
+  // that is dear (CleanupWork over CleanupBudget) and a plan added with Add
+  // (a greedy's) fits. Where no greedy fits, the baselines' cleanups compete
+  // for the plan, and all run.
+  void AddBaseline(SaveSet keep, std::string method,
+                   std::chrono::steady_clock::time_point since =
+                       std::chrono::steady_clock::now()) {
+    AddPlan(std::move(keep), std::move(method), since, Clean::kWhereCheap);
+  }
+
+  const PlannerResult& best() const { return best_; }
+
+  // The `count` best plans with distinct save sets, best first.
+  std::vector<PlannerResult> Top(size_t count) const {
+    std::vector<PlannerResult> sorted = all_;
+    std::stable_sort(sorted.begin(), sorted.end(), Better);
+    std::vector<PlannerResult> top;
+    for (PlannerResult& plan : sorted) {
+      if (top.size() == count) break;
+      bool seen = false;
+      for (const PlannerResult& other : top) seen = seen || other.keep == plan.keep;
+      if (!seen) top.push_back(std::move(plan));
+    }
+    return top;
+  }
+
+ private:
+  // How a fitting plan added is cleaned up: always (Add), or where cheap
+  // (AddBaseline).
+  enum class Clean { kAlways, kWhereCheap };
+
+  void AddPlan(SaveSet keep, std::string method, std::chrono::steady_clock::time_point since,
+               Clean clean) {
     PlannerResult result = Measure(std::move(keep), method);
     const size_t work = result.fits && clean == Clean::kWhereCheap ? CleanupWork(result.keep) : 0;
     if (work > 0) {
@@ -113,23 +138,6 @@ class Candidates {
     all_.push_back(std::move(result));
   }
 
-  const PlannerResult& best() const { return best_; }
-
-  // The `count` best plans with distinct save sets, best first.
-  std::vector<PlannerResult> Top(size_t count) const {
-    std::vector<PlannerResult> sorted = all_;
-    std::stable_sort(sorted.begin(), sorted.end(), Better);
-    std::vector<PlannerResult> top;
-    for (PlannerResult& plan : sorted) {
-      if (top.size() == count) break;
-      bool seen = false;
-      for (const PlannerResult& other : top) seen = seen || other.keep == plan.keep;
-      if (!seen) top.push_back(std::move(plan));
-    }
-    return top;
-  }
-
- private:
   // A plan with its peak and recompute cost, judged against the budget.
   PlannerResult Result(SaveSet keep, int64_t peak, double cost, std::string method) const {
     PlannerResult result;
@@ -208,7 +216,7 @@ class Candidates {
   const PlannerOptions& options_;
   const bool cleanup_;
   std::vector<Cleaned> cleaned_;
-  bool always_fits_ = false;  // a plan added with Clean::kAlways fits
+  bool always_fits_ = false;  // a plan added with Add (not AddBaseline) fits
   SimOptions sim_options_;
   PlannerResult best_;
   bool has_best_ = false;
@@ -243,8 +251,7 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
                 SecondsSince(since));
   const PlannerResult& best = segments.best();
   if (best.keep.empty()) return;
-  candidates->Add(best.keep, best.method, std::chrono::steady_clock::now(),
-                  Candidates::Clean::kWhereCheap);
+  candidates->AddBaseline(best.keep, best.method);
   if (!best.fits) candidates->Add(Greedy(context, best.keep, options), "greedy from " + best.method);
 }
 
@@ -256,20 +263,25 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   if (num_candidates <= kSecondStartLimit) {
     starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
   }
+  std::vector<SaveSet> start_sets;
   for (const std::string& start : starts) {
     const auto since = std::chrono::steady_clock::now();
-    candidates.Add(Greedy(context, StartSet(context, start, options.policy), options),
-                   "greedy from " + start, since);
+    SaveSet set = StartSet(context, start, options.policy);
+    // The greedy from an equal start ends at the same plan (the min cut often
+    // saves every candidate when activations are small beside the peak).
+    if (std::find(start_sets.begin(), start_sets.end(), set) != start_sets.end()) {
+      spdlog::debug("planner: the {} start is an earlier start's set: not searched again", start);
+      continue;
+    }
+    candidates.Add(Greedy(context, set, options), "greedy from " + start, since);
+    start_sets.push_back(std::move(set));
   }
   AddBestSegments(context, options, &candidates);
   candidates.Add(SaveAll(graph), "save-all");
-  const auto baseline = Candidates::Clean::kWhereCheap;
-  candidates.Add(ScopeCheckpointPlan(context), "scope-checkpoint", std::chrono::steady_clock::now(),
-                 baseline);
-  candidates.Add(SqrtSegmentsPlan(context), "sqrt-segments", std::chrono::steady_clock::now(),
-                 baseline);
-  candidates.Add(KnapsackPlan(context, options.budget_bytes, options.reserve_bytes), "knapsack",
-                 std::chrono::steady_clock::now(), baseline);
+  candidates.AddBaseline(ScopeCheckpointPlan(context), "scope-checkpoint");
+  candidates.AddBaseline(SqrtSegmentsPlan(context), "sqrt-segments");
+  candidates.AddBaseline(KnapsackPlan(context, options.budget_bytes, options.reserve_bytes),
+                         "knapsack");
 
   // Local search from the best few distinct plans (one on large graphs).
   LocalSearchOptions search;

@@ -32,7 +32,7 @@
 // a region's storages read after it live to its end; the implicit gradients
 // from the first non-forward node's own step. tests/sim/drop_delta_test.cc
 // checks every known answer against a simulation of the drop; the
-// incremental planner's verify mode does the same for every fast score.
+// searches' verify modes (plan/fast_score.h) do the same for every fast score.
 #ifndef CKPTPLAN_DROP_DELTA_H_
 #define CKPTPLAN_DROP_DELTA_H_
 

@@ -1,0 +1,79 @@
+#include "ckptplan/plan/fast_score.h"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace ckptplan {
+
+FastDropScorer::FastDropScorer(const SimContext& context, std::string caller)
+    : context_(context), caller_(std::move(caller)) {}
+
+bool FastDropScorer::Score(const RegionalMemory& memory, size_t r, const SaveSet& keep,
+                           TensorId t, FastScore* score) {
+  // DropDelta answers exact integer costs only: no index is worth building.
+  if (!context_.exact_costs) return false;
+  if (!delta_) delta_ = std::make_unique<DropDelta>(context_);
+  if (indexed_ != r) {
+    const RegionalMemory::Part& part = memory.part(r);
+    delta_->Index(part.sim.full(), keep, part.range.first, part.range.end,
+                  part.zero_offset ? nullptr : &part.offset);
+    indexed_ = r;
+  }
+  const DropDelta::Result scored = delta_->Score(t);
+  if (!scored.known) return false;
+  score->region_max = scored.region_max;
+  score->peak = std::max(memory.Outside(r), scored.region_max);
+  score->added_cost = scored.added_cost;
+  // Exact integer costs: the sum is the trial's cost exactly.
+  score->cost = memory.cost() + scored.added_cost;
+  return true;
+}
+
+void FastDropScorer::Confirm(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+                             const FastScore& score, RegionalMemory::Trial* trial) const {
+  keep[t] = 0;
+  memory.Try(r, keep, trial);
+  keep[t] = 1;
+  if (trial->region_max == score.region_max && trial->peak == score.peak &&
+      trial->added_cost == score.added_cost && trial->cost == score.cost) {
+    return;
+  }
+  throw std::logic_error(caller_ + ": DropDelta scored dropping '" +
+                         context_.graph.tensors[t].name + "' at region max " +
+                         std::to_string(score.region_max) + ", added cost " +
+                         std::to_string(score.added_cost) + " (peak " +
+                         std::to_string(score.peak) + ", cost " + std::to_string(score.cost) +
+                         ") but it simulates to " + std::to_string(trial->region_max) + ", " +
+                         std::to_string(trial->added_cost) + " (" + std::to_string(trial->peak) +
+                         ", " + std::to_string(trial->cost) + ")");
+}
+
+bool FastDropScorer::Apply(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+                           const FastScore& score, bool verify, RegionalMemory::Trial* trial,
+                           RegionalMemory::Trial* verify_trial) {
+  if (!delta_ || indexed_ != r || memory.part(r).shape.copies != 1 ||
+      !delta_->Patch(t, memory.OptionsFor(r), trial->sim.own())) {
+    return false;
+  }
+  memory.Take(r, trial);
+  std::string difference;
+  if (trial->region_max != score.region_max || trial->peak != score.peak ||
+      trial->added_cost != score.added_cost || trial->cost != score.cost) {
+    difference = "its figures";
+  } else if (verify) {
+    keep[t] = 0;
+    memory.Try(r, keep, verify_trial);
+    keep[t] = 1;
+    difference = SimResultDifference(verify_trial->sim.full(), trial->sim.full());
+  }
+  if (!difference.empty()) {
+    throw std::logic_error(caller_ + ": DropDelta's patch of dropping '" +
+                           context_.graph.tensors[t].name + "' differs from its simulation in " +
+                           difference);
+  }
+  return true;
+}
+
+}  // namespace ckptplan

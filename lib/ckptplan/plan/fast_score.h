@@ -1,0 +1,77 @@
+// Scoring a drop from its region's current simulation, without simulating.
+//
+// Local search and the incremental greedy both try dropping saved candidates
+// of one region against the same current plan. FastDropScorer indexes the
+// region's current simulation with DropDelta (sim/drop_delta.h) at the first
+// drop it scores there, answers each drop DropDelta handles from that index,
+// and confirms a score against the drop's simulation: in verify mode for
+// every score, always for the drop a search chooses (it is simulated once, to
+// apply it). A difference means DropDelta and the simulator disagree about
+// the memory rule, and throws. Which drops a search scores this way, and what
+// it makes of the figures, stays the search's.
+#ifndef CKPTPLAN_FAST_SCORE_H_
+#define CKPTPLAN_FAST_SCORE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/drop_delta.h"
+#include "ckptplan/sim/regions.h"
+#include "ckptplan/sim/simulator.h"
+
+namespace ckptplan {
+
+/// The figures of a drop, as RegionalMemory::Try would give them.
+struct FastScore {
+  int64_t region_max = 0;  ///< the region's highest node peak after, step's bytes
+  int64_t peak = 0;        ///< the step's peak after
+  double added_cost = 0;   ///< recompute cost after minus before (exact)
+  double cost = 0;         ///< the step's recompute cost after
+};
+
+class FastDropScorer {
+ public:
+  /// `caller` names the search in error messages.
+  FastDropScorer(const SimContext& context, std::string caller);
+
+  /// The current plan changed: the next Score indexes again.
+  void Forget() { indexed_ = kNone; }
+
+  /// Dropping saved candidate `t` of region `r` from the region's current
+  /// simulation in `memory`, whose plan is `keep`; false when DropDelta does
+  /// not handle the drop (nor any of a graph whose costs are not exact). The
+  /// region is indexed at its first score since Forget or another region's.
+  bool Score(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t,
+             FastScore* score);
+
+  /// Simulates dropping `t` from region `r` into *trial and throws
+  /// std::logic_error unless it gives `score`'s figures. `keep` is restored.
+  void Confirm(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+               const FastScore& score, RegionalMemory::Trial* trial) const;
+
+  /// Instead of Confirm, for the drop a search chooses: *trial from
+  /// DropDelta's patch of region `r`'s simulation (DropDelta::Patch), no
+  /// simulation, where the region is the one last scored, has no copies
+  /// (their trials are kept for one another) and Patch handles the drop;
+  /// false otherwise (then Confirm). Throws std::logic_error unless the
+  /// patch gives `score`'s figures and, with `verify`, unless a simulation
+  /// of the drop (into *verify_trial) equals it field by field.
+  bool Apply(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+             const FastScore& score, bool verify, RegionalMemory::Trial* trial,
+             RegionalMemory::Trial* verify_trial);
+
+ private:
+  static constexpr size_t kNone = SIZE_MAX;
+
+  const SimContext& context_;
+  std::string caller_;
+  std::unique_ptr<DropDelta> delta_;  // made on first use
+  size_t indexed_ = kNone;            // region delta_ indexes
+};
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_FAST_SCORE_H_

@@ -5,9 +5,10 @@
 // region's current simulation with DropDelta (sim/drop_delta.h) at the first
 // drop it scores there, answers each drop DropDelta handles from that index,
 // and confirms a score against the drop's simulation: in verify mode for
-// every score, always for the drop a search chooses (it is simulated once, to
-// apply it). A difference means DropDelta and the simulator disagree about
-// the memory rule, and throws. Which drops a search scores this way, and what
+// every score, always for the drop a search chooses (its trial, to apply it,
+// is DropDelta's patch of the region's simulation where Apply can make one,
+// simulated once otherwise). A difference means DropDelta and the simulator
+// disagree about the memory rule, and throws. Which drops a search scores this way, and what
 // it makes of the figures, stays the search's.
 #ifndef CKPTPLAN_FAST_SCORE_H_
 #define CKPTPLAN_FAST_SCORE_H_

@@ -23,7 +23,9 @@
 // simulated otherwise; the drop chosen is simulated once, to apply it (and
 // a fast score that disagrees with that simulation throws). DropDelta is in
 // the simulator's layer and restates its rule clause by clause; the
-// differential tests and verify mode check it against Simulate.
+// differential tests and verify mode check it against Simulate. The bounds
+// and DropDelta read the simulation's groups, storages and reads from one
+// StepFacts (sim/step_facts.h), filled once per region search.
 #ifndef CKPTPLAN_INCREMENTAL_H_
 #define CKPTPLAN_INCREMENTAL_H_
 

@@ -100,10 +100,11 @@ TEST_CASE("step facts: groups, storages, reads and families of a plan with a rec
   CHECK(facts.LastUse(id("v")) == 8);
   CHECK(facts.FirstRead(id("x")) == kNone);  // read by f only, a forward step
   CHECK(facts.FirstRead(id("c")) == kNone);
-  // dc, made by a backward node and viewing no forward tensor: its root is
-  // odd; a's is not.
-  CHECK(facts.OddRoot(id("dc")));
+  // No root a candidate shares has a tensor that a non-forward step reads
+  // and that neither a forward node made nor views one (dc, made by a
+  // backward node, has a root of its own, which no candidate shares).
   CHECK_FALSE(facts.OddRoot(id("a")));
+  CHECK_FALSE(facts.OddRoot(id("dc")));
 
   facts.FillSaved(keep);
   // Root a's saved candidates: a (last use 10) and v (8). Dropping a leaves

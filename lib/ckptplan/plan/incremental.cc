@@ -66,7 +66,7 @@ struct View {
   int64_t peak = 0;                    // the step's peak
   const StepFacts* facts = nullptr;    // of the region's simulation
   // The group node `n` is re-run in; kNoId if it is not.
-  NodeId Slot(NodeId n) const { return facts->GroupOf(facts->RerunStep(n)); }
+  NodeId Slot(NodeId n) const { return facts->RerunGroup(n); }
   // The first and last group a non-forward step reads `t` in (the last by a
   // group's own step); kNoId if none does.
   NodeId FirstUse(TensorId t) const { return facts->GroupOf(facts->FirstRead(t)); }

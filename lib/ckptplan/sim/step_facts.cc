@@ -1,5 +1,7 @@
 #include "ckptplan/sim/step_facts.h"
 
+#include <cstring>
+
 namespace ckptplan {
 
 std::vector<NodeId> LastForwardReads(const SimContext& context) {
@@ -22,61 +24,81 @@ std::vector<NodeId> LastForwardReads(const SimContext& context) {
 
 StepFacts::StepFacts(const SimContext& context) : context_(context) {
   const size_t num_tensors = context.graph.tensors.size();
-  original_.assign(num_tensors, kNone);
-  copy_.assign(num_tensors, kNone);
-  first_read_.assign(num_tensors, kNone);
-  last_read_.assign(num_tensors, kNone);
-  last_own_read_.assign(num_tensors, kNone);
-  alias_last_read_.assign(num_tensors, kNone);
-  alias_first_made_.assign(num_tensors, kNone);
-  recompute_read_.assign(num_tensors, 0);
-  odd_root_.assign(num_tensors, 0);
-  family_last_.assign(num_tensors, kNone);
-  family_second_.assign(num_tensors, kNone);
-  family_last_tensor_.assign(num_tensors, kNoId);
+  storages_.resize(num_tensors);
+  reads_.resize(num_tensors);
+  alias_reads_.resize(num_tensors);
+  families_.resize(num_tensors);
+  view_base_.resize(num_tensors);
+  std::vector<uint8_t> candidate_root(num_tensors, 0);
+  for (TensorId t : context.candidates) candidate_root[context.root[t]] = 1;
+  for (TensorId x = 0; x < num_tensors; ++x) {
+    TensorId base = x;
+    if (!context.resident_root[x]) {
+      while (base != kNoId && !context.forward_produced[base]) base = context.alias_of[base];
+    }
+    // Only candidates' roots are asked whether they are odd: the reads of
+    // others (gradients, mostly) are plain reads.
+    if (base == kNoId && !candidate_root[context.root[x]]) base = x;
+    view_base_[x] = base;
+  }
 }
 
+namespace {
+
+// Resets the entries of `entries` that `touched` lists, or all of them when
+// that is cheaper: an empty entry is all ones (kNone, kNoId, kNo), so a
+// memset.
+template <typename T>
+void ResetEntries(std::vector<TensorId>& touched, size_t one_by_one, std::vector<T>& entries) {
+  if (touched.size() > one_by_one) {
+    std::memset(static_cast<void*>(entries.data()), 0xff, entries.size() * sizeof(T));
+  } else {
+    for (TensorId t : touched) entries[t] = T{};
+  }
+}
+
+}  // namespace
+
 void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
-  for (TensorId t : stored_) original_[t] = copy_[t] = kNone;
+  const size_t one_by_one = ResetOneByOne();
+  ResetEntries(stored_, one_by_one, storages_);
   stored_.clear();
-  for (TensorId t : read_) {
-    first_read_[t] = last_read_[t] = last_own_read_[t] = kNone;
-    alias_last_read_[t] = alias_first_made_[t] = kNone;
-    recompute_read_[t] = odd_root_[t] = 0;
-  }
+  ResetEntries(read_, one_by_one, reads_);
   read_.clear();
-  for (TensorId root : family_roots_) {
-    family_last_[root] = family_second_[root] = kNone;
-    family_last_tensor_[root] = kNoId;
-  }
+  ResetEntries(alias_read_, one_by_one, alias_reads_);
+  alias_read_.clear();
+  ResetEntries(family_roots_, one_by_one, families_);
   family_roots_.clear();
   reads_ready_ = saved_ready_ = false;
   sim_ = &sim;
   first_ = first;
   end_ = end;
   const size_t num_steps = sim.steps.size();
-  const size_t num_nodes = end - first;
-  own_step_.assign(num_nodes, kNone);
-  group_begin_.assign(num_nodes, kNone);
-  rerun_step_.assign(num_nodes, kNone);
+  nodes_.resize(end - first);
+  std::memset(static_cast<void*>(nodes_.data()), 0xff, nodes_.size() * sizeof(NodeSteps));
   ReserveSteps(group_, num_steps);
   group_.resize(num_steps);
   // Recompute steps belong to the group of the node that follows them.
   uint32_t begin = 0;
   for (uint32_t s = 0; s < num_steps; ++s) {
     const Step& step = sim.steps[s];
-    if (step.recompute) {
-      rerun_step_[step.node - first] = s;
-      continue;
+    if (step.recompute) continue;
+    NodeSteps& node = nodes_[step.node - first];
+    node.own = s;
+    node.begin = begin;
+    for (uint32_t i = begin; i < s; ++i) {
+      NodeSteps& rerun = nodes_[sim.steps[i].node - first];
+      rerun.rerun = i;
+      rerun.rerun_group = step.node;
+      group_[i] = step.node;
     }
-    own_step_[step.node - first] = s;
-    group_begin_[step.node - first] = begin;
-    for (uint32_t i = begin; i <= s; ++i) group_[i] = step.node;
+    group_[s] = step.node;
     begin = s + 1;
   }
   for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
     const Buffer& buffer = sim.buffers[b];
-    (sim.steps[buffer.first_step].recompute ? copy_ : original_)[buffer.root] = b;
+    Storages& storages = storages_[buffer.root];
+    (sim.steps[buffer.first_step].recompute ? storages.copy : storages.original) = b;
     stored_.push_back(buffer.root);
   }
 }
@@ -91,17 +113,19 @@ void StepFacts::FillReads() {
     for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node];
          ++i) {
       const TensorId x = ids[i];
-      if (first_read_[x] == kNone) {
-        first_read_[x] = s;
+      Reads& reads = reads_[x];
+      if (reads.first == kNone) {
+        reads.first = s;
         read_.push_back(x);
       }
-      last_read_[x] = s;
+      reads.last = s;
       if (step.recompute) {
-        recompute_read_[x] = 1;
+        reads.recompute = kYes;
       } else {
-        last_own_read_[x] = s;
+        reads.last_own = s;
       }
-      if (!context_.forward_produced[x] && !context_.resident_root[x]) AliasRead(x, s);
+      // forward_produced first: a byte a tensor, denser than view_base_.
+      if (!context_.forward_produced[x] && view_base_[x] != x) AliasRead(x, s);
     }
   }
 }
@@ -109,48 +133,53 @@ void StepFacts::FillReads() {
 // A non-forward read of `x`, which no forward node made: a view a backward
 // node took of a forward tensor reads the storage that tensor had when the
 // view was made (its original when saved, else its copy), so the read counts
-// as one of the nearest forward-made tensor it views. Anything else marks
-// its root odd.
+// as one of the nearest forward-made tensor it views (view_base_). Anything
+// else marks its root odd.
 void StepFacts::AliasRead(TensorId x, uint32_t step) {
-  TensorId base = x;
-  while (base != kNoId && !context_.forward_produced[base]) base = context_.alias_of[base];
+  const TensorId base = view_base_[x];
   if (base == kNoId) {
     const TensorId root = context_.root[x];
-    if (!odd_root_[root]) {
-      odd_root_[root] = 1;
+    if (reads_[root].odd != kYes) {
+      reads_[root].odd = kYes;
       read_.push_back(root);
     }
     return;
   }
   const NodeId maker = context_.producer[x];
-  const uint32_t made = maker >= first_ && maker < end_ ? own_step_[maker - first_] : 0;
-  if (alias_last_read_[base] == kNone) {
-    read_.push_back(base);
-    alias_first_made_[base] = made;
+  const uint32_t made = maker >= first_ && maker < end_ ? nodes_[maker - first_].own : 0;
+  AliasReads& alias = alias_reads_[base];
+  if (alias.last == kNone) {
+    alias_read_.push_back(base);
+    alias.first_made = made;
   }
-  alias_last_read_[base] = step;
-  alias_first_made_[base] = std::min(alias_first_made_[base], made);
+  alias.last = step;
+  alias.first_made = std::min(alias.first_made, made);
 }
 
 void StepFacts::FillSaved(const SaveSet& keep) {
   saved_ready_ = true;
   if (last_forward_read_.empty()) last_forward_read_ = LastForwardReads(context_);
-  // Each saved candidate read once over, whether listed once or twice.
-  for (TensorId x : read_) {
-    if (!context_.is_candidate[x] || !keep[x]) continue;
-    const uint32_t last = LastUse(x);
-    if (last == kNone) continue;
-    const TensorId root = context_.root[x];
-    uint32_t& top = family_last_[root];
-    if (family_last_tensor_[root] == x) continue;  // listed twice
-    if (top == kNone) family_roots_.push_back(root);
-    if (top == kNone || last > top) {
-      family_second_[root] = top;
-      top = last;
-      family_last_tensor_[root] = x;
-    } else if (family_second_[root] == kNone || last > family_second_[root]) {
-      family_second_[root] = last;
-    }
+  for (const std::vector<TensorId>* list : {&read_, &alias_read_}) {
+    for (TensorId x : *list) AddToFamily(keep, x);
+  }
+}
+
+// Counts saved candidate `x`'s LastUse in its root's family; a tensor listed
+// twice counts once.
+void StepFacts::AddToFamily(const SaveSet& keep, TensorId x) {
+  if (!context_.is_candidate[x] || !keep[x]) return;
+  const uint32_t last = LastUse(x);
+  if (last == kNone) return;
+  const TensorId root = context_.root[x];
+  Family& family = families_[root];
+  if (family.last_tensor == x) return;  // listed twice
+  if (family.last == kNone) family_roots_.push_back(root);
+  if (family.last == kNone || last > family.last) {
+    family.second = family.last;
+    family.last = last;
+    family.last_tensor = x;
+  } else if (family.second == kNone || last > family.second) {
+    family.second = last;
   }
 }
 

@@ -19,7 +19,8 @@
 //    changes (LastForwardReads).
 // They are filled by parts, each on a consumer's demand (Fill, FillReads,
 // FillSaved), into memory reused between fills; a fill resets only the
-// entries the previous one set, so small regions of a large graph cost what
+// entries the previous one set (all of them when those are many: a fill
+// over vectors costs less then), so small regions of a large graph cost what
 // they read. Tensor and node ids are those of the simulation read (a
 // region's copy may share its simulation: cleanup reads it in the copy's
 // ids). tests/sim/step_facts_test.cc works the facts out by hand.
@@ -68,73 +69,107 @@ class StepFacts {
   NodeId Group(uint32_t s) const { return group_[s]; }
   /// Group(s), kNoId for kNone.
   NodeId GroupOf(uint32_t s) const { return s == kNone ? kNoId : group_[s]; }
-  uint32_t OwnStep(NodeId n) const { return own_step_[n - first_]; }
-  uint32_t GroupBegin(NodeId n) const { return group_begin_[n - first_]; }
+  uint32_t OwnStep(NodeId n) const { return nodes_[n - first_].own; }
+  uint32_t GroupBegin(NodeId n) const { return nodes_[n - first_].begin; }
   /// The step re-running `n`; kNone when none does (a node is re-run once
   /// at most: its copies then serve every later read).
-  uint32_t RerunStep(NodeId n) const { return rerun_step_[n - first_]; }
+  uint32_t RerunStep(NodeId n) const { return nodes_[n - first_].rerun; }
+  /// GroupOf(RerunStep(n)): the group `n` is re-run in, kNoId if none.
+  NodeId RerunGroup(NodeId n) const { return nodes_[n - first_].rerun_group; }
 
   // Storages (Fill): indexes into the simulation's buffers, kNone for none.
   /// Root `root`'s original: the storage its own step made.
-  uint32_t Original(TensorId root) const { return original_[root]; }
+  uint32_t Original(TensorId root) const { return storages_[root].original; }
   /// The storage a recompute step made for tensor `t`.
-  uint32_t Copy(TensorId t) const { return copy_[t]; }
+  uint32_t Copy(TensorId t) const { return storages_[t].copy; }
 
   // Non-forward reads (FillReads), as steps; kNone when there is none.
-  uint32_t FirstRead(TensorId t) const { return first_read_[t]; }
-  uint32_t LastRead(TensorId t) const { return last_read_[t]; }
+  uint32_t FirstRead(TensorId t) const { return reads_[t].first; }
+  uint32_t LastRead(TensorId t) const { return reads_[t].last; }
   /// The last by a group's own step (a non-forward node's).
-  uint32_t LastOwnRead(TensorId t) const { return last_own_read_[t]; }
-  bool RecomputeRead(TensorId t) const { return recompute_read_[t] != 0; }
+  uint32_t LastOwnRead(TensorId t) const { return reads_[t].last_own; }
+  bool RecomputeRead(TensorId t) const { return reads_[t].recompute == kYes; }
   /// Through views non-forward nodes took of forward tensor `t`: the last
   /// step reading such a view, and the first step making one (0 for one
   /// made before the range).
-  uint32_t AliasLastRead(TensorId t) const { return alias_last_read_[t]; }
-  uint32_t AliasFirstMade(TensorId t) const { return alias_first_made_[t]; }
-  /// A non-forward step reads a tensor of `root` that neither a forward node
-  /// made nor views one: what the speed code does not place.
-  bool OddRoot(TensorId root) const { return odd_root_[root] != 0; }
+  uint32_t AliasLastRead(TensorId t) const { return alias_reads_[t].last; }
+  uint32_t AliasFirstMade(TensorId t) const { return alias_reads_[t].first_made; }
+  /// A non-forward step reads a tensor of `root`, a root some candidate
+  /// shares, that neither a forward node made nor views one: what the speed
+  /// code does not place. False for the roots no candidate shares.
+  bool OddRoot(TensorId root) const { return reads_[root].odd == kYes; }
   /// The last non-forward read of `t` or of a view a non-forward node took
   /// of it.
   uint32_t LastUse(TensorId t) const {
-    if (alias_last_read_[t] == kNone) return last_read_[t];
-    if (last_read_[t] == kNone) return alias_last_read_[t];
-    return std::max(last_read_[t], alias_last_read_[t]);
+    const uint32_t alias = alias_reads_[t].last, last = reads_[t].last;
+    if (alias == kNone) return last;
+    if (last == kNone) return alias;
+    return std::max(last, alias);
   }
-  /// Tensors with an entry above, each once or twice (FillReads).
-  const std::vector<TensorId>& read() const { return read_; }
 
   // Saved candidates (FillSaved).
   /// The latest LastUse of the saved candidates sharing t's root other than
   /// `t`: where the original lives to at least once `t` is dropped; kNone
   /// when there is no other.
   uint32_t OtherSavedUse(TensorId t) const {
-    const TensorId root = context_.root[t];
-    return family_last_tensor_[root] == t ? family_second_[root] : family_last_[root];
+    const Family& family = families_[context_.root[t]];
+    return family.last_tensor == t ? family.second : family.last;
   }
   /// LastForwardReads' entry for `root` (plan-free).
   NodeId LastForwardRead(TensorId root) const { return last_forward_read_[root]; }
 
  private:
   void AliasRead(TensorId x, uint32_t step);
+  void AddToFamily(const SaveSet& keep, TensorId x);
+
+  struct NodeSteps {  // per node of the range; all ones when empty, as below
+    uint32_t own = kNone, begin = kNone, rerun = kNone;
+    NodeId rerun_group = kNoId;
+  };
+  // Per tensor, one record a fact kind so that a tensor's facts share a
+  // cache line: reads and resets touch them one tensor at a time. Every
+  // field of an empty record is all ones (flags: kNo), so that resetting
+  // every record is a memset.
+  static constexpr uint8_t kNo = 0xff, kYes = 1;
+  struct Storages {
+    uint32_t original = kNone, copy = kNone;
+  };
+  struct Reads {
+    uint32_t first = kNone, last = kNone, last_own = kNone;
+    uint8_t recompute = kNo, odd = kNo;  // odd: OddRoot, for roots
+  };
+  struct AliasReads {
+    uint32_t last = kNone, first_made = kNone;
+  };
+  // Per root, over saved candidates: the two latest LastUse, and whose the first is.
+  struct Family {
+    uint32_t last = kNone, second = kNone;
+    TensorId last_tensor = kNoId;
+  };
+  // The tensors a fill set entries of, past which resetting them one by one
+  // costs more than resetting every tensor's.
+  size_t ResetOneByOne() const { return storages_.size() / 8; }
 
   const SimContext& context_;
   const SimResult* sim_ = nullptr;
   NodeId first_ = 0, end_ = 0;
   bool reads_ready_ = false, saved_ready_ = false;
-  std::vector<NodeId> group_;           // per step
-  std::vector<uint32_t> own_step_, group_begin_, rerun_step_;  // per node of the range
-  // Per tensor; entries of stored_ and read_ are reset by the next Fill.
-  std::vector<uint32_t> original_, copy_;
-  std::vector<uint32_t> first_read_, last_read_, last_own_read_;
-  std::vector<uint32_t> alias_last_read_, alias_first_made_;
-  std::vector<uint8_t> recompute_read_, odd_root_;
-  // Per root, over saved candidates: the two latest LastUse, and whose the first is.
-  std::vector<uint32_t> family_last_, family_second_;
-  std::vector<TensorId> family_last_tensor_;
+  std::vector<NodeId> group_;  // per step
+  std::vector<NodeSteps> nodes_;
+  // Per tensor; the entries the lists below name are reset by the next Fill.
+  std::vector<Storages> storages_;
+  std::vector<Reads> reads_;
+  std::vector<AliasReads> alias_reads_;
+  std::vector<Family> families_;
+  // Per tensor, plan-free: the forward tensor a non-forward read of it
+  // reads the storage of: itself when forward-made or resident, the nearest
+  // forward-made one it views, kNoId for none (its root is odd) when a
+  // candidate shares its root, else itself.
+  std::vector<TensorId> view_base_;
   std::vector<NodeId> last_forward_read_;  // LastForwardReads, on the first FillSaved
-  std::vector<TensorId> stored_;       // roots and tensors with a storage entry
-  std::vector<TensorId> read_;         // tensors with a read entry
+  std::vector<TensorId> stored_;        // tensors with a storage entry
+  std::vector<TensorId> read_;          // tensors with a read entry, odd roots
+  std::vector<TensorId> alias_read_;    // tensors with an alias entry
   std::vector<TensorId> family_roots_;  // roots with a family entry
 };
 

@@ -25,12 +25,7 @@ struct Gain {
 }  // namespace
 
 ResaveBounds::ResaveBounds(const SimContext& context)
-    : context_(context),
-      copy_step_(context.graph.tensors.size(), kNoStep),
-      original_last_(context.graph.tensors.size(), kNoStep),
-      copy_last_(context.graph.tensors.size(), kNoStep),
-      late_read_(context.graph.tensors.size(), kNoStep),
-      recompute_read_(context.graph.tensors.size(), 0) {}
+    : context_(context), facts_(context) {}
 
 bool ResaveBounds::Exceeds(const RegionalMemory& memory, TensorId t, int64_t budget) {
   const size_t r = memory.RegionOf(t);
@@ -64,38 +59,13 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   int64_t* node_peak = node_peak_.Reset(num_nodes_);
   for (size_t n = 0; n < num_nodes_; ++n) node_peak[n] = sim.node_peak[n] + part.offset[n];
   node_peak_.Finish();
-  // Recompute steps belong to the group of the node that follows them.
+  // Groups and storages; the reads only ceilings need come on first use.
+  facts_.Fill(sim, first_, static_cast<NodeId>(first_ + num_nodes_));
   const size_t num_steps = sim.steps.size();
-  ReserveSteps(group_, num_steps);
-  group_.resize(num_steps);
-  group_start_.assign(num_nodes_, kNoStep);
-  recompute_step_.assign(num_nodes_, kNoStep);
-  uint32_t start = 0;
-  for (uint32_t s = 0; s < num_steps; ++s) {
-    if (sim.steps[s].recompute) {
-      recompute_step_[sim.steps[s].node - first_] = s;
-      continue;
-    }
-    const NodeId node = sim.steps[s].node;
-    group_start_[node - first_] = start;
-    for (uint32_t i = start; i <= s; ++i) group_[i] = node;
-    start = s + 1;
-  }
-  for (TensorId t : touched_) copy_step_[t] = original_last_[t] = copy_last_[t] = kNoStep;
-  touched_.clear();
   // Differences first: +bytes after the first step, -bytes after the last.
   ReserveSteps(leaving_, num_steps + 1);
   leaving_.assign(num_steps + 1, 0);
   for (const Buffer& buffer : sim.buffers) {
-    touched_.push_back(buffer.root);
-    if (buffer.category == Category::kRecomputed) {
-      copy_step_[buffer.root] = std::min(copy_step_[buffer.root], buffer.first_step);
-      copy_last_[buffer.root] = copy_last_[buffer.root] == kNoStep
-                                    ? buffer.last_step
-                                    : std::max(copy_last_[buffer.root], buffer.last_step);
-    } else {
-      original_last_[buffer.root] = buffer.last_step;
-    }
     if (sim.steps[buffer.last_step].recompute) {
       leaving_[buffer.first_step + 1] += context_.bytes[buffer.root];
       leaving_[buffer.last_step + 1] -= context_.bytes[buffer.root];
@@ -115,44 +85,47 @@ void ResaveBounds::PrepareCeilings() {
   const size_t num_steps = sim.steps.size();
   ReserveSteps(step_total_, num_steps);
   step_total_.resize(num_steps);
-  for (TensorId t : read_touched_) {
-    late_read_[t] = kNoStep;
-    recompute_read_[t] = 0;
-  }
-  read_touched_.clear();
   for (uint32_t s = 0; s < num_steps; ++s) {
-    const Step& step = sim.steps[s];
-    step_total_[s] = sim.total[s] + (*offset_)[group_[s] - first_];
-    if (!step.recompute && context_.node_forward[step.node]) continue;
-    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
-      const TensorId in = context_.ids[i];
-      if (late_read_[in] == kNoStep) read_touched_.push_back(in);
-      late_read_[in] = s;
-      recompute_read_[in] |= step.recompute;
-    }
+    step_total_[s] = sim.total[s] + (*offset_)[facts_.Group(s) - first_];
   }
+  facts_.FillReads();
 }
 
 int64_t ResaveBounds::HighestBetween(uint32_t after, uint32_t before, int64_t* gap) const {
   // Whole groups through the node peaks, the two partial ones step by step.
   int64_t highest = kLowest;
-  const NodeId after_group = group_[after], before_group = group_[before];
+  const NodeId after_group = facts_.Group(after), before_group = facts_.Group(before);
   uint32_t s = after + 1;
-  for (; s < before && group_[s] == after_group; ++s) {
+  for (; s < before && facts_.Group(s) == after_group; ++s) {
     highest = std::max(highest, step_total_[s]);
   }
   if (after_group + 1 < before_group) {
     *gap = node_peak_.Query(after_group + 1 - first_, before_group - first_);
     highest = std::max(highest, *gap);
   }
-  for (s = std::max(s, group_start_[before_group - first_]); s < before; ++s) {
+  for (s = std::max(s, facts_.GroupBegin(before_group)); s < before; ++s) {
     highest = std::max(highest, step_total_[s]);
   }
   return highest;
 }
 
 uint32_t ResaveBounds::Rerun(NodeId node) const {
-  return node >= first_ && node - first_ < num_nodes_ ? recompute_step_[node - first_] : kNoStep;
+  return node >= first_ && node - first_ < num_nodes_ ? facts_.RerunStep(node) : kNoStep;
+}
+
+uint32_t ResaveBounds::CopyStep(TensorId t) const {
+  const uint32_t b = facts_.Copy(t);
+  return b == StepFacts::kNone ? kNoStep : facts_.sim()->buffers[b].first_step;
+}
+
+uint32_t ResaveBounds::CopyLast(TensorId t) const {
+  const uint32_t b = facts_.Copy(t);
+  return b == StepFacts::kNone ? kNoStep : facts_.sim()->buffers[b].last_step;
+}
+
+uint32_t ResaveBounds::OriginalLast(TensorId root) const {
+  const uint32_t b = facts_.Original(root);
+  return b == StepFacts::kNone ? kNoStep : facts_.sim()->buffers[b].last_step;
 }
 
 int64_t ResaveBounds::Floor(TensorId t) const {
@@ -165,18 +138,18 @@ int64_t ResaveBounds::Floor(TensorId t) const {
   const TensorId id = static_cast<TensorId>(root - tensor_shift_);  // in the simulation's ids
   uint32_t copy = kNoStep;
   if (root == t) {
-    copy = copy_step_[id];
+    copy = CopyStep(id);
   } else if (tensor_shift_ == 0) {
     copy = Rerun(context_.producer[t]);
   }
-  const uint32_t last = original_last_[id];
+  const uint32_t last = OriginalLast(id);
   if (copy == kNoStep || last == kNoStep) return kLowest;
-  const NodeId copy_group = group_[copy];
-  const NodeId last_group = group_[last];
+  const NodeId copy_group = facts_.Group(copy);
+  const NodeId last_group = facts_.Group(last);
   if (last_group + 1 >= copy_group) return kLowest;
   const int64_t highest = node_peak_.Query(last_group + 1 - first_, copy_group - first_);
   // Less the storages live before the copy's group that may now end before it.
-  return highest + context_.bytes[root] - leaving_[group_start_[copy_group - first_]];
+  return highest + context_.bytes[root] - leaving_[facts_.GroupBegin(copy_group)];
 }
 
 int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak,
@@ -191,7 +164,7 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
   // The chain: the steps from a chain start through the re-run of t's
   // producer, which must end it.
   const uint32_t end = Rerun(context_.producer[t]);
-  if (end == kNoStep || recompute_read_[t]) return kHighest;
+  if (end == kNoStep || facts_.RecomputeRead(t)) return kHighest;
   const size_t num_steps = sim.steps.size();
   if (end + 1 < num_steps && sim.steps[end + 1].recompute && !sim.steps[end + 1].starts_chain) {
     return kHighest;
@@ -215,7 +188,7 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
     for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
       const TensorId made = context_.ids[i];
       if (made == t || (context_.is_candidate[made] && keep[made])) continue;
-      if (late_read_[made] != kNoStep && late_read_[made] > end) return kHighest;
+      if (facts_.LastRead(made) != kNoStep && facts_.LastRead(made) > end) return kHighest;
     }
   }
   // The steps after the original's last read and before the chain hold the
@@ -223,7 +196,7 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
   int64_t highest = step_peak;
   int64_t gap = kLowest;  // the whole groups' highest node
   const int64_t bytes = context_.bytes[root];
-  const uint32_t last = original_last_[root];
+  const uint32_t last = OriginalLast(root);
   if (last != kNoStep && last < start) {
     highest = std::max(highest, HighestBetween(last, start, &gap) + bytes);
   }
@@ -241,9 +214,9 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
         if (context_.made[in] == SimContext::Made::kAlias) return highest;
         const bool original = !context_.forward_produced[in] ||
                               (context_.is_candidate[in] && keep[in]);
-        const uint32_t read_last = original ? original_last_[in] : copy_last_[in];
+        const uint32_t read_last = original ? OriginalLast(in) : CopyLast(in);
         // A copy the chain itself made ends with it anyway.
-        if (!original && copy_step_[in] >= start) continue;
+        if (!original && CopyStep(in) >= start) continue;
         if (read_last == kNoStep || read_last < start || read_last > end) continue;
         if (std::find(roots_.begin(), roots_.end(), in) != roots_.end()) continue;
         roots_.push_back(in);
@@ -265,7 +238,7 @@ int64_t ResaveBounds::ByproductCeiling(TensorId t, int64_t step_peak, double* ad
   // The copy: made where t's producer is re-run, in a chain for another
   // tensor; no step of that group reads it.
   const uint32_t made = Rerun(context_.producer[t]);
-  if (made == kNoStep || copy_step_[t] != made) return kHighest;
+  if (made == kNoStep || CopyStep(t) != made) return kHighest;
   uint32_t own = made + 1;  // the group's own step
   for (; own < sim.steps.size(); ++own) {
     const Step& step = sim.steps[own];
@@ -278,7 +251,7 @@ int64_t ResaveBounds::ByproductCeiling(TensorId t, int64_t step_peak, double* ad
   // Until the copy is made the steps run as before, plus the original from
   // its last read on; from there the original stands for the copy.
   int64_t highest = step_peak;
-  const uint32_t last = original_last_[t];
+  const uint32_t last = OriginalLast(t);
   if (last == kNoStep) return kHighest;
   if (last < made) {
     // `made` is a recompute step: the step after it is in its group.

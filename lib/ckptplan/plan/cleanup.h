@@ -16,6 +16,7 @@
 #include "ckptplan/base/range_max.h"
 #include "ckptplan/sim/regions.h"
 #include "ckptplan/sim/simulator.h"
+#include "ckptplan/sim/step_facts.h"
 
 namespace ckptplan {
 
@@ -111,13 +112,9 @@ class ResaveBounds {
   int64_t tensor_shift_ = 0;
   RangeMax node_peak_;                    // over nodes of the region, the step's bytes
   size_t num_nodes_ = 0;                  // in the region
-  std::vector<NodeId> group_;             // per step: node of its group
-  std::vector<uint32_t> group_start_;     // per node of the region: its group's first step
-  std::vector<uint32_t> recompute_step_;  // per node of the region: step re-running it
-  std::vector<uint32_t> copy_step_;       // per tensor: step making its recomputed copy
-  std::vector<uint32_t> original_last_;   // per root: last step reading its original
-  std::vector<uint32_t> copy_last_;       // per root: last step reading its recomputed copy
-  std::vector<TensorId> touched_;         // entries of the two set by Prepare
+  // The prepared simulation's groups and storages, and for ceilings its
+  // non-forward reads (read on first use).
+  StepFacts facts_;
   // Per step s: bytes of the storages made before s whose last read, at or
   // after s, is a recompute step.
   std::vector<int64_t> leaving_;
@@ -125,6 +122,11 @@ class ResaveBounds {
   void PrepareCeilings();
   // The step re-running `node`, kNoStep when none does (or it is outside).
   uint32_t Rerun(NodeId node) const;
+  // The steps making and last reading the recomputed copy of `t`, and the
+  // last reading the original of `root`; kNoStep when there is none.
+  uint32_t CopyStep(TensorId t) const;
+  uint32_t CopyLast(TensorId t) const;
+  uint32_t OriginalLast(TensorId root) const;
   // The most bytes at a step after step `after` and before step `before`
   // (needs PrepareCeilings), and in *gap the highest node of the whole
   // groups between theirs, when there are any; the lowest int64_t when no
@@ -137,11 +139,6 @@ class ResaveBounds {
   const std::vector<int64_t>* offset_ = nullptr;
   bool ceilings_ready_ = false;
   std::vector<int64_t> step_total_;
-  // Per tensor: the last step reading it that is a recompute step or a
-  // non-forward node's, and whether a recompute step reads it.
-  std::vector<uint32_t> late_read_;
-  std::vector<uint8_t> recompute_read_;
-  std::vector<TensorId> read_touched_;    // entries of the two set by Prepare
   std::vector<TensorId> roots_;           // of Ceiling: storages counted once
 };
 

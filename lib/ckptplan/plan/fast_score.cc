@@ -7,14 +7,15 @@
 
 namespace ckptplan {
 
-FastDropScorer::FastDropScorer(const SimContext& context, std::string caller)
-    : context_(context), caller_(std::move(caller)) {}
+FastDropScorer::FastDropScorer(const SimContext& context, std::string caller,
+                               const StepFacts* facts)
+    : context_(context), caller_(std::move(caller)), facts_(facts) {}
 
 bool FastDropScorer::Score(const RegionalMemory& memory, size_t r, const SaveSet& keep,
                            TensorId t, FastScore* score) {
   // DropDelta answers exact integer costs only: no index is worth building.
   if (!context_.exact_costs) return false;
-  if (!delta_) delta_ = std::make_unique<DropDelta>(context_);
+  if (!delta_) delta_ = std::make_unique<DropDelta>(context_, facts_);
   if (indexed_ != r) {
     const RegionalMemory::Part& part = memory.part(r);
     delta_->Index(part.sim.full(), keep, part.range.first, part.range.end,

@@ -35,8 +35,12 @@ struct FastScore {
 
 class FastDropScorer {
  public:
-  /// `caller` names the search in error messages.
-  FastDropScorer(const SimContext& context, std::string caller);
+  /// `caller` names the search in error messages. With `facts`, DropDelta
+  /// reads the region's step facts from them (the caller fills them from the
+  /// region's current simulation before each Score after Forget; see
+  /// DropDelta's constructor); without, it fills its own.
+  FastDropScorer(const SimContext& context, std::string caller,
+                 const StepFacts* facts = nullptr);
 
   /// The current plan changed: the next Score indexes again.
   void Forget() { indexed_ = kNone; }
@@ -69,6 +73,7 @@ class FastDropScorer {
 
   const SimContext& context_;
   std::string caller_;
+  const StepFacts* facts_;            // shared with the caller; null: DropDelta's own
   std::unique_ptr<DropDelta> delta_;  // made on first use
   size_t indexed_ = kNone;            // region delta_ indexes
 };

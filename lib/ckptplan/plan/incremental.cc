@@ -7,6 +7,7 @@
 #include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/regions.h"
 #include "ckptplan/plan/fast_score.h"
+#include "ckptplan/sim/step_facts.h"
 #include "ckptplan/plan/selector.h"
 
 #include <algorithm>
@@ -38,7 +39,6 @@ using Choice = DropChoice;
 // Facts no plan changes, beside the SimContext's.
 struct StaticInfo {
   std::vector<uint8_t> recomputable;     // forward-produced, storage not resident
-  std::vector<NodeId> region_start;      // per root: last node that surely reads it
 };
 
 StaticInfo ComputeStaticInfo(const SimContext& context) {
@@ -48,8 +48,6 @@ StaticInfo ComputeStaticInfo(const SimContext& context) {
   for (TensorId t = 0; t < num_tensors; ++t) {
     info.recomputable[t] = context.forward_produced[t] && !context.resident_root[t];
   }
-  // Only forward steps read the original whatever the plan.
-  info.region_start = LastForwardReads(context);
   return info;
 }
 
@@ -62,28 +60,22 @@ struct NodeRange {
 };
 
 // What the current simulation of a region says about where a drop can lower
-// memory. Node-indexed vectors are indexed by node - first; tensor-indexed
-// ones cover the whole graph but only the region's entries are meaningful.
+// memory: its groups, storages and reads (StepFacts), and its node peaks.
+// Node-indexed vectors are indexed by node - first.
 struct View {
   NodeId first = 0;                    // the region's first node
   int64_t peak = 0;                    // the step's peak
-  std::vector<NodeId> slot;            // per node: group it is re-run in; kNoId if not
-  std::vector<NodeId> last_node;       // per root: node whose group last reads its original
-  std::vector<NodeId> first_use;       // per tensor: first group a non-forward step reads it
-  std::vector<int64_t> first_use_floor;  // per tensor: bytes at that step if it is the group's
-                                         // own node (a recomputed copy is live there), else min
-  std::vector<NodeId> last_use;        // per tensor: last group a non-forward step reads it
-  std::vector<NodeId> last_node_use;   // the same, by the group's own node only
-  // Per storage root, over its saved candidates: the latest last_use, which
-  // candidate has it, and the latest among the others.
-  std::vector<NodeId> family_last, family_second;
-  std::vector<TensorId> family_last_tensor;
+  const StepFacts* facts = nullptr;    // of the region's simulation
+  // The group node `n` is re-run in; kNoId if it is not.
+  NodeId Slot(NodeId n) const { return facts->RerunGroup(n); }
+  // The first and last group a non-forward step reads `t` in (the last by a
+  // group's own step); kNoId if none does.
+  NodeId FirstUse(TensorId t) const { return facts->GroupOf(facts->FirstRead(t)); }
+  NodeId LastNodeUse(TensorId t) const { return facts->GroupOf(facts->LastOwnRead(t)); }
   RangeMax node_peak;                  // over nodes, the step's bytes
   // The same over [first, first + n) and [first + n, end): most bounds ask
   // for the highest node before and after a range.
   std::vector<int64_t> prefix_max, suffix_max;
-  // Working memory reused between builds.
-  std::vector<NodeId> group;           // per step: node whose group it is in
   // Tier-1 data, filled by PrepareTier1 when first needed after a build.
   bool tier1_ready = false;
   std::vector<uint32_t> peak_prefix;   // peak nodes in [first, first + n)
@@ -93,84 +85,17 @@ struct View {
   int64_t max_own_total = kLowest;     // most bytes at a node's own step
 };
 
-void BuildView(const SimContext& context, const SaveSet& keep, const RegionalMemory::Part& region,
-               int64_t peak, View* view) {
-  const Graph& graph = context.graph;
+void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t peak,
+               StepFacts* facts, View* view) {
   const SimResult& sim = region.sim.full();
   const NodeId first = region.range.first;
   const size_t num_nodes = region.range.end - first;
-  const size_t num_tensors = graph.tensors.size();
   view->first = first;
   view->peak = peak;
-  view->slot.assign(num_nodes, kNoId);
-  // Small regions reset only their own tensors' entries.
-  if (view->first_use.size() != num_tensors || 4 * num_nodes >= graph.nodes.size()) {
-    view->first_use.assign(num_tensors, kNoId);
-    view->last_use.assign(num_tensors, kNoId);
-    view->last_node_use.assign(num_tensors, kNoId);
-    view->first_use_floor.assign(num_tensors, kLowest);
-    view->last_node.assign(num_tensors, 0);
-    view->family_last.assign(num_tensors, kNoId);
-    view->family_second.assign(num_tensors, kNoId);
-    view->family_last_tensor.assign(num_tensors, kNoId);
-  } else {
-    // Only the region's tensors are read below: reset those.
-    // The nodes' inputs and outputs are contiguous in the flat arrays.
-    for (uint32_t i = context.inputs_begin[first]; i < context.inputs_begin[region.range.end]; ++i) {
-      const TensorId t = context.ids[i];
-      for (TensorId u : {t, context.root[t]}) {
-        view->first_use[u] = view->last_use[u] = view->last_node_use[u] = kNoId;
-        view->first_use_floor[u] = kLowest;
-        view->last_node[u] = 0;
-        view->family_last[u] = view->family_second[u] = kNoId;
-        view->family_last_tensor[u] = kNoId;
-      }
-    }
-  }
-  std::vector<NodeId>& group = view->group;
-  ReserveSteps(group, sim.steps.size());
-  group.resize(sim.steps.size());
-  NodeId next = region.range.end == 0 ? 0 : region.range.end - 1;
-  for (size_t s = sim.steps.size(); s-- > 0;) {
-    const Step& step = sim.steps[s];
-    if (!step.recompute) next = step.node;
-    group[s] = next;
-    if (step.recompute) {
-      view->slot[step.node - first] = next;
-    }
-  }
-  const TensorId* ids = context.ids.data();
-  for (size_t s = 0; s < sim.steps.size(); ++s) {
-    const Step& step = sim.steps[s];
-    if (!step.recompute && context.node_forward[step.node]) continue;
-    for (uint32_t i = context.inputs_begin[step.node]; i < context.outputs_begin[step.node]; ++i) {
-      const TensorId in = ids[i];
-      view->last_use[in] = group[s];
-      if (!step.recompute) view->last_node_use[in] = group[s];
-      if (view->first_use[in] != kNoId) continue;
-      view->first_use[in] = group[s];
-      if (!step.recompute) {
-        view->first_use_floor[in] = sim.total[s] + region.offset[step.node - first];
-      }
-    }
-  }
-  for (const Buffer& buffer : sim.buffers) {
-    if (sim.steps[buffer.first_step].recompute) continue;
-    view->last_node[buffer.root] = group[buffer.last_step];
-  }
-  for (TensorId t : region.candidates) {
-    if (!keep[t] || view->last_use[t] == kNoId) continue;
-    const TensorId root = context.root[t];
-    const NodeId last = view->last_use[t];
-    NodeId& top = view->family_last[root];
-    if (top == kNoId || last > top) {
-      view->family_second[root] = top;
-      top = last;
-      view->family_last_tensor[root] = t;
-    } else if (view->family_second[root] == kNoId || last > view->family_second[root]) {
-      view->family_second[root] = last;
-    }
-  }
+  facts->Fill(sim, first, region.range.end);
+  facts->FillReads();
+  facts->FillSaved(keep);
+  view->facts = facts;
   // The nodes' own steps come in node order, one each.
   view->max_own_total = kLowest;
   view->tier1_ready = false;
@@ -263,7 +188,7 @@ class ChainWalker {
     size_t pulled_nodes = 0;
   };
 
-  // View::slot gives the slots; the recompute set is closed under this walk,
+  // View::Slot gives the slots; the recompute set is closed under this walk,
   // so nodes reached through a recomputed node are recomputed too. The walk
   // stays in the view's region.
   Chain Walk(TensorId t, const View& view, size_t max_pulled) {
@@ -276,7 +201,7 @@ class ChainWalker {
     while (!stack_.empty()) {
       NodeId n = stack_.back();
       stack_.pop_back();
-      const bool recomputed = view.slot[n - view.first] != kNoId;
+      const bool recomputed = view.Slot(n) != kNoId;
       // The flat arrays: walks run for every candidate on every drop.
       const TensorId* ids = context_.ids.data();
       for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
@@ -289,9 +214,9 @@ class ChainWalker {
     if (chain.pulled_inputs == kUnbounded) return chain;
     // The pulled nodes move to the first use of `t`; an input that a node
     // reads at or after the last group they leave is live throughout.
-    const NodeId pulled_end = std::max(view.first_use[t], chain.last_slot);
+    const NodeId pulled_end = std::max(view.FirstUse(t), chain.last_slot);
     for (TensorId in : pulled_) {
-      const NodeId last = view.last_node_use[in];
+      const NodeId last = view.LastNodeUse(in);
       if (last == kNoId || last < pulled_end) {
         chain.pulled_inputs += context_.bytes[context_.root[in]];
       }
@@ -303,7 +228,7 @@ class ChainWalker {
   void Visit(NodeId n, const View& view, Chain* chain) {
     if (mark_[n] == epoch_) return;
     mark_[n] = epoch_;
-    const NodeId slot = view.slot[n - view.first];
+    const NodeId slot = view.Slot(n);
     if (slot != kNoId) {
       chain->pulls = true;
       // Slots only decrease towards the inputs, so the first recomputed
@@ -337,7 +262,7 @@ class RegionSearch {
   RegionSearch(const SimContext& context, const StaticInfo& info, const GreedyOptions& options,
                IncrementalStats* stats)
       : context_(context), info_(info), options_(options), walker_(context, info),
-        stats_(*stats), scorer_(context, "incremental"),
+        stats_(*stats), facts_(context), scorer_(context, "incremental", &facts_),
         tried_at_(context.graph.tensors.size(), UINT32_MAX) {}
 
   // The best drop of a candidate of region `r`; its trial in *best_trial,
@@ -348,7 +273,7 @@ class RegionSearch {
     const int64_t peak = memory.peak();
     const uint32_t search = searches_++;
     ++stats_.searches;
-    BuildView(context_, keep, region, peak, &view_);
+    BuildView(keep, region, peak, &facts_, &view_);
     scorer_.Forget();
     Bounds(region, keep, memory.Outside(r));
     DropChoice best;
@@ -606,20 +531,26 @@ class RegionSearch {
       const int64_t total = view.gap_prefix[hi + 1 - first];
       return total == kUnbounded ? kUnbounded : total - view.gap_prefix[lo - first];
     };
+    const StepFacts& facts = *view.facts;
+    const SimResult& sim = *facts.sim();
     const TensorId root = context_.root[t];
     const int64_t bytes = context_.bytes[root];
     // Where the original storage can end earlier: after its forward reads
     // and the reads of the other saved tensors sharing it, and (the copy
     // taking over) before the first non-forward use of `t`.
-    NodeRange own{info_.region_start[root],
-                  std::min(view.last_node[root], view.first_use[t])};
-    const NodeId other = view.family_last_tensor[root] == t ? view.family_second[root]
-                                                            : view.family_last[root];
+    const uint32_t original = facts.Original(root);
+    const NodeId last_node = original == StepFacts::kNone
+                                 ? 0
+                                 : facts.Group(sim.buffers[original].last_step);
+    const uint32_t first_read = facts.FirstRead(t);
+    const NodeId first_use = facts.GroupOf(first_read);
+    NodeRange own{facts.LastForwardRead(root), std::min(last_node, first_use)};
+    const NodeId other = facts.GroupOf(facts.OtherSavedUse(t));
     if (other != kNoId) own.lo = std::max<int64_t>(own.lo, other);
     // A pulled node moves from its slot to the first use of `t`, and its
     // inputs may then end earlier.
     NodeRange pulled;
-    if (chain.pulls) pulled = {view.first_use[t], std::max(view.first_use[t], chain.last_slot)};
+    if (chain.pulls) pulled = {first_use, std::max(first_use, chain.last_slot)};
     if (!own.empty() && !pulled.empty() && own.lo > pulled.lo) std::swap(own, pulled);
     // Max of node peaks that cannot get lower.
     const NodeRange& a = own.empty() ? pulled : own;
@@ -652,9 +583,10 @@ class RegionSearch {
     outside = std::max(outside, outside_region);
     // The first non-forward reader's own step keeps its bytes: the copy
     // replaces the original there, and only pulled inputs may leave.
-    if (view.first_use_floor[t] != kLowest && chain.pulled_inputs != kUnbounded) {
-      outside = std::max(outside, view.first_use_floor[t] -
-                                      (chain.pulls ? chain.pulled_inputs : 0));
+    if (first_read != StepFacts::kNone && !sim.steps[first_read].recompute &&
+        chain.pulled_inputs != kUnbounded) {
+      const int64_t floor = sim.total[first_read] + region.offset[first_use - first];
+      outside = std::max(outside, floor - (chain.pulls ? chain.pulled_inputs : 0));
     }
     const int64_t own_bytes = own.empty() && !chain.pulls ? 0 : bytes;
     // Floating-point slack: the real added cost is a difference of two sums.
@@ -687,6 +619,7 @@ class RegionSearch {
   const GreedyOptions& options_;
   ChainWalker walker_;
   IncrementalStats& stats_;
+  StepFacts facts_;          // the region's simulation's, filled by BuildView
   View view_;
   FastDropScorer scorer_;    // indexes the region's simulation at the first fast score
   std::vector<Bound> tier0_, tier1_;

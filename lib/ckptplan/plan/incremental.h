@@ -28,6 +28,9 @@
 // simulator's layer and restates its rule clause by clause; the differential
 // tests and verify mode (which simulates every patch too) check it against
 // Simulate.
+// The bounds
+// and DropDelta read the simulation's groups, storages and reads from one
+// StepFacts (sim/step_facts.h), filled once per region search.
 #ifndef CKPTPLAN_INCREMENTAL_H_
 #define CKPTPLAN_INCREMENTAL_H_
 

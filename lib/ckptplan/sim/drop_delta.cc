@@ -1,40 +1,16 @@
 #include "ckptplan/sim/drop_delta.h"
 
 #include <algorithm>
+#include <memory>
+#include <stdexcept>
 
 namespace ckptplan {
 
-std::vector<NodeId> LastForwardReads(const SimContext& context) {
+DropDelta::DropDelta(const SimContext& context, const StepFacts* facts)
+    : context_(context),
+      own_facts_(facts ? nullptr : std::make_unique<StepFacts>(context)),
+      facts_(facts ? facts : own_facts_.get()) {
   const size_t num_tensors = context.graph.tensors.size();
-  std::vector<NodeId> last(num_tensors, 0);
-  for (TensorId t = 0; t < num_tensors; ++t) {
-    if (!context.forward_produced[t]) continue;
-    NodeId& at = last[context.root[t]];
-    at = std::max(at, context.producer[t]);
-  }
-  for (NodeId n = 0; n < context.graph.nodes.size(); ++n) {
-    if (!context.node_forward[n]) continue;
-    for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
-      NodeId& at = last[context.root[context.ids[i]]];
-      at = std::max(at, n);
-    }
-  }
-  return last;
-}
-
-DropDelta::DropDelta(const SimContext& context)
-    : context_(context), last_forward_read_(LastForwardReads(context)) {
-  const size_t num_tensors = context.graph.tensors.size();
-  first_read_.assign(num_tensors, kNone);
-  last_read_.assign(num_tensors, kNone);
-  alias_last_read_.assign(num_tensors, kNone);
-  alias_first_made_.assign(num_tensors, kNone);
-  original_.assign(num_tensors, kNone);
-  copy_.assign(num_tensors, kNone);
-  odd_root_.assign(num_tensors, 0);
-  family_last_.assign(num_tensors, kNone);
-  family_second_.assign(num_tensors, kNone);
-  family_last_tensor_.assign(num_tensors, kNoId);
   mark_.assign(num_tensors, 0);
   ref_.assign(num_tensors, kNone);
   root_reads_begin_.assign(num_tensors, 0);
@@ -45,41 +21,27 @@ void DropDelta::Reset() {
   for (TensorId root : root_reads_roots_) root_reads_count_[root] = 0;
   root_reads_roots_.clear();
   root_reads_ready_ = false;
-  for (TensorId t : touched_) {
-    first_read_[t] = last_read_[t] = alias_last_read_[t] = alias_first_made_[t] = kNone;
-    original_[t] = copy_[t] = kNone;
-    odd_root_[t] = 0;
-    family_last_[t] = family_second_[t] = kNone;
-    family_last_tensor_[t] = kNoId;
-  }
-  touched_.clear();
 }
 
 void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, NodeId end,
                       const std::vector<int64_t>* offset) {
   Reset();
+  if (own_facts_) {
+    own_facts_->Fill(sim, first, end);
+    own_facts_->FillReads();
+    own_facts_->FillSaved(keep);
+  } else if (facts_->sim() != &sim || facts_->first() != first || facts_->end() != end ||
+             !facts_->saved_ready()) {
+    throw std::logic_error("DropDelta: the shared StepFacts were not filled from this simulation");
+  }
   sim_ = &sim;
   keep_ = &keep;
   first_ = first;
   end_ = end;
   whole_ = first == 0 && end == context_.graph.nodes.size();
+  const StepFacts& facts = *facts_;
   const size_t num_steps = sim.steps.size();
-  const size_t num_nodes = end - first;
-  own_step_.assign(num_nodes, kNone);
-  group_begin_.assign(num_nodes, kNone);
-  rerun_step_.assign(num_nodes, kNone);
-  pulled_.assign(num_nodes, 0);
-  uint32_t begin = 0;
-  for (uint32_t s = 0; s < num_steps; ++s) {
-    const Step& step = sim.steps[s];
-    if (step.recompute) {
-      rerun_step_[step.node - first] = s;
-    } else {
-      own_step_[step.node - first] = s;
-      group_begin_[step.node - first] = begin;
-      begin = s + 1;
-    }
-  }
+  pulled_.assign(end - first, 0);
   offset_.resize(num_steps);
   int64_t* value = value_.Reset(num_steps);
   int64_t group_offset = 0;
@@ -91,82 +53,13 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   }
   value_.Finish();
   born_.assign(num_steps, 0);
-  for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
-    const Buffer& buffer = sim.buffers[b];
-    born_[buffer.first_step] += context_.bytes[buffer.root];
-    if (sim.steps[buffer.first_step].recompute) {
-      copy_[buffer.root] = b;
-      touched_.push_back(buffer.root);
-      continue;
-    }
-    original_[buffer.root] = b;
-    touched_.push_back(buffer.root);
-  }
+  for (const Buffer& buffer : sim.buffers) born_[buffer.first_step] += context_.bytes[buffer.root];
   const int64_t implicit = context_.graph.training.implicit_gradient_bytes;
   const NodeId first_backward = context_.first_non_forward;
   if (implicit > 0 && first_backward != kNoId && first_backward >= first && first_backward < end &&
-      own_step_[first_backward - first] != kNone) {
-    born_[own_step_[first_backward - first]] += implicit;
+      facts.OwnStep(first_backward) != kNone) {
+    born_[facts.OwnStep(first_backward)] += implicit;
   }
-  const TensorId* ids = context_.ids.data();
-  for (uint32_t s = 0; s < num_steps; ++s) {
-    const Step& step = sim.steps[s];
-    if (!step.recompute && context_.node_forward[step.node]) continue;
-    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node];
-         ++i) {
-      const TensorId x = ids[i];
-      if (!context_.forward_produced[x] && !context_.resident_root[x]) {
-        AliasRead(x, s);
-        continue;
-      }
-      if (first_read_[x] == kNone) {
-        first_read_[x] = s;
-        touched_.push_back(x);
-      }
-      last_read_[x] = s;
-    }
-  }
-  // Saved candidates' non-forward reads are reads of their root's original.
-  const size_t reads_end = touched_.size();
-  for (size_t i = 0; i < reads_end; ++i) {
-    const TensorId x = touched_[i];
-    const uint32_t last = LastRead(x);
-    if (last == kNone || !Saved(x)) continue;
-    const TensorId root = context_.root[x];
-    uint32_t& top = family_last_[root];
-    if (family_last_tensor_[root] == x) continue;  // listed twice
-    if (top == kNone || last > top) {
-      family_second_[root] = top;
-      top = last;
-      family_last_tensor_[root] = x;
-    } else if (family_second_[root] == kNone || last > family_second_[root]) {
-      family_second_[root] = last;
-    }
-    touched_.push_back(root);
-  }
-}
-
-// A non-forward read of `x`, which no forward node made: a view a backward
-// node took of a forward tensor reads the storage that tensor had when the
-// view was made (its original when saved, else its copy), so the read counts
-// as one of the nearest forward-made tensor it views. Anything else marks
-// its root as not handled.
-void DropDelta::AliasRead(TensorId x, uint32_t step) {
-  TensorId base = x;
-  while (base != kNoId && !context_.forward_produced[base]) base = context_.alias_of[base];
-  if (base == kNoId) {
-    odd_root_[context_.root[x]] = 1;
-    touched_.push_back(context_.root[x]);
-    return;
-  }
-  const NodeId maker = context_.producer[x];
-  const uint32_t made = maker >= first_ && maker < end_ ? own_step_[maker - first_] : 0;
-  if (alias_last_read_[base] == kNone) {
-    touched_.push_back(base);
-    alias_first_made_[base] = made;
-  }
-  alias_last_read_[base] = step;
-  alias_first_made_[base] = std::min(alias_first_made_[base], made);
 }
 
 // Where the chain of `t` goes in the group of node `g`, t's first
@@ -174,7 +67,7 @@ void DropDelta::AliasRead(TensorId x, uint32_t step) {
 // caused (Builder::Run materializes g's inputs in order), before the others.
 uint32_t DropDelta::InsertionStep(NodeId g, TensorId t) const {
   const SimResult& sim = *sim_;
-  const uint32_t own = own_step_[g - first_], group_begin = group_begin_[g - first_];
+  const uint32_t own = facts_->OwnStep(g), group_begin = facts_->GroupBegin(g);
   uint32_t last_before = kNone;  // start of the last chain caused by an input before t
   for (uint32_t i = context_.inputs_begin[g]; i < context_.outputs_begin[g]; ++i) {
     const TensorId x = context_.ids[i];
@@ -182,7 +75,7 @@ uint32_t DropDelta::InsertionStep(NodeId g, TensorId t) const {
     if (Saved(x) || !context_.forward_produced[x] || context_.resident_root[x]) continue;
     const NodeId p = context_.producer[x];
     if (p < first_ || p >= end_) continue;
-    uint32_t q = rerun_step_[p - first_];
+    uint32_t q = facts_->RerunStep(p);
     if (q == kNone || q < group_begin || q >= own) continue;  // made in an earlier group
     while (q > group_begin && !sim.steps[q].starts_chain) --q;
     if (last_before == kNone || q > last_before) last_before = q;
@@ -199,16 +92,17 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   const SimResult& sim = *sim_;
   scored_.tensor = kNoId;
   lifetimes_.clear();
-  if (!context_.exact_costs || !Saved(t) || first_read_[t] == kNone) return unknown;
+  const StepFacts& facts = *facts_;
+  if (!context_.exact_costs || !Saved(t) || facts.FirstRead(t) == kNone) return unknown;
   const TensorId root = context_.root[t];
-  const uint32_t original = original_[root];
-  if (odd_root_[root] || original == kNone) return unknown;
+  const uint32_t original = facts.Original(root);
+  if (facts.OddRoot(root) || original == kNone) return unknown;
 
   // Where the chain of t runs. When a node's own step is the first
   // non-forward read of t, the chain is a new one in that node's group; when
   // a recompute step is, t's chain runs inside that step's chain, which the
   // drop re-runs with t missing: [chain_begin, chain_end) are its old steps.
-  const uint32_t first_read = first_read_[t];
+  const uint32_t first_read = facts.FirstRead(t);
   bool inside = sim.steps[first_read].recompute;
   uint32_t chain_begin = 0, chain_end = 0;
   TensorId target = t;  // what the chain materializes
@@ -271,7 +165,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   auto made_before = [&](TensorId x) {
     const NodeId p = context_.producer[x];
     if (p == kNoId || p < first_ || p >= end_) return false;
-    const uint32_t step = rerun_step_[p - first_];
+    const uint32_t step = facts.RerunStep(p);
     return step != kNone && step < before_begin;
   };
   // The storage a step of t's chain uses for `x`; false when not handled.
@@ -280,7 +174,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     if (context_.resident_root[x]) return true;
     if (!context_.forward_produced[x]) return false;
     if (saved(x)) {
-      const uint32_t b = original_[context_.root[x]];
+      const uint32_t b = facts.Original(context_.root[x]);
       *storage = kExisting | b;
       return b != kNone;
     }
@@ -348,7 +242,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       started = true;
       if (inside) a = next_old;
     }
-    const uint32_t old_step = rerun_step_[p - first_];
+    const uint32_t old_step = facts.RerunStep(p);
     const bool pulled = old_step != kNone;
     if (pulled) {
       if (old_step < a) return unknown;  // re-run earlier: it would run twice
@@ -381,7 +275,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
           if (!whole_ && last != kNoId && last >= end_) return unknown;  // lives to the end
           uint32_t moved = kNone;  // a pulled node's copy, made at its old step
           if (pulled) {
-            moved = copy_[out];
+            moved = facts.Copy(out);
             if (moved == kNone || sim.buffers[moved].first_step != old_step) return unknown;
           }
           storage = static_cast<uint32_t>(made_.size());
@@ -420,8 +314,10 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   {
     uint32_t storage;
     if (!storage_of(t, &storage) || storage == kNone) return unknown;
-    if (alias_last_read_[t] != kNone && alias_first_made_[t] < first_read_[t]) return unknown;
-    const uint32_t last_read = LastRead(t);
+    if (facts.AliasLastRead(t) != kNone && facts.AliasFirstMade(t) < facts.FirstRead(t)) {
+      return unknown;
+    }
+    const uint32_t last_read = facts.LastUse(t);
     if (deleted(last_read)) return unknown;
     const int64_t last = key(last_read);
     if (storage & kExisting) {
@@ -448,10 +344,10 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   // The original of t's root: its last read that is not a non-forward read of t.
   {
     const Buffer& buffer = sim.buffers[original];
-    const NodeId forward = last_forward_read_[root];
-    if (forward < first_ || forward >= end_ || own_step_[forward - first_] == kNone) return unknown;
-    int64_t last_old = own_step_[forward - first_];
-    const uint32_t other = family_last_tensor_[root] == t ? family_second_[root] : family_last_[root];
+    const NodeId forward = facts.LastForwardRead(root);
+    if (forward < first_ || forward >= end_ || facts.OwnStep(forward) == kNone) return unknown;
+    int64_t last_old = facts.OwnStep(forward);
+    const uint32_t other = facts.OtherSavedUse(t);
     if (other != kNone) {
       if (deleted(other)) return unknown;
       last_old = std::max<int64_t>(last_old, other);
@@ -555,7 +451,7 @@ bool DropDelta::OldStorage(TensorId x, bool forward_read, uint32_t* storage) con
   if (context_.resident_root[x]) return true;
   if (!context_.forward_produced[x]) return false;
   if (forward_read || Saved(x)) {
-    *storage = original_[context_.root[x]];
+    *storage = facts_->Original(context_.root[x]);
     return *storage != kNone;
   }
   return ExistingCopy(x, storage);
@@ -567,8 +463,8 @@ bool DropDelta::ExistingCopy(TensorId x, uint32_t* storage) const {
   *storage = kNone;
   for (int depth = 0; depth < 64; ++depth) {
     if (context_.made[x] == SimContext::Made::kActivation) {
-      if (copy_[x] == kNone) return false;
-      *storage = kExisting | copy_[x];
+      if (facts_->Copy(x) == kNone) return false;
+      *storage = kExisting | facts_->Copy(x);
       return true;
     }
     if (context_.made[x] != SimContext::Made::kAlias) return false;
@@ -576,8 +472,8 @@ bool DropDelta::ExistingCopy(TensorId x, uint32_t* storage) const {
     if (context_.resident_root[x]) return true;
     if (!context_.forward_produced[x]) return false;
     if (Saved(x)) {
-      if (original_[context_.root[x]] == kNone) return false;
-      *storage = kExisting | original_[context_.root[x]];
+      if (facts_->Original(context_.root[x]) == kNone) return false;
+      *storage = kExisting | facts_->Original(context_.root[x]);
       return true;
     }
   }

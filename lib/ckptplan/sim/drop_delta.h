@@ -23,7 +23,9 @@
 // places) are reported unknown, and callers simulate them. A storage's last
 // read that stays when steps go is found by walking back a few steps, then
 // through an index of the steps reading its root, built once per Index on
-// first need.
+// first need. The simulation's groups, storages, non-forward reads and
+// families come from StepFacts (step_facts.h), the incremental planner's
+// when it scores the region it searches.
 //
 // Depends on these clauses of the rule (simulator.h lists them): steps in
 // node order with recompute steps before the first non-forward reader;
@@ -38,6 +40,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,21 +48,22 @@
 #include "ckptplan/base/range_max.h"
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/sim/simulator.h"
+#include "ckptplan/sim/step_facts.h"
 
 namespace ckptplan {
 
-/// Per storage root: the last node that reads its original whatever the
-/// plan: the latest forward node reading any tensor of the root, or making a
-/// forward-produced one. 0 for roots no forward node touches.
-std::vector<NodeId> LastForwardReads(const SimContext& context);
-
 class DropDelta {
  public:
-  explicit DropDelta(const SimContext& context);
+  /// Reads the simulation's groups, storages and reads from `facts` when
+  /// given (they must outlive this): the caller fills them, every part, from
+  /// the simulation it then indexes, before Index. Else from its own.
+  explicit DropDelta(const SimContext& context, const StepFacts* facts = nullptr);
 
   /// Indexes `sim`, the simulation of nodes [first, end) under `keep`, whose
   /// node n's peak plus offset[n - first] (null: 0) is the step's bytes.
   /// `sim`, `keep` and `offset` must outlive the Score calls that follow.
+  /// Shared facts (see the constructor) not filled from `sim`: throws
+  /// std::logic_error.
   void Index(const SimResult& sim, const SaveSet& keep, NodeId first, NodeId end,
              const std::vector<int64_t>* offset);
 
@@ -102,7 +106,6 @@ class DropDelta {
   bool Saved(TensorId t) const { return context_.is_candidate[t] && (*keep_)[t]; }
   void Reset();
   uint32_t InsertionStep(NodeId g, TensorId t) const;
-  void AliasRead(TensorId x, uint32_t step);
   bool OldStorage(TensorId x, bool forward_read, uint32_t* storage) const;
   bool ExistingCopy(TensorId x, uint32_t* storage) const;
   bool LastKeptRead(uint32_t b, uint32_t* step) const;
@@ -116,15 +119,11 @@ class DropDelta {
   static constexpr int64_t kLost = -1;  // a read of a step that goes
   // Steps LastKeptRead walks back one by one before it reads IndexRootReads.
   static constexpr int kShortWalk = 32;
-  // The last non-forward read of `t` or of a view a non-forward node took of it.
-  uint32_t LastRead(TensorId t) const {
-    if (alias_last_read_[t] == kNone) return last_read_[t];
-    if (last_read_[t] == kNone) return alias_last_read_[t];
-    return std::max(last_read_[t], alias_last_read_[t]);
-  }
 
   const SimContext& context_;
-  std::vector<NodeId> last_forward_read_;  // LastForwardReads
+  // The indexed simulation's groups, storages, reads and families.
+  std::unique_ptr<StepFacts> own_facts_;  // unless shared
+  const StepFacts* facts_;
   // The indexed simulation.
   const SimResult* sim_ = nullptr;
   const SaveSet* keep_ = nullptr;
@@ -133,21 +132,6 @@ class DropDelta {
   std::vector<int64_t> offset_;        // per step: its group's node offset
   RangeMax value_;                     // per step: total + offset
   std::vector<int64_t> born_;          // per step: bytes that start at it
-  std::vector<uint32_t> own_step_;     // per node of the range
-  std::vector<uint32_t> group_begin_;  // per node: first step of its group
-  std::vector<uint32_t> rerun_step_;   // per node: step re-running it; kNone
-  // Per tensor (entries of touched_ reset between indexes).
-  std::vector<uint32_t> first_read_, last_read_;  // non-forward reads, steps
-  // Reads through views non-forward nodes took of it (AliasRead): the last
-  // such read, and the first step making such a view.
-  std::vector<uint32_t> alias_last_read_, alias_first_made_;
-  std::vector<uint32_t> original_;                // per root: its original storage
-  std::vector<uint32_t> copy_;  // per tensor: the storage a recompute step made for it
-  std::vector<uint8_t> odd_root_;  // a non-forward-made tensor of the root is read
-  // Per root, over saved candidates: the two latest last_read_, and whose the first is.
-  std::vector<uint32_t> family_last_, family_second_;
-  std::vector<TensorId> family_last_tensor_;
-  std::vector<TensorId> touched_;
   // Per storage root, the old steps reading it (IndexRootReads, built on
   // first need after Index): root_reads_[begin, begin + count).
   mutable bool root_reads_ready_ = false;

@@ -20,15 +20,20 @@
 //
 // Speed code that restates a clause of this rule, by clause (change the
 // rule, check these; their verify modes and differential tests say whether
-// they still hold):
+// they still hold). The facts they share about one simulation (groups, each
+// node's own and re-run step, storages, first and last non-forward reads,
+// reads through views, families, last forward reads) are derived once, in
+// step_facts.h StepFacts, which the incremental planner, cleanup and
+// DropDelta read:
 //  - Steps in node order, recompute steps before the first non-forward
 //    reader (a node and the recompute steps before it form its "group";
-//    SimResult::node_peak is per group): incremental.cc View::slot, group,
-//    first_use, last_use; cleanup.cc ResaveBounds group_, group_start_,
-//    recompute_step_; selector.h ScoreDrop compares node peaks;
-//    drop_delta.h (where a drop's chain goes: InsertionStep, the chain a
-//    recompute step's read sits in); drop_patch.cc (DropDelta::Patch: the
-//    steps after a drop, which of them start a chain, storages' categories).
+//    SimResult::node_peak is per group): StepFacts' groups, own, group
+//    begin and re-run steps, and first and last non-forward reads (by step;
+//    incremental.cc View turns them into groups); selector.h ScoreDrop
+//    compares node peaks; drop_delta.h (where a drop's chain goes:
+//    InsertionStep, the chain a recompute step's read sits in); drop_patch.cc
+//    (DropDelta::Patch: the steps after a drop, which of them start a chain,
+//    storages' categories).
 //  - Sum of live storages + the running node's workspace + resident state:
 //    regions.h (a region's node peaks differ from the step's by a plan-free
 //    offset); incremental.cc bounds (a drop lowers node peaks only where a
@@ -36,12 +41,15 @@
 //    drop_delta.h (a step's bytes as range adds over the old totals; what
 //    lives across a place between two steps).
 //  - Allocated at the producer's step, freed after the last read, aliases
-//    share the root: incremental.cc StaticInfo::region_start (the last
-//    forward read), View::last_node and family_* (other saved tensors of one
-//    root); cleanup.cc original_last_, copy_last_; FindRegions' spans;
-//    LastForwardReads (drop_delta.h, read by incremental.cc too), DropDelta's
-//    lifetimes after a drop (the original's last other read, the chain's
-//    copies, storages the chain reads, views backward nodes take).
+//    share the root: StepFacts' storages (a root's original, a tensor's
+//    copy), reads through views non-forward nodes take, families (the
+//    latest last uses of one root's saved candidates) and LastForwardReads
+//    (the last forward read per root), read by incremental.cc bounds (where
+//    the original can end earlier), cleanup.cc floors and ceilings and
+//    DropDelta; cleanup.cc leaving_ (storages whose last read is a
+//    recompute step); FindRegions' spans; DropDelta's lifetimes after a
+//    drop (the original's last other read, the chain's copies, storages the
+//    chain reads, views backward nodes take).
 //  - Resident state all step; gradients to the end of the step: FindRegions
 //    and ShapeRegions (the region of the implicit gradients has its own
 //    shape), SimOptions::first_node's region accounting, ComputeLowerBound.

@@ -1,0 +1,186 @@
+#include "ckptplan/sim/step_facts.h"
+
+#include <cstring>
+
+namespace ckptplan {
+
+std::vector<NodeId> LastForwardReads(const SimContext& context) {
+  const size_t num_tensors = context.graph.tensors.size();
+  std::vector<NodeId> last(num_tensors, 0);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    if (!context.forward_produced[t]) continue;
+    NodeId& at = last[context.root[t]];
+    at = std::max(at, context.producer[t]);
+  }
+  for (NodeId n = 0; n < context.graph.nodes.size(); ++n) {
+    if (!context.node_forward[n]) continue;
+    for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
+      NodeId& at = last[context.root[context.ids[i]]];
+      at = std::max(at, n);
+    }
+  }
+  return last;
+}
+
+StepFacts::StepFacts(const SimContext& context) : context_(context) {
+  const size_t num_tensors = context.graph.tensors.size();
+  storages_.resize(num_tensors);
+  reads_.resize(num_tensors);
+  alias_reads_.resize(num_tensors);
+  families_.resize(num_tensors);
+  view_base_.resize(num_tensors);
+  std::vector<uint8_t> candidate_root(num_tensors, 0);
+  for (TensorId t : context.candidates) candidate_root[context.root[t]] = 1;
+  for (TensorId x = 0; x < num_tensors; ++x) {
+    TensorId base = x;
+    if (!context.resident_root[x]) {
+      while (base != kNoId && !context.forward_produced[base]) base = context.alias_of[base];
+    }
+    // Only candidates' roots are asked whether they are odd: the reads of
+    // others (gradients, mostly) are plain reads.
+    if (base == kNoId && !candidate_root[context.root[x]]) base = x;
+    view_base_[x] = base;
+  }
+}
+
+namespace {
+
+// Resets the entries of `entries` that `touched` lists, or all of them when
+// that is cheaper: an empty entry is all ones (kNone, kNoId, kNo), so a
+// memset.
+template <typename T>
+void ResetEntries(std::vector<TensorId>& touched, size_t one_by_one, std::vector<T>& entries) {
+  if (touched.size() > one_by_one) {
+    std::memset(static_cast<void*>(entries.data()), 0xff, entries.size() * sizeof(T));
+  } else {
+    for (TensorId t : touched) entries[t] = T{};
+  }
+}
+
+}  // namespace
+
+void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
+  const size_t one_by_one = ResetOneByOne();
+  ResetEntries(stored_, one_by_one, storages_);
+  stored_.clear();
+  ResetEntries(read_, one_by_one, reads_);
+  read_.clear();
+  ResetEntries(alias_read_, one_by_one, alias_reads_);
+  alias_read_.clear();
+  ResetEntries(family_roots_, one_by_one, families_);
+  family_roots_.clear();
+  reads_ready_ = saved_ready_ = false;
+  sim_ = &sim;
+  first_ = first;
+  end_ = end;
+  const size_t num_steps = sim.steps.size();
+  nodes_.resize(end - first);
+  std::memset(static_cast<void*>(nodes_.data()), 0xff, nodes_.size() * sizeof(NodeSteps));
+  ReserveSteps(group_, num_steps);
+  group_.resize(num_steps);
+  // Recompute steps belong to the group of the node that follows them.
+  uint32_t begin = 0;
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    const Step& step = sim.steps[s];
+    if (step.recompute) continue;
+    NodeSteps& node = nodes_[step.node - first];
+    node.own = s;
+    node.begin = begin;
+    for (uint32_t i = begin; i < s; ++i) {
+      NodeSteps& rerun = nodes_[sim.steps[i].node - first];
+      rerun.rerun = i;
+      rerun.rerun_group = step.node;
+      group_[i] = step.node;
+    }
+    group_[s] = step.node;
+    begin = s + 1;
+  }
+  for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
+    const Buffer& buffer = sim.buffers[b];
+    Storages& storages = storages_[buffer.root];
+    (sim.steps[buffer.first_step].recompute ? storages.copy : storages.original) = b;
+    stored_.push_back(buffer.root);
+  }
+}
+
+void StepFacts::FillReads() {
+  reads_ready_ = true;
+  const SimResult& sim = *sim_;
+  const TensorId* ids = context_.ids.data();
+  for (uint32_t s = 0; s < sim.steps.size(); ++s) {
+    const Step& step = sim.steps[s];
+    if (!step.recompute && context_.node_forward[step.node]) continue;
+    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node];
+         ++i) {
+      const TensorId x = ids[i];
+      Reads& reads = reads_[x];
+      if (reads.first == kNone) {
+        reads.first = s;
+        read_.push_back(x);
+      }
+      reads.last = s;
+      if (step.recompute) {
+        reads.recompute = kYes;
+      } else {
+        reads.last_own = s;
+      }
+      // forward_produced first: a byte a tensor, denser than view_base_.
+      if (!context_.forward_produced[x] && view_base_[x] != x) AliasRead(x, s);
+    }
+  }
+}
+
+// A non-forward read of `x`, which no forward node made: a view a backward
+// node took of a forward tensor reads the storage that tensor had when the
+// view was made (its original when saved, else its copy), so the read counts
+// as one of the nearest forward-made tensor it views (view_base_). Anything
+// else marks its root odd.
+void StepFacts::AliasRead(TensorId x, uint32_t step) {
+  const TensorId base = view_base_[x];
+  if (base == kNoId) {
+    const TensorId root = context_.root[x];
+    if (reads_[root].odd != kYes) {
+      reads_[root].odd = kYes;
+      read_.push_back(root);
+    }
+    return;
+  }
+  const NodeId maker = context_.producer[x];
+  const uint32_t made = maker >= first_ && maker < end_ ? nodes_[maker - first_].own : 0;
+  AliasReads& alias = alias_reads_[base];
+  if (alias.last == kNone) {
+    alias_read_.push_back(base);
+    alias.first_made = made;
+  }
+  alias.last = step;
+  alias.first_made = std::min(alias.first_made, made);
+}
+
+void StepFacts::FillSaved(const SaveSet& keep) {
+  saved_ready_ = true;
+  if (last_forward_read_.empty()) last_forward_read_ = LastForwardReads(context_);
+  for (const std::vector<TensorId>* list : {&read_, &alias_read_}) {
+    for (TensorId x : *list) AddToFamily(keep, x);
+  }
+}
+
+// Counts saved candidate `x`'s LastUse in its root's family; a tensor listed
+// twice counts once.
+void StepFacts::AddToFamily(const SaveSet& keep, TensorId x) {
+  if (!context_.is_candidate[x] || !keep[x]) return;
+  const uint32_t last = LastUse(x);
+  if (last == kNone) return;
+  const TensorId root = context_.root[x];
+  Family& family = families_[root];
+  if (family.last_tensor == x) return;  // listed twice
+  if (family.last == kNone) family_roots_.push_back(root);
+  if (family.last == kNone || last > family.last) {
+    family.second = family.last;
+    family.last = last;
+    family.last_tensor = x;
+  } else if (family.second == kNone || last > family.second) {
+    family.second = last;
+  }
+}
+
+}  // namespace ckptplan

@@ -1,0 +1,178 @@
+// The facts about one simulation that the speed code reads, derived once.
+//
+// The memory rule (simulator.h) puts recompute steps before the first
+// non-forward reader and frees a storage after its last read. The
+// incremental planner's bounds (plan/incremental.cc), cleanup's floors and
+// ceilings (plan/cleanup.cc) and DropDelta's scores (drop_delta.h) all read
+// the same consequences of that off a simulation of nodes [first, end):
+//  - step groups: a node and the recompute steps before it; each node's own
+//    step, its group's first step and the step re-running it;
+//  - the storages: per root its original's and per tensor its recomputed
+//    copy's (SimResult::buffers);
+//  - the non-forward reads of each tensor (recompute steps and non-forward
+//    nodes' own steps): the first, the last, the last by a group's own step,
+//    whether a recompute step reads it; reads through views non-forward
+//    nodes took of a forward tensor, which read that tensor's storage;
+//  - per root, over its saved candidates, the two latest last reads (the
+//    "family"): after dropping one, its original still lives to the other
+//    candidates' last reads; and the root's last forward read, which no plan
+//    changes (LastForwardReads).
+// They are filled by parts, each on a consumer's demand (Fill, FillReads,
+// FillSaved), into memory reused between fills; a fill resets only the
+// entries the previous one set (all of them when those are many: a fill
+// over vectors costs less then), so small regions of a large graph cost what
+// they read. Tensor and node ids are those of the simulation read (a
+// region's copy may share its simulation: cleanup reads it in the copy's
+// ids). tests/sim/step_facts_test.cc works the facts out by hand.
+#ifndef CKPTPLAN_STEP_FACTS_H_
+#define CKPTPLAN_STEP_FACTS_H_
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/simulator.h"
+
+namespace ckptplan {
+
+/// Per storage root: the last node that reads its original whatever the
+/// plan: the latest forward node reading any tensor of the root, or making a
+/// forward-produced one. 0 for roots no forward node touches.
+std::vector<NodeId> LastForwardReads(const SimContext& context);
+
+class StepFacts {
+ public:
+  static constexpr uint32_t kNone = UINT32_MAX;  ///< no such step or storage
+
+  explicit StepFacts(const SimContext& context);
+
+  /// Reads the steps and storages of `sim`, the simulation of nodes
+  /// [first, end), which must outlive the reads that follow. Forgets the
+  /// parts read before.
+  void Fill(const SimResult& sim, NodeId first, NodeId end);
+  /// Reads the non-forward reads of the filled simulation.
+  void FillReads();
+  /// Reads the families of the saved candidates under plan `keep` (the plan
+  /// simulated), after FillReads.
+  void FillSaved(const SaveSet& keep);
+
+  const SimResult* sim() const { return sim_; }
+  NodeId first() const { return first_; }
+  NodeId end() const { return end_; }
+  bool reads_ready() const { return reads_ready_; }
+  bool saved_ready() const { return saved_ready_; }
+
+  // Steps (Fill). Node arguments are in [first, end).
+  /// The node whose group step `s` is in: the next own step's (every step
+  /// has one: recompute steps come before a reader).
+  NodeId Group(uint32_t s) const { return group_[s]; }
+  /// Group(s), kNoId for kNone.
+  NodeId GroupOf(uint32_t s) const { return s == kNone ? kNoId : group_[s]; }
+  uint32_t OwnStep(NodeId n) const { return nodes_[n - first_].own; }
+  uint32_t GroupBegin(NodeId n) const { return nodes_[n - first_].begin; }
+  /// The step re-running `n`; kNone when none does (a node is re-run once
+  /// at most: its copies then serve every later read).
+  uint32_t RerunStep(NodeId n) const { return nodes_[n - first_].rerun; }
+  /// GroupOf(RerunStep(n)): the group `n` is re-run in, kNoId if none.
+  NodeId RerunGroup(NodeId n) const { return nodes_[n - first_].rerun_group; }
+
+  // Storages (Fill): indexes into the simulation's buffers, kNone for none.
+  /// Root `root`'s original: the storage its own step made.
+  uint32_t Original(TensorId root) const { return storages_[root].original; }
+  /// The storage a recompute step made for tensor `t`.
+  uint32_t Copy(TensorId t) const { return storages_[t].copy; }
+
+  // Non-forward reads (FillReads), as steps; kNone when there is none.
+  uint32_t FirstRead(TensorId t) const { return reads_[t].first; }
+  uint32_t LastRead(TensorId t) const { return reads_[t].last; }
+  /// The last by a group's own step (a non-forward node's).
+  uint32_t LastOwnRead(TensorId t) const { return reads_[t].last_own; }
+  bool RecomputeRead(TensorId t) const { return reads_[t].recompute == kYes; }
+  /// Through views non-forward nodes took of forward tensor `t`: the last
+  /// step reading such a view, and the first step making one (0 for one
+  /// made before the range).
+  uint32_t AliasLastRead(TensorId t) const { return alias_reads_[t].last; }
+  uint32_t AliasFirstMade(TensorId t) const { return alias_reads_[t].first_made; }
+  /// A non-forward step reads a tensor of `root`, a root some candidate
+  /// shares, that neither a forward node made nor views one: what the speed
+  /// code does not place. False for the roots no candidate shares.
+  bool OddRoot(TensorId root) const { return reads_[root].odd == kYes; }
+  /// The last non-forward read of `t` or of a view a non-forward node took
+  /// of it.
+  uint32_t LastUse(TensorId t) const {
+    const uint32_t alias = alias_reads_[t].last, last = reads_[t].last;
+    if (alias == kNone) return last;
+    if (last == kNone) return alias;
+    return std::max(last, alias);
+  }
+
+  // Saved candidates (FillSaved).
+  /// The latest LastUse of the saved candidates sharing t's root other than
+  /// `t`: where the original lives to at least once `t` is dropped; kNone
+  /// when there is no other.
+  uint32_t OtherSavedUse(TensorId t) const {
+    const Family& family = families_[context_.root[t]];
+    return family.last_tensor == t ? family.second : family.last;
+  }
+  /// LastForwardReads' entry for `root` (plan-free).
+  NodeId LastForwardRead(TensorId root) const { return last_forward_read_[root]; }
+
+ private:
+  void AliasRead(TensorId x, uint32_t step);
+  void AddToFamily(const SaveSet& keep, TensorId x);
+
+  struct NodeSteps {  // per node of the range; all ones when empty, as below
+    uint32_t own = kNone, begin = kNone, rerun = kNone;
+    NodeId rerun_group = kNoId;
+  };
+  // Per tensor, one record a fact kind so that a tensor's facts share a
+  // cache line: reads and resets touch them one tensor at a time. Every
+  // field of an empty record is all ones (flags: kNo), so that resetting
+  // every record is a memset.
+  static constexpr uint8_t kNo = 0xff, kYes = 1;
+  struct Storages {
+    uint32_t original = kNone, copy = kNone;
+  };
+  struct Reads {
+    uint32_t first = kNone, last = kNone, last_own = kNone;
+    uint8_t recompute = kNo, odd = kNo;  // odd: OddRoot, for roots
+  };
+  struct AliasReads {
+    uint32_t last = kNone, first_made = kNone;
+  };
+  // Per root, over saved candidates: the two latest LastUse, and whose the first is.
+  struct Family {
+    uint32_t last = kNone, second = kNone;
+    TensorId last_tensor = kNoId;
+  };
+  // The tensors a fill set entries of, past which resetting them one by one
+  // costs more than resetting every tensor's.
+  size_t ResetOneByOne() const { return storages_.size() / 8; }
+
+  const SimContext& context_;
+  const SimResult* sim_ = nullptr;
+  NodeId first_ = 0, end_ = 0;
+  bool reads_ready_ = false, saved_ready_ = false;
+  std::vector<NodeId> group_;  // per step
+  std::vector<NodeSteps> nodes_;
+  // Per tensor; the entries the lists below name are reset by the next Fill.
+  std::vector<Storages> storages_;
+  std::vector<Reads> reads_;
+  std::vector<AliasReads> alias_reads_;
+  std::vector<Family> families_;
+  // Per tensor, plan-free: the forward tensor a non-forward read of it
+  // reads the storage of: itself when forward-made or resident, the nearest
+  // forward-made one it views, kNoId for none (its root is odd) when a
+  // candidate shares its root, else itself.
+  std::vector<TensorId> view_base_;
+  std::vector<NodeId> last_forward_read_;  // LastForwardReads, on the first FillSaved
+  std::vector<TensorId> stored_;        // tensors with a storage entry
+  std::vector<TensorId> read_;          // tensors with a read entry, odd roots
+  std::vector<TensorId> alias_read_;    // tensors with an alias entry
+  std::vector<TensorId> family_roots_;  // roots with a family entry
+};
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_STEP_FACTS_H_

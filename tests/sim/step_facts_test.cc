@@ -1,0 +1,173 @@
+// StepFacts on a hand-made graph: groups, storages, non-forward reads (a
+// view a backward node takes among them), families and last forward reads,
+// worked out by hand; a second fill forgets the first; DropDelta scores the
+// same from shared facts as from its own.
+#include "ckptplan/sim/step_facts.h"
+
+#include <doctest/doctest.h>
+
+#include <stdexcept>
+
+#include "ckptplan/sim/drop_delta.h"
+#include "ckptplan/sim/simulator.h"
+#include "test_graphs.h"
+
+namespace ckptplan {
+namespace {
+
+using testing::GraphBuilder;
+using testing::Id;
+constexpr Phase F = Phase::kForward, B = Phase::kBackward;
+constexpr uint32_t kNone = StepFacts::kNone;
+
+// x -f-> a, v = view of a, -g-> b -h-> c -s-> l; the backward reads l, b,
+// v and, through at (a view of a that backward node t takes), a.
+// Candidates: a (read by t), v, b, l. Node ids: f 0, view 1, g 2, h 3, s 4,
+// s_bwd 5, h_bwd 6, g_bwd 7, t 8, f_bwd 9.
+Graph ViewGraph() {
+  GraphBuilder b;
+  b.Tensor("x", 10, TensorKind::kInput).Tensor("a", 1000);
+  b.Tensor("v", 1000, TensorKind::kActivation, "a");
+  b.Tensor("b", 100).Tensor("c", 100).Tensor("l", 4);
+  b.Tensor("dc", 100).Tensor("db", 100).Tensor("dv", 1000);
+  b.Tensor("at", 1000, TensorKind::kActivation, "a").Tensor("dx", 10);
+  b.Node("f", "exp", F, {"x"}, {"a"}, 10).Node("view", "view", F, {"a"}, {"v"}, 0);
+  b.Node("g", "exp", F, {"v"}, {"b"}, 10).Node("h", "exp", F, {"b"}, {"c"}, 10);
+  b.Node("s", "sum", F, {"c"}, {"l"}, 1).Node("s_bwd", "sum_bwd", B, {"l"}, {"dc"}, 1);
+  b.Node("h_bwd", "exp_bwd", B, {"dc", "b"}, {"db"}, 10);
+  b.Node("g_bwd", "exp_bwd", B, {"db", "v"}, {"dv"}, 10);
+  b.Node("t", "view", B, {"a"}, {"at"}, 0);
+  b.Node("f_bwd", "exp_bwd", B, {"dv", "at"}, {"dx"}, 10);
+  return b.Build();
+}
+
+TEST_CASE("step facts: groups, storages, reads and families of a plan with a recompute") {
+  const Graph graph = ViewGraph();
+  const SimContext context(graph);
+  auto id = [&](const char* name) { return Id(graph, name); };
+  REQUIRE(context.candidates ==
+          std::vector<TensorId>{id("a"), id("v"), id("b"), id("l")});
+  SaveSet keep = SaveAll(graph);
+  keep[id("b")] = 0;
+  const SimResult sim = Simulate(context, keep, SimOptions{});
+  // Dropping b re-runs g (its input v is saved) before h_bwd, b's first
+  // non-forward reader. Steps: 0 f, 1 view, 2 g, 3 h, 4 s, 5 s_bwd, 6 g
+  // (re-run), 7 h_bwd, 8 g_bwd, 9 t, 10 f_bwd.
+  REQUIRE(sim.steps.size() == 11);
+  REQUIRE(sim.steps[6].recompute);
+  StepFacts facts(context);
+  facts.Fill(sim, 0, static_cast<NodeId>(graph.nodes.size()));
+  // Groups: each node's own step alone, but h_bwd's: steps 6 and 7.
+  for (uint32_t s = 0; s < 6; ++s) CHECK(facts.Group(s) == s);
+  CHECK(facts.Group(6) == 6);  // g's re-run, in h_bwd's group
+  CHECK(facts.Group(7) == 6);
+  CHECK(facts.Group(10) == 9);
+  CHECK(facts.GroupOf(kNone) == kNoId);
+  CHECK(facts.OwnStep(6) == 7);
+  CHECK(facts.GroupBegin(6) == 6);
+  CHECK(facts.OwnStep(7) == 8);
+  CHECK(facts.GroupBegin(7) == 8);
+  CHECK(facts.RerunStep(2) == 6);
+  CHECK(facts.RerunStep(3) == kNone);
+  // Storages: a's original (made at step 0) is read through v and at until
+  // f_bwd (step 10); b's original is last read by h (step 3): h_bwd reads
+  // b's copy, made at step 6.
+  REQUIRE(facts.Original(id("a")) != kNone);
+  CHECK(sim.buffers[facts.Original(id("a"))].first_step == 0);
+  CHECK(sim.buffers[facts.Original(id("a"))].last_step == 10);
+  CHECK(sim.buffers[facts.Original(id("b"))].last_step == 3);
+  REQUIRE(facts.Copy(id("b")) != kNone);
+  CHECK(sim.buffers[facts.Copy(id("b"))].first_step == 6);
+  CHECK(sim.buffers[facts.Copy(id("b"))].last_step == 7);
+  CHECK(facts.Copy(id("a")) == kNone);
+
+  facts.FillReads();
+  // Non-forward reads: l at 5; v at 6 (the re-run of g) and 8 (g_bwd); b at
+  // 7; a at 9 (t), and through at, the view t made at step 9, at 10.
+  CHECK(facts.FirstRead(id("l")) == 5);
+  CHECK(facts.FirstRead(id("v")) == 6);
+  CHECK(facts.LastRead(id("v")) == 8);
+  CHECK(facts.LastOwnRead(id("v")) == 8);
+  CHECK(facts.RecomputeRead(id("v")));
+  CHECK(facts.FirstRead(id("b")) == 7);
+  CHECK(facts.LastRead(id("b")) == 7);
+  CHECK_FALSE(facts.RecomputeRead(id("b")));
+  CHECK(facts.FirstRead(id("a")) == 9);
+  CHECK(facts.LastRead(id("a")) == 9);
+  CHECK(facts.AliasLastRead(id("a")) == 10);
+  CHECK(facts.AliasFirstMade(id("a")) == 9);
+  CHECK(facts.LastUse(id("a")) == 10);  // max(9, 10)
+  CHECK(facts.LastUse(id("v")) == 8);
+  CHECK(facts.FirstRead(id("x")) == kNone);  // read by f only, a forward step
+  CHECK(facts.FirstRead(id("c")) == kNone);
+  // No root a candidate shares has a tensor that a non-forward step reads
+  // and that neither a forward node made nor views one (dc, made by a
+  // backward node, has a root of its own, which no candidate shares).
+  CHECK_FALSE(facts.OddRoot(id("a")));
+  CHECK_FALSE(facts.OddRoot(id("dc")));
+
+  facts.FillSaved(keep);
+  // Root a's saved candidates: a (last use 10) and v (8). Dropping a leaves
+  // v's last read of the original, dropping v a's (through at).
+  CHECK(facts.OtherSavedUse(id("a")) == 8);
+  CHECK(facts.OtherSavedUse(id("v")) == 10);
+  CHECK(facts.OtherSavedUse(id("l")) == kNone);
+  // Last forward reads: root a is made by f and view and read by view and g
+  // (through v): node 2; b is read by h: node 3; l is made by s: node 4.
+  CHECK(facts.LastForwardRead(id("a")) == 2);
+  CHECK(facts.LastForwardRead(id("b")) == 3);
+  CHECK(facts.LastForwardRead(id("l")) == 4);
+  CHECK(LastForwardReads(context)[id("a")] == 2);
+
+  // Save-all: no recompute step (0 f ... 5 s_bwd, 6 h_bwd, 7 g_bwd, 8 t,
+  // 9 f_bwd); nothing of the first fill stays.
+  const SaveSet all = SaveAll(graph);
+  const SimResult saved = Simulate(context, all, SimOptions{});
+  REQUIRE(saved.steps.size() == 10);
+  facts.Fill(saved, 0, static_cast<NodeId>(graph.nodes.size()));
+  facts.FillReads();
+  facts.FillSaved(all);
+  CHECK(facts.RerunStep(2) == kNone);
+  CHECK(facts.Copy(id("b")) == kNone);
+  CHECK(facts.Group(6) == 6);
+  CHECK(facts.FirstRead(id("v")) == 7);
+  CHECK_FALSE(facts.RecomputeRead(id("v")));
+  CHECK(facts.FirstRead(id("b")) == 6);
+  CHECK(facts.AliasLastRead(id("a")) == 9);
+  CHECK(facts.AliasFirstMade(id("a")) == 8);
+  // b is saved now, alone in its root.
+  CHECK(facts.OtherSavedUse(id("b")) == kNone);
+  CHECK(facts.OtherSavedUse(id("v")) == 9);
+}
+
+TEST_CASE("step facts: DropDelta scores the same from shared facts as from its own") {
+  const Graph graph = ViewGraph();
+  const SimContext context(graph);
+  SaveSet keep = SaveAll(graph);
+  keep[Id(graph, "b")] = 0;
+  const SimResult sim = Simulate(context, keep, SimOptions{});
+  const NodeId end = static_cast<NodeId>(graph.nodes.size());
+  StepFacts facts(context);
+  DropDelta shared(context, &facts), own(context);
+  facts.Fill(sim, 0, end);
+  facts.FillReads();
+  // Facts not read whole: refused.
+  CHECK_THROWS_AS(shared.Index(sim, keep, 0, end, nullptr), std::logic_error);
+  facts.FillSaved(keep);
+  shared.Index(sim, keep, 0, end, nullptr);
+  own.Index(sim, keep, 0, end, nullptr);
+  size_t known = 0;
+  for (TensorId t : context.droppable) {
+    if (!keep[t]) continue;
+    const DropDelta::Result a = shared.Score(t), b = own.Score(t);
+    CAPTURE(graph.tensors[t].name);
+    CHECK(a.known == b.known);
+    CHECK(a.region_max == b.region_max);
+    CHECK(a.added_cost == b.added_cost);
+    known += a.known;
+  }
+  CHECK(known > 0);
+}
+
+}  // namespace
+}  // namespace ckptplan

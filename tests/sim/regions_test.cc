@@ -85,6 +85,26 @@ TEST_CASE("regions that are copies of one another share a shape") {
   CHECK(shapes[3].first_of_shape == 3);
   CHECK(shapes[3].copies == 1);
 
+  // The context's region-of-node table agrees with the regions, and
+  // RegionalMemory reads it.
+  RegionalMemory memory(context, SaveAll(graph), SimOptions());
+  for (size_t r = 0; r < regions.size(); ++r) {
+    for (NodeId n = regions[r].first; n < regions[r].end; ++n) {
+      CHECK(context.region_of_node()[n] == r);
+    }
+  }
+  for (TensorId t : context.candidates) CHECK(memory.RegionOf(t) == context.RegionOf(t));
+  // Copies with equal plans have equal keys; another plan, another key.
+  SaveSet keep = SaveAll(graph);
+  std::vector<uint8_t> plan1, plan2;
+  const uint64_t key1 = memory.PlanKey(1, keep, &plan1);
+  CHECK(memory.PlanKey(2, keep, &plan2) == key1);
+  CHECK(plan1 == plan2);
+  CHECK(RegionPlanKey(shapes[1], plan1) == key1);
+  keep[memory.part(2).candidates[0]] = 0;
+  CHECK(memory.PlanKey(2, keep, &plan2) != key1);
+  CHECK(plan2[0] == 0);
+
   // One byte more on p2's b (read in region 2) makes region 2 its own shape.
   graph.tensors[testing::Id(graph, "p2.b")].bytes += 1;
   SimContext changed(graph);

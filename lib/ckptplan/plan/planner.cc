@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -14,6 +14,7 @@
 #include "ckptplan/plan/local_search.h"
 #include "ckptplan/plan/mincut.h"
 #include "ckptplan/plan/selector.h"
+#include "ckptplan/sim/regions.h"
 
 namespace ckptplan {
 namespace {
@@ -40,12 +41,22 @@ constexpr int kMinSegments = 2;
 constexpr size_t kSecondStartLimit = 10'000;
 // A baseline plan (segments, scope checkpointing, knapsack) that fits is
 // cleaned up when that costs at most this many node-steps of trials, or this
-// many per node of the graph, or when no plan found before it fits. Cleanup
-// tries each dropped candidate's re-save with a region simulation, so on one
-// deep region it costs about candidates x nodes; there the greedy's plan is
-// cleaned up, and a baseline only where nothing else fits.
+// many per node of the graph (about as many whole-step simulations), or when
+// no plan found before it fits. Cleanup tries each dropped candidate's
+// re-save with a region simulation, so on one deep region it costs about
+// candidates x nodes; there the greedy's plan is cleaned up, and a baseline
+// only where nothing else fits.
 constexpr size_t kCleanupNodeSteps = 1'000'000;
-constexpr size_t kCleanupNodeStepsPerNode = 64;
+constexpr size_t kCleanupNodeStepsPerNode = 16;
+// The greedy from the second start runs where the graph has at most
+// kSecondStartLimit candidates and candidates x the largest region's nodes
+// (about what the greedy costs: a drop scored or simulated per candidate, in
+// its region) is at most this. On one deep region of 10^4 nodes or more it
+// costs up to several times the first start's greedy and ended at the same
+// plan wherever we looked (transformers of 69 and 208 layers, a stack of
+// 1,000 blocks, random layered DAGs of 9,508 and 28,535 nodes; 50% and 80% of
+// save-all).
+constexpr size_t kSecondStartNodeSteps = 10'000'000;
 
 class Candidates {
  public:
@@ -161,8 +172,8 @@ class Candidates {
 
   // What cleaning `keep` up costs, about, in node-steps: a trial (a region
   // simulation) per dropped candidate, the first round counted. Copies of a
-  // region (same shape) with the same plan share their trials, so each
-  // distinct plan of a shape counts once.
+  // region (same shape) with the same plan share their trials
+  // (RegionalMemory::Try), so each distinct plan of a shape counts once.
   size_t CleanupWork(const SaveSet& keep) const {
     const std::vector<Region>& regions = context_.regions();
     if (!context_.exact_costs || regions.size() <= 1) {
@@ -171,31 +182,33 @@ class Candidates {
       for (TensorId t : context_.candidates) dropped += !keep[t];
       return dropped * context_.graph.nodes.size();
     }
-    // Per region: dropped candidates, and a hash of its candidates' bits in
-    // id order (copies' candidates come in the same order).
+    // Per region: dropped candidates, and the keep bits of its candidates in
+    // id order (as RegionalMemory::PlanKey reads them).
     std::vector<size_t> dropped(regions.size(), 0);
-    std::vector<uint64_t> plan(regions.size(), 1469598103934665603ull);
-    size_t r = 0;
+    std::vector<std::vector<uint8_t>> plans(regions.size());
     for (TensorId t : context_.candidates) {
-      const NodeId producer = context_.graph.tensors[t].producer;
-      if (producer < regions[r].first || producer >= regions[r].end) {
-        r = static_cast<size_t>(std::upper_bound(regions.begin(), regions.end(), producer,
-                                                 [](NodeId n, const Region& region) {
-                                                   return n < region.end;
-                                                 }) -
-                                regions.begin());
-        if (r == regions.size()) r = regions.size() - 1;
-      }
+      const size_t r = context_.RegionOf(t);
       dropped[r] += !keep[t];
-      plan[r] = (plan[r] ^ (keep[t] ? 2u : 1u)) * 1099511628211ull;
+      plans[r].push_back(keep[t] != 0);
     }
     const std::vector<RegionShape>& shapes = context_.shapes();
-    std::unordered_set<uint64_t> seen;  // (shape, plan) pairs counted
+    // Regions counted, by their plan's key.
+    std::unordered_map<uint64_t, std::vector<size_t>> counted;
     size_t work = 0;
-    for (r = 0; r < regions.size(); ++r) {
+    for (size_t r = 0; r < regions.size(); ++r) {
       if (dropped[r] == 0) continue;
-      const uint64_t key = plan[r] ^ (shapes[r].first_of_shape * 0x9e3779b97f4a7c15ull);
-      if (seen.insert(key).second) work += dropped[r] * (regions[r].end - regions[r].first);
+      std::vector<size_t>& same_key = counted[RegionPlanKey(shapes[r], plans[r])];
+      const bool seen = std::any_of(same_key.begin(), same_key.end(), [&](size_t q) {
+        return shapes[q].first_of_shape == shapes[r].first_of_shape && plans[q] == plans[r];
+      });
+      if (seen) {
+        // A shared trial still reads the region's plan (its key, then the
+        // memo's plan compared): about a node-step per candidate of it.
+        work += dropped[r] * plans[r].size();
+        continue;
+      }
+      same_key.push_back(r);
+      work += dropped[r] * (regions[r].end - regions[r].first);
     }
     return work;
   }
@@ -259,8 +272,15 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   const Graph& graph = context.graph;
   Candidates candidates(context, options);
   const size_t num_candidates = context.candidates.size();
+  // Single flips (local search) and greedy drops simulate their region (the
+  // whole step when costs are not exact integers; see RegionalMemory).
+  size_t largest_region = context.exact_costs ? 1 : graph.nodes.size();
+  for (const Region& region : context.regions()) {
+    largest_region = std::max<size_t>(largest_region, region.end - region.first);
+  }
   std::vector<std::string> starts{options.start};
-  if (num_candidates <= kSecondStartLimit) {
+  if (num_candidates <= kSecondStartLimit &&
+      num_candidates * largest_region <= kSecondStartNodeSteps) {
     starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
   }
   std::vector<SaveSet> start_sets;
@@ -287,12 +307,6 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   LocalSearchOptions search;
   search.budget_bytes = options.budget_bytes;
   search.reserve_bytes = options.reserve_bytes;
-  // Single flips simulate their region (the whole step when costs are not
-  // exact integers; see RegionalMemory).
-  size_t largest_region = context.exact_costs ? 1 : graph.nodes.size();
-  for (const Region& region : context.regions()) {
-    largest_region = std::max<size_t>(largest_region, region.end - region.first);
-  }
   search.prune = options.prune;
   search.verify = options.verify;
   search.max_considered = std::clamp<size_t>(kLocalSearchNodeSteps / largest_region, 200,

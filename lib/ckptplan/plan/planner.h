@@ -2,14 +2,16 @@
 // fitting plan among several searches and the baselines.
 //
 // The default strategy runs the greedy (selector.h) from the --start set and,
-// on graphs of at most 10,000 candidates, from the other start (min-cut,
-// mincut.h, and save-all), takes the best every-k-th segment plan (k = 1..64,
+// on graphs of at most 10,000 candidates whose candidates x largest region's
+// nodes is at most 10^7, from the other start (min-cut, mincut.h, and
+// save-all), takes the best every-k-th segment plan (k = 1..64,
 // fewer on graphs of over 15,625 nodes, down to 2 over 500,000; when none
 // fits, also the greedy from the lowest-peak one) and the baselines
 // (strategies.h), and cleans each
 // fitting plan up (cleanup.h): a baseline's only where that costs at most
-// max(1e6, 64 x nodes) node-steps of trials, or no greedy's plan fits (on one
-// deep region a cleanup costs about dropped candidates x nodes). Local
+// max(1e6, 16 x nodes) node-steps of trials (one shared with a copy of its
+// region counted at the region's candidates), or no greedy's plan fits (on
+// one deep region a cleanup costs about dropped candidates x nodes). Local
 // search (local_search.h) then runs from
 // the best four distinct plans (the best one on graphs of more than 64
 // candidates), with three-flip moves from the best plan on graphs of at most

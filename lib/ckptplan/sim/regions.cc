@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <limits>
 #include <unordered_map>
 
@@ -92,11 +93,10 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
     ranges.push_back({0, static_cast<NodeId>(graph.nodes.size())});
   }
   parts_.resize(ranges.size());
-  region_of_node_.resize(graph.nodes.size());
+  split_ = context.exact_costs;
   for (size_t r = 0; r < ranges.size(); ++r) {
     Part& part = parts_[r];
     part.range = ranges[r];
-    for (NodeId n = part.range.first; n < part.range.end; ++n) region_of_node_[n] = r;
     SimResult* sim = part.sim.own();
     part.offset.assign(part.range.end - part.range.first, 0);
     if (ranges.size() == 1 && part.range.first == 0 && part.range.end == graph.nodes.size()) {
@@ -162,17 +162,31 @@ void RegionalMemory::UpdateTop() {
   if (!parts_.empty()) peak_ = top_;
 }
 
+uint64_t RegionPlanKey(const RegionShape& shape, const std::vector<uint8_t>& plan) {
+  // Eight plan bytes at a time: copies' trials look their plan up once per
+  // re-save tried (cleanup), so the hash is on the path of most trials of a
+  // graph of many microbatches.
+  uint64_t key = 0x9e3779b97f4a7c15ull * (shape.first_of_shape + 1);
+  const size_t size = plan.size();
+  size_t i = 0;
+  for (; i + 8 <= size; i += 8) {
+    uint64_t word;
+    std::memcpy(&word, plan.data() + i, sizeof(word));
+    key = (key ^ word) * 0x100000001b3ull;
+    key ^= key >> 29;
+  }
+  for (; i < size; ++i) key = (key ^ plan[i]) * 0x100000001b3ull;
+  return key ^ size;
+}
+
 uint64_t RegionalMemory::PlanKey(size_t r, const SaveSet& keep,
                                  std::vector<uint8_t>* plan) const {
   const Part& part = parts_[r];
-  plan->resize(part.candidates.size());
-  uint64_t key = 0x9e3779b97f4a7c15ull * (part.shape.first_of_shape + 1);
-  for (size_t i = 0; i < part.candidates.size(); ++i) {
-    const uint8_t saved = keep[part.candidates[i]] != 0;
-    (*plan)[i] = saved;
-    key = (key ^ saved) * 0x100000001b3ull;
-  }
-  return key;
+  const size_t count = part.candidates.size();
+  plan->resize(count);
+  uint8_t* bits = plan->data();
+  for (size_t i = 0; i < count; ++i) bits[i] = keep[part.candidates[i]] != 0;
+  return RegionPlanKey(part.shape, *plan);
 }
 
 void RegionalMemory::Try(size_t r, const SaveSet& keep, Trial* trial, bool need_sim) const {

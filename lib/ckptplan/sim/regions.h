@@ -48,6 +48,11 @@ class RegionSim {
   int64_t node_shift_ = 0, tensor_shift_ = 0;
 };
 
+/// A hash of a region's plan, `plan` the keep bits (0 or 1) of the
+/// candidates it makes in id order (the order copies' candidates correspond
+/// in), equal for copies (ShapeRegions) with equal plans.
+uint64_t RegionPlanKey(const RegionShape& shape, const std::vector<uint8_t>& plan);
+
 class RegionalMemory {
  public:
   /// One region's current plan.
@@ -85,7 +90,7 @@ class RegionalMemory {
   const SimContext& context() const { return context_; }
   const Part& part(size_t r) const { return parts_[r]; }
   /// Region that makes candidate `t`.
-  size_t RegionOf(TensorId t) const { return region_of_node_[context_.graph.tensors[t].producer]; }
+  size_t RegionOf(TensorId t) const { return split_ ? context_.RegionOf(t) : 0; }
   /// Each region's highest node peak (Part::max), side by side.
   const std::vector<int64_t>& maxes() const { return maxes_; }
   /// Highest node peak outside region `r`, in the step's bytes.
@@ -117,8 +122,8 @@ class RegionalMemory {
 
   /// Trials answered from a copy of their region (see Try).
   size_t shared_trials() const { return shared_trials_; }
-  /// A hash of region `r`'s plan under `keep`, equal for copies with equal
-  /// plans, and in `plan` the keep bits of its candidates, in order.
+  /// RegionPlanKey of region `r`'s plan under `keep`, and in `plan` the keep
+  /// bits of its candidates, in order.
   uint64_t PlanKey(size_t r, const SaveSet& keep, std::vector<uint8_t>* plan) const;
 
  private:
@@ -142,7 +147,7 @@ class RegionalMemory {
   SimOptions options_;
   std::vector<Part> parts_;
   std::vector<int64_t> maxes_;  // parts_[r].max
-  std::vector<uint32_t> region_of_node_;
+  bool split_ = false;  // the regions are the context's (else one, the step)
   int64_t peak_ = 0, start_peak_ = 0;
   size_t start_simulations_ = 1;
   double start_cost_ = 0, cost_ = 0;

@@ -848,8 +848,23 @@ std::vector<RegionShape> ShapeRegions(const SimContext& context,
 }
 
 const std::vector<Region>& SimContext::regions() const {
-  if (!regions_) regions_ = std::make_shared<const std::vector<Region>>(FindRegions(*this));
+  if (!regions_) {
+    auto regions = std::make_shared<const std::vector<Region>>(FindRegions(*this));
+    auto region_of_node = std::make_shared<std::vector<uint32_t>>(graph.nodes.size(), 0);
+    for (size_t r = 0; r < regions->size(); ++r) {
+      for (NodeId n = (*regions)[r].first; n < (*regions)[r].end; ++n) {
+        (*region_of_node)[n] = static_cast<uint32_t>(r);
+      }
+    }
+    regions_ = std::move(regions);
+    region_of_node_ = std::move(region_of_node);
+  }
   return *regions_;
+}
+
+const std::vector<uint32_t>& SimContext::region_of_node() const {
+  if (!region_of_node_) regions();
+  return *region_of_node_;
 }
 
 const std::vector<RegionShape>& SimContext::shapes() const {

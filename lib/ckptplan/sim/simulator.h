@@ -235,6 +235,11 @@ struct SimContext {
   /// first use.
   const std::vector<Region>& regions() const;
   const std::vector<RegionShape>& shapes() const;
+  /// Per node: the index in regions() of the region holding it, computed
+  /// with them.
+  const std::vector<uint32_t>& region_of_node() const;
+  /// Region (index in regions()) that makes candidate `t`.
+  size_t RegionOf(TensorId t) const { return region_of_node()[producer[t]]; }
 
   /// Working memory Simulate reuses between calls (fresh pages are costly on
   /// large graphs); a context serves one thread at a time.
@@ -260,6 +265,7 @@ struct SimContext {
 
  private:
   mutable std::shared_ptr<const std::vector<Region>> regions_;
+  mutable std::shared_ptr<const std::vector<uint32_t>> region_of_node_;
   mutable std::shared_ptr<const std::vector<RegionShape>> shapes_;
 };
 

@@ -145,7 +145,7 @@ def write_stack(path, blocks, batch=2048, hidden=256, ffn=1024):
     os.replace(path + ".tmp", path)
 
 
-def deep_graph(binary, workdir, family, size):
+def deep_graph(binary, workdir, family, size, fx_max_layers=FX_MAX_LAYERS):
     """Generates (once) a one-region graph of about `size` nodes."""
     if family == "stack":
         blocks = max(1, round(size / STACK_NODES_PER_BLOCK))
@@ -158,7 +158,7 @@ def deep_graph(binary, workdir, family, size):
         return graph, "stack --blocks %d" % blocks
     if family == "fx":
         layers = max(1, round((size - FX_NODES_FIXED) / FX_NODES_PER_LAYER))
-        if layers > FX_MAX_LAYERS:
+        if layers > fx_max_layers:
             return None, "traced GPT, %d layers (not traced: over --fx-max-layers)" % layers
         graph = os.path.join(workdir, "deep2_fx_%d.json" % layers)
         if not os.path.exists(graph):
@@ -208,7 +208,8 @@ def deep(args, workdir):
                 for size in sizes:
                     if timed_out:
                         break
-                    graph, label = deep_graph(args.binary, workdir, family, size)
+                    graph, label = deep_graph(args.binary, workdir, family, size,
+                                              args.fx_max_layers)
                     if graph is None:
                         print("| %s | | %s | %g%% | (skipped) | | | | | | | 0/0 |"
                               % (label, strategy, 100 * fraction))
@@ -279,8 +280,6 @@ def main():
     workdir = args.workdir or tempfile.mkdtemp(prefix="ckptplan_bench_")
     os.makedirs(workdir, exist_ok=True)
     if args.deep:
-        global FX_MAX_LAYERS
-        FX_MAX_LAYERS = args.fx_max_layers
         deep(args, workdir)
         return
     args.strategy = args.strategy or "ckptplan"

@@ -4,6 +4,7 @@
 #define CKPTPLAN_TESTS_TEST_GRAPHS_H_
 
 #include <algorithm>
+#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,43 +85,66 @@ inline std::vector<Region> RegionsAndStep(const SimContext& context) {
   return ranges;
 }
 
-// Where two simulations first differ, step by step, storage by storage and
-// recompute by recompute, then in totals, node peaks, peak and cost; empty
-// when they are the same.
-inline std::string SimulationDifference(const SimResult& a, const SimResult& b) {
-  auto at = [](const char* what, size_t i) { return std::string(what) + " " + std::to_string(i); };
-  if (a.steps.size() != b.steps.size()) return "step count";
-  for (size_t i = 0; i < a.steps.size(); ++i) {
-    const Step &x = a.steps[i], &y = b.steps[i];
-    if (x.node != y.node || x.recompute != y.recompute || x.starts_chain != y.starts_chain) {
-      return at("step", i);
-    }
-  }
-  if (a.buffers.size() != b.buffers.size()) return "storage count";
-  for (size_t i = 0; i < a.buffers.size(); ++i) {
-    const Buffer &x = a.buffers[i], &y = b.buffers[i];
-    if (x.root != y.root || x.category != y.category || x.first_step != y.first_step ||
-        x.last_step != y.last_step) {
-      return at("storage", i);
-    }
-  }
-  if (a.recomputes.size() != b.recomputes.size()) return "recompute count";
-  for (size_t i = 0; i < a.recomputes.size(); ++i) {
-    if (a.recomputes[i].tensor != b.recomputes[i].tensor ||
-        a.recomputes[i].chain != b.recomputes[i].chain) {
-      return at("recompute", i);
-    }
-  }
-  if (a.total != b.total) return "totals";
-  if (a.node_peak != b.node_peak) return "node peaks";
-  if (a.peak_bytes != b.peak_bytes) return "peak";
-  if (a.recompute_cost != b.recompute_cost) return "recompute cost";
-  return "";
-}
-
 // `count` copies of `step`, run one after another (see Concatenate).
 inline Graph Copies(const Graph& step, size_t count) {
   return Concatenate(std::vector<Graph>(count, step));
+}
+
+// A deep, narrow random DAG (100 layers of 3): inputs from many layers back
+// make storages whose earlier reads lie far back (DropDelta's per-root index).
+inline Graph DeepRandomGraph(uint64_t seed) {
+  RandomGraphOptions options;
+  options.seed = seed;
+  options.layers = 100;
+  options.width = 3;
+  options.max_inputs = 3;
+  options.optimizer = seed % 2 == 0;
+  return RandomTrainingGraph(options);
+}
+
+// Save-all and random plans of `graph` (SimContext `context`), each droppable
+// candidate dropped with probability 0 (save-all, once), 1/4, 1/2 and 3/4
+// (three plans each): `visit(keep, random)`, `random` seeded with `seed`.
+template <typename Visit>
+void ForEachRandomPlan(const SimContext& context, uint64_t seed, Visit&& visit) {
+  std::mt19937_64 random(seed);
+  for (unsigned share : {0u, 25u, 50u, 75u}) {
+    for (int round = 0; round < (share == 0 ? 1 : 3); ++round) {
+      SaveSet keep = SaveAll(context.graph);
+      for (TensorId t : context.droppable) keep[t] = random() % 100 >= share;
+      visit(keep, random);
+    }
+  }
+}
+
+// The differential tests' corpus for single drops (DropDelta's scores and
+// patches against simulations): 120 random training graphs of many shapes
+// and sizes (small byte sizes make ties), small transformers (views,
+// backward views of forward tensors, implicit gradients, microbatches) and
+// concatenated random steps (several regions: offsets, storages read after a
+// region). `visit(graph, seed, name)`; the seed is for the plans drawn.
+template <typename Visit>
+void ForEachDropCorpusGraph(Visit&& visit) {
+  for (uint64_t seed = 1; seed <= 120; ++seed) {
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 3 + static_cast<int>(seed % 6) + (seed > 60 ? 6 : 0);
+    options.width = 1 + static_cast<int>(seed % 4) + (seed > 60 ? 2 : 0);
+    options.max_inputs = 1 + static_cast<int>(seed % 3);
+    options.max_bytes = seed % 5 == 0 ? 10 : 1000;
+    options.optimizer = seed % 2 == 0;
+    visit(RandomTrainingGraph(options), seed, "random " + std::to_string(seed));
+  }
+  for (int layers : {1, 2, 3}) {
+    for (int microbatches : {1, 2}) {
+      visit(SmallTransformer(microbatches, layers), 100 + layers,
+            "transformer " + std::to_string(layers) + "x" + std::to_string(microbatches));
+    }
+  }
+  for (uint64_t seed = 300; seed < 310; ++seed) {
+    visit(Concatenate({RandomStep(seed, 2), RandomStep(seed + 1, 3)}), seed,
+          "concatenated " + std::to_string(seed));
+  }
 }
 
 // The cleanup as cleanup.h states it, re-simulating the whole step for every

@@ -67,45 +67,19 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& 
   counts->long_walks += delta.long_walks();
 }
 
-// Save-all and random plans of `graph`, each candidate dropped with
-// probability 0 (save-all), 1/4, 1/2 and 3/4.
+// Save-all and random plans of `graph` (testing::ForEachRandomPlan).
 void CheckGraph(const Graph& graph, uint64_t seed, const std::string& what, Counts* counts) {
   const SimContext context(graph);
-  std::mt19937_64 random(seed);
-  for (unsigned share : {0u, 25u, 50u, 75u}) {
-    for (int round = 0; round < (share == 0 ? 1 : 3); ++round) {
-      SaveSet keep = SaveAll(graph);
-      for (TensorId t : context.droppable) keep[t] = random() % 100 >= share;
-      CheckPlan(context, keep, random, what, counts);
-    }
-  }
+  testing::ForEachRandomPlan(context, seed, [&](const SaveSet& keep, std::mt19937_64& random) {
+    CheckPlan(context, keep, random, what, counts);
+  });
 }
 
 TEST_CASE("drops DropDelta scores score as their simulations do") {
   Counts counts;
-  for (uint64_t seed = 1; seed <= 120; ++seed) {
-    RandomGraphOptions options;
-    options.seed = seed;
-    options.layers = 3 + static_cast<int>(seed % 6) + (seed > 60 ? 6 : 0);
-    options.width = 1 + static_cast<int>(seed % 4) + (seed > 60 ? 2 : 0);
-    options.max_inputs = 1 + static_cast<int>(seed % 3);
-    options.max_bytes = seed % 5 == 0 ? 10 : 1000;  // small sizes make many ties
-    options.optimizer = seed % 2 == 0;
-    CheckGraph(RandomTrainingGraph(options), seed, "random " + std::to_string(seed), &counts);
-  }
-  for (int layers : {1, 2, 3}) {
-    // Views, backward views of forward tensors, implicit gradients, microbatches.
-    for (int microbatches : {1, 2}) {
-      CheckGraph(testing::SmallTransformer(microbatches, layers), 100 + layers,
-                 "transformer " + std::to_string(layers) + "x" + std::to_string(microbatches),
-                 &counts);
-    }
-  }
-  for (uint64_t seed = 300; seed < 310; ++seed) {
-    // Several regions: offsets and storages read after a region.
-    Graph graph = testing::Concatenate({testing::RandomStep(seed, 2), testing::RandomStep(seed + 1, 3)});
-    CheckGraph(graph, seed, "concatenated " + std::to_string(seed), &counts);
-  }
+  testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
+    CheckGraph(graph, seed, name, &counts);
+  });
   MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops");
   // The corpus must exercise the shortcut, and not only on trivial drops.
   CHECK(counts.known > 2000);
@@ -118,13 +92,7 @@ TEST_CASE("drops whose storages' last kept reads lie far back score as their sim
   // one, so it reads its per-root index of the steps.
   Counts counts;
   for (uint64_t seed = 500; seed < 504; ++seed) {
-    RandomGraphOptions options;
-    options.seed = seed;
-    options.layers = 100;
-    options.width = 3;
-    options.max_inputs = 3;
-    options.optimizer = seed % 2 == 0;
-    const Graph graph = RandomTrainingGraph(options);
+    const Graph graph = testing::DeepRandomGraph(seed);
     const SimContext context(graph);
     std::mt19937_64 random(seed);
     for (unsigned share : {0u, 50u}) {

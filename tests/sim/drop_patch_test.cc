@@ -117,55 +117,22 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
   }
 }
 
-// Save-all and random plans of `graph`, each candidate dropped with
-// probability 0 (save-all), 1/4, 1/2 and 3/4.
+// Save-all and random plans of `graph` (testing::ForEachRandomPlan).
 void CheckGraph(const Graph& graph, uint64_t seed, const std::string& what, Counts* counts) {
   const SimContext context(graph);
-  std::mt19937_64 random(seed);
-  for (unsigned share : {0u, 25u, 50u, 75u}) {
-    for (int round = 0; round < (share == 0 ? 1 : 3); ++round) {
-      SaveSet keep = SaveAll(graph);
-      for (TensorId t : context.droppable) keep[t] = random() % 100 >= share;
-      CheckPlan(context, keep, what, counts);
-    }
-  }
+  testing::ForEachRandomPlan(context, seed, [&](const SaveSet& keep, std::mt19937_64&) {
+    CheckPlan(context, keep, what, counts);
+  });
 }
 
 TEST_CASE("drops DropDelta patches into a simulation simulate to the same simulation") {
   Counts counts;
-  for (uint64_t seed = 1; seed <= 120; ++seed) {
-    RandomGraphOptions options;
-    options.seed = seed;
-    options.layers = 3 + static_cast<int>(seed % 6) + (seed > 60 ? 6 : 0);
-    options.width = 1 + static_cast<int>(seed % 4) + (seed > 60 ? 2 : 0);
-    options.max_inputs = 1 + static_cast<int>(seed % 3);
-    options.max_bytes = seed % 5 == 0 ? 10 : 1000;  // small sizes make many ties
-    options.optimizer = seed % 2 == 0;
-    CheckGraph(RandomTrainingGraph(options), seed, "random " + std::to_string(seed), &counts);
-  }
-  for (int layers : {1, 2, 3}) {
-    // Views, backward views of forward tensors, implicit gradients, microbatches.
-    for (int microbatches : {1, 2}) {
-      CheckGraph(testing::SmallTransformer(microbatches, layers), 100 + layers,
-                 "transformer " + std::to_string(layers) + "x" + std::to_string(microbatches),
-                 &counts);
-    }
-  }
-  for (uint64_t seed = 300; seed < 310; ++seed) {
-    // Several regions: storages read after a region live to its end.
-    Graph graph =
-        testing::Concatenate({testing::RandomStep(seed, 2), testing::RandomStep(seed + 1, 3)});
-    CheckGraph(graph, seed, "concatenated " + std::to_string(seed), &counts);
-  }
+  testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
+    CheckGraph(graph, seed, name, &counts);
+  });
   for (uint64_t seed = 500; seed < 504; ++seed) {
-    // Deep, narrow random DAGs: last kept reads far back (DropDelta's per-root index).
-    RandomGraphOptions options;
-    options.seed = seed;
-    options.layers = 100;
-    options.width = 3;
-    options.max_inputs = 3;
-    options.optimizer = seed % 2 == 0;
-    CheckGraph(RandomTrainingGraph(options), seed, "deep random " + std::to_string(seed), &counts);
+    CheckGraph(testing::DeepRandomGraph(seed), seed, "deep random " + std::to_string(seed),
+               &counts);
   }
   MESSAGE("DropDelta patched " << counts.patched << " of " << counts.scored << " drops, "
                                << counts.pulling << " of them more than a run of steps inserted");

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "ckptplan/sim/regions.h"
+#include "ckptplan/sim/drop_delta.h"  // SimResultDifference
 #include "ckptplan/sim/simulator.h"
 #include "ckptplan/ir/synth.h"
 #include "test_graphs.h"
@@ -141,7 +142,7 @@ TEST_CASE("property: a trial shared by a copy equals the copy's own simulation")
       for (size_t r = 0; r < memory.size(); ++r) {
         memory.Try(r, keep, &trial);
         SimResult own = Simulate(context, keep, memory.OptionsFor(r));
-        CHECK(testing::SimulationDifference(trial.sim.full(), own) == "");
+        CHECK(SimResultDifference(trial.sim.full(), own) == "");
         // The figures-only trial agrees too.
         const int64_t region_max = trial.region_max;
         memory.Try(r, keep, &trial, /*need_sim=*/false);

@@ -7,6 +7,7 @@
 
 #include "ckptplan/base/limits.h"
 #include "ckptplan/ir/synth.h"
+#include "ckptplan/sim/drop_delta.h"  // SimResultDifference
 #include "test_graphs.h"
 
 namespace ckptplan {
@@ -252,7 +253,7 @@ TEST_CASE("property: a reused context simulates as a fresh one") {
       resumed += context.scratch.prefixes.count((uint64_t{range.first} << 32) | range.end);
       const SimResult reused = Simulate(context, keep, options);
       const SimResult fresh = Simulate(graph, keep, options);
-      CHECK(testing::SimulationDifference(reused, fresh) == "");
+      CHECK(SimResultDifference(reused, fresh) == "");
       ++compared;
     }
   }

@@ -87,6 +87,16 @@ uint32_t DropDelta::InsertionStep(NodeId g, TensorId t) const {
   return own;
 }
 
+void DropDelta::OldStepEvents() {
+  events_.clear();
+  for (const Change& change : changes_) {
+    int64_t lo, hi;
+    if (!OldSteps(change, &lo, &hi)) continue;
+    events_.push_back({lo, change.bytes});
+    events_.push_back({hi + 1, -change.bytes});
+  }
+}
+
 DropDelta::Result DropDelta::Score(TensorId t) {
   const Result unknown;
   const SimResult& sim = *sim_;
@@ -396,13 +406,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
 
   // The old steps that stay: piecewise-constant changes over range maxima.
   const int64_t num_steps = static_cast<int64_t>(sim.steps.size());
-  events_.clear();
-  for (const Change& change : changes_) {
-    int64_t lo, hi;
-    if (!OldSteps(change, &lo, &hi)) continue;
-    events_.push_back({lo, change.bytes});
-    events_.push_back({hi + 1, -change.bytes});
-  }
+  OldStepEvents();
   for (uint32_t s : deleted_) {  // cut out of the maxima
     events_.push_back({s, 0});
     events_.push_back({s + 1, 0});

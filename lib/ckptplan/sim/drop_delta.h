@@ -103,6 +103,9 @@ class DropDelta {
     *hi = (change.hi >> kKeyShift) - ((change.hi & kKeyMask) < kKeyHalf ? 1 : 0);
     return *lo <= *hi;
   }
+  // events_ = the changes_ over old steps, as (step, bytes) where a running
+  // sum starts and stops adding them; unsorted.
+  void OldStepEvents();
   bool Saved(TensorId t) const { return context_.is_candidate[t] && (*keep_)[t]; }
   void Reset();
   uint32_t InsertionStep(NodeId g, TensorId t) const;

@@ -36,13 +36,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
 
   // The changes as running sums: over old steps (events_) and over the
   // chain's steps (chain_delta).
-  events_.clear();
-  for (const Change& change : changes_) {
-    int64_t lo, hi;
-    if (!OldSteps(change, &lo, &hi)) continue;
-    events_.push_back({lo, change.bytes});
-    events_.push_back({hi + 1, -change.bytes});
-  }
+  OldStepEvents();
   std::sort(events_.begin(), events_.end());
   std::vector<int64_t> chain_delta(m + 1, 0);
   for (const Change& change : changes_) {

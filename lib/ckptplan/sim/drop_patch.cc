@@ -6,16 +6,17 @@
 // storages whose last read moves, and the range changes those make to the
 // bytes live at each position. Patch writes them out: the steps in their new
 // order, each old step's total moved by the changes over it and each chain
-// step's total from what lives across its place (as Score's maxima), node
-// peaks, the peak, and the storages in the order Simulate makes them, with
-// the categories Simulate's settling gives. It restates no clause of the
-// memory rule Score does not: tests/sim/drop_patch_test.cc compares every
-// patch with a simulation field by field, and the incremental planner's
-// verify mode simulates every drop it applies from a patch.
+// step's total from what lives across its place (as Score's maxima), and
+// the storages in the order Simulate makes them. Node peaks and the peak come
+// from the totals through Simulate's PeakTracker, the categories of storages
+// whose last read moves through its ForwardStorageCategory (simulator.h). It
+// restates no clause of the memory rule Score does not:
+// tests/sim/drop_patch_test.cc compares every patch with a simulation field
+// by field, and the incremental planner's verify mode simulates every drop
+// it applies from a patch.
 #include "ckptplan/sim/drop_delta.h"
 
 #include <algorithm>
-#include <limits>
 
 namespace ckptplan {
 
@@ -60,10 +61,8 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   ReserveSteps(out->steps, num_old + m);
   out->total.clear();
   ReserveSteps(out->total, num_old + m);
-  out->node_peak.assign(end - first, 0);
+  PeakTracker peaks(out, first, end, 0);
   new_step_.resize(num_old);
-  int64_t peak = 0, pending = std::numeric_limits<int64_t>::min();
-  uint32_t peak_step = 0;
   uint32_t previous_chain = kNone;  // of the step emitted last; kNone: not a recompute step
   auto emit = [&](NodeId node, bool recompute, uint32_t chain, int64_t total) {
     const uint32_t s = static_cast<uint32_t>(out->steps.size());
@@ -73,15 +72,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     step.starts_chain = recompute && chain != previous_chain;
     previous_chain = recompute ? chain : kNone;
     out->total.push_back(total);
-    if (s == 0 || total > peak) {
-      peak = total;
-      peak_step = s;
-    }
-    pending = std::max(pending, total);
-    if (!recompute) {
-      out->node_peak[node - first] = pending;
-      pending = std::numeric_limits<int64_t>::min();
-    }
+    peaks.Add(s, step, total);
   };
   size_t event = 0, deleted = 0;
   int64_t running = 0;
@@ -166,9 +157,8 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     copy_old(buffer);
   }
   if (moved != moved_.size()) return false;
-  // The old storages whose last read moves, and their categories as
-  // Simulate settles them (a forward-made storage whose last reader is not a
-  // forward step is a saved activation).
+  // The old storages whose last read moves, and their categories from the
+  // new last read (ForwardStorageCategory, as Simulate settles them).
   for (const auto& [b, position] : lifetimes_) {
     const Buffer& old = sim.buffers[b];
     if (new_step_[old.first_step] == kNone) return false;
@@ -185,17 +175,13 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     if ((buffer.category == Category::kTemporaries ||
          buffer.category == Category::kSavedActivations) &&
         context_.forward_produced[buffer.root]) {
-      const Step& last = out->steps[buffer.last_step];
-      buffer.category = last.recompute || !context_.node_forward[last.node]
-                            ? Category::kSavedActivations
-                            : Category::kTemporaries;
+      buffer.category = ForwardStorageCategory(context_, out->steps[buffer.last_step]);
     }
   }
 
   if (unsettled != 0) return false;  // a read that goes, not placed by Score
 
-  out->peak_bytes = peak;
-  out->peak_step = peak_step;
+  peaks.Finish();
   out->by_category.clear();
   out->recomputes.clear();
   // Costs are exact (Score answers only then): any order of sums is equal.

@@ -293,10 +293,7 @@ struct Settle {
       buffer.last_step = last_step;
     } else if (buffer.category == Category::kTemporaries &&
                context.forward_produced[buffer.root]) {
-      const Step& reader = result.steps[buffer.last_step];
-      if (reader.recompute || !context.node_forward[reader.node]) {
-        buffer.category = Category::kSavedActivations;
-      }
+      buffer.category = ForwardStorageCategory(context, result.steps[buffer.last_step]);
     }
   }
 };
@@ -333,29 +330,17 @@ void FinishTotals(const SimContext& context, NodeId first, NodeId end,
   }
   ReserveSteps(result.total, num_steps);
   result.total.resize(num_steps);
-  result.node_peak.assign(end - first, 0);
+  PeakTracker peaks(&result, first, end, resident_total);
   const Step* steps = result.steps.data();
   int64_t running = resident_total;
-  int64_t peak = resident_total;
-  uint32_t peak_step = 0;
-  int64_t pending = std::numeric_limits<int64_t>::min();
   for (uint32_t s = 0; s < num_steps; ++s) {
     running += delta[s];
     const int64_t total =
         running + std::max<int64_t>(StepWorkspace(context, result, step_workspace, s), 0);
     result.total[s] = total;
-    if (s == 0 || total > peak) {
-      peak = total;
-      peak_step = s;
-    }
-    pending = std::max(pending, total);
-    if (!steps[s].recompute) {
-      result.node_peak[steps[s].node - first] = pending;
-      pending = std::numeric_limits<int64_t>::min();
-    }
+    peaks.Add(s, steps[s], total);
   }
-  result.peak_bytes = peak;
-  result.peak_step = peak_step;
+  peaks.Finish();
 }
 
 }  // namespace

@@ -32,8 +32,9 @@
 //    incremental.cc View turns them into groups); selector.h ScoreDrop
 //    compares node peaks; drop_delta.h (where a drop's chain goes:
 //    InsertionStep, the chain a recompute step's read sits in); drop_patch.cc
-//    (DropDelta::Patch: the steps after a drop, which of them start a chain,
-//    storages' categories).
+//    (DropDelta::Patch: the steps after a drop, which of them start a chain;
+//    its node peaks and categories go through PeakTracker and
+//    ForwardStorageCategory, below, which Simulate uses too).
 //  - Sum of live storages + the running node's workspace + resident state:
 //    regions.h (a region's node peaks differ from the step's by a plan-free
 //    offset); incremental.cc bounds (a drop lowers node peaks only where a
@@ -69,8 +70,10 @@
 #ifndef CKPTPLAN_SIMULATOR_H_
 #define CKPTPLAN_SIMULATOR_H_
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -285,6 +288,55 @@ template <typename T>
 void ReserveSteps(std::vector<T>& values, size_t size) {
   if (values.capacity() < size) values.reserve(size + size / 2);
 }
+
+/// The rule's category of a storage a forward node made, once its last read
+/// is known: a saved activation when that read is a recompute step or a
+/// non-forward node's, else a forward temporary. Simulate's settling and
+/// DropDelta::Patch (a storage whose last read moved) both apply it.
+inline Category ForwardStorageCategory(const SimContext& context, const Step& last_read) {
+  return last_read.recompute || !context.node_forward[last_read.node]
+             ? Category::kSavedActivations
+             : Category::kTemporaries;
+}
+
+/// Turns a simulation's step totals, given in step order, into its peak,
+/// first peak step and node peaks (a node's peak is the most over its step
+/// and the recompute steps just before it). Simulate and DropDelta::Patch
+/// both sum through it.
+class PeakTracker {
+ public:
+  /// Node peaks of nodes [first, end) into `result`; with no steps the peak
+  /// is `empty_peak`.
+  PeakTracker(SimResult* result, NodeId first, NodeId end, int64_t empty_peak)
+      : result_(result), first_(first), peak_(empty_peak) {
+    result->node_peak.assign(end - first, 0);
+    node_peak_ = result->node_peak.data();
+  }
+  void Add(uint32_t s, const Step& step, int64_t total) {
+    if (s == 0 || total > peak_) {
+      peak_ = total;
+      peak_step_ = s;
+    }
+    pending_ = std::max(pending_, total);
+    if (!step.recompute) {
+      node_peak_[step.node - first_] = pending_;
+      pending_ = std::numeric_limits<int64_t>::min();
+    }
+  }
+  /// Writes the peak and its step.
+  void Finish() const {
+    result_->peak_bytes = peak_;
+    result_->peak_step = peak_step_;
+  }
+
+ private:
+  SimResult* result_;
+  int64_t* node_peak_;  // result_'s, which does not grow while summed
+  NodeId first_;
+  int64_t peak_;
+  uint32_t peak_step_ = 0;
+  int64_t pending_ = std::numeric_limits<int64_t>::min();  // most since the last node's step
+};
 
 /// Bytes any plan needs: resident state + reserve + the largest single step
 /// (one node's inputs, outputs, workspace and the gradients made so far).

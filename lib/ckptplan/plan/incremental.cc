@@ -279,7 +279,6 @@ class RegionSearch {
     DropChoice best;
     bool best_fast = false;  // scored by DropDelta: *best_trial not filled
     FastScore score, best_score;
-    size_t tried = 0;        // drops scored in this search
     // Bounds are taken best first; a loose one goes back in tightened, so
     // candidates are simulated in the order of tight bounds. Until a drop is
     // simulated or a loose bound tightened, the best is found by a scan; then
@@ -324,13 +323,12 @@ class RegionSearch {
           continue;
         }
         tried_at_[t] = search;
-        // The first drop tried is most often the one chosen, and its trial
-        // is applied: simulate it; score the others without simulating.
-        // (Scoring it from DropDelta and applying a patch costs more: the
-        // index DropDelta builds costs about as much as a simulation.)
+        // Scored without simulating where DropDelta handles the drop, the
+        // first one too, and the chosen drop's trial is then its patch.
+        // (Simulating the first, most often the one chosen, cost 3% to 6%
+        // more on a traced GPT-2 and a 96-layer transformer.)
         bool fast = false;
-        DropChoice choice;
-        if (tried++ > 0) choice = ScoreFast(memory, r, keep, t, best, &score, &fast);
+        DropChoice choice = ScoreFast(memory, r, keep, t, best, &score, &fast);
         if (!fast) choice = TryDrop(memory, r, keep, t, &trial_);
         spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
                       context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,

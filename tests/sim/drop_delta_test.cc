@@ -21,7 +21,7 @@ namespace {
 struct Counts {
   size_t scored = 0;  // saved candidates asked about
   size_t known = 0;   // answered without simulating
-  size_t long_walks = 0;  // last reads found through the per-root read index
+  size_t long_walks = 0;  // last reads found through the root's readers
 };
 
 // Checks every saved droppable candidate of every region (and of the whole
@@ -102,7 +102,7 @@ TEST_CASE("drops whose storages' last kept reads lie far back score as their sim
     }
   }
   MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops, "
-                                << counts.long_walks << " last reads through the index");
+                                << counts.long_walks << " last reads through the root's readers");
   CHECK(counts.long_walks > 0);
   CHECK(counts.known * 2 > counts.scored);
 }

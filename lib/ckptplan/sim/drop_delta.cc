@@ -13,19 +13,11 @@ DropDelta::DropDelta(const SimContext& context, const StepFacts* facts)
   const size_t num_tensors = context.graph.tensors.size();
   mark_.assign(num_tensors, 0);
   ref_.assign(num_tensors, kNone);
-  root_reads_begin_.assign(num_tensors, 0);
-  root_reads_count_.assign(num_tensors, 0);
-}
-
-void DropDelta::Reset() {
-  for (TensorId root : root_reads_roots_) root_reads_count_[root] = 0;
-  root_reads_roots_.clear();
-  root_reads_ready_ = false;
+  IndexRootReaders();
 }
 
 void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, NodeId end,
                       const std::vector<int64_t>* offset) {
-  Reset();
   if (own_facts_) {
     own_facts_->Fill(sim, first, end);
     own_facts_->FillReads();
@@ -504,39 +496,41 @@ int DropDelta::StepReads(uint32_t s, uint32_t b, TensorId root) const {
   return reads ? 1 : 0;
 }
 
-// Per storage root, the old steps reading a tensor of it, ascending (a step
-// twice when it reads two): counting sort over the roots the steps read.
-void DropDelta::IndexRootReads() const {
-  if (root_reads_ready_) return;
-  root_reads_ready_ = true;
-  const SimResult& sim = *sim_;
+// Per storage root, the nodes reading a tensor of it, ascending, once each:
+// the graph's, so built once. In a simulation a node's steps are its own and
+// at most one re-run (StepFacts), which gives the steps reading a root.
+void DropDelta::IndexRootReaders() {
+  const size_t num_tensors = context_.graph.tensors.size();
+  const size_t num_nodes = context_.graph.nodes.size();
   const TensorId* ids = context_.ids.data();
-  for (const Step& step : sim.steps) {
-    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node]; ++i) {
-      const TensorId root = context_.root[ids[i]];
-      if (root_reads_count_[root]++ == 0) root_reads_roots_.push_back(root);
-    }
-  }
-  uint32_t position = 0;
-  for (TensorId root : root_reads_roots_) {
-    root_reads_begin_[root] = position;
-    position += root_reads_count_[root];
-    root_reads_count_[root] = 0;  // now the fill cursor
-  }
-  root_reads_.resize(position);
-  for (uint32_t s = 0; s < sim.steps.size(); ++s) {
-    const NodeId n = sim.steps[s].node;
+  readers_begin_.assign(num_tensors + 1, 0);
+  std::vector<NodeId> last_counted(num_tensors, kNoId);
+  for (NodeId n = 0; n < num_nodes; ++n) {
     for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
       const TensorId root = context_.root[ids[i]];
-      root_reads_[root_reads_begin_[root] + root_reads_count_[root]++] = s;
+      if (last_counted[root] == n) continue;
+      last_counted[root] = n;
+      ++readers_begin_[root + 1];
+    }
+  }
+  for (size_t t = 0; t < num_tensors; ++t) readers_begin_[t + 1] += readers_begin_[t];
+  readers_.resize(readers_begin_[num_tensors]);
+  std::vector<uint32_t> cursor(readers_begin_.begin(), readers_begin_.end() - 1);
+  std::fill(last_counted.begin(), last_counted.end(), kNoId);
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+      const TensorId root = context_.root[ids[i]];
+      if (last_counted[root] == n) continue;
+      last_counted[root] = n;
+      readers_[cursor[root]++] = n;
     }
   }
 }
 
 // The last old step that stays and reads storage `b` (its last step when
 // that stays, its first when no read stays): the steps before its last one
-// are walked back a few at a time, then through the steps reading its root
-// (IndexRootReads), which give the same step.
+// are walked back a few at a time, then through the steps of the nodes
+// reading its root (IndexRootReaders), which give the same step.
 bool DropDelta::LastKeptRead(uint32_t b, uint32_t* step) const {
   const SimResult& sim = *sim_;
   const Buffer& buffer = sim.buffers[b];
@@ -560,17 +554,21 @@ bool DropDelta::LastKeptRead(uint32_t b, uint32_t* step) const {
     }
   }
   if (s > buffer.first_step) {
-    // Steps (first_step, s] left: those reading the root, latest first.
-    IndexRootReads();
+    // Steps (first_step, s] left: those of the root's readers, latest first.
     ++long_walks_;
-    const uint32_t* begin = root_reads_.data() + root_reads_begin_[root];
-    const uint32_t* at = std::upper_bound(begin, begin + root_reads_count_[root], s);
-    uint32_t previous = kNone;
-    while (at != begin) {
+    std::vector<uint32_t>& steps = reader_steps_;
+    steps.clear();
+    for (uint32_t i = readers_begin_[root]; i < readers_begin_[root + 1]; ++i) {
+      const NodeId n = readers_[i];
+      if (n < first_ || n >= end_) continue;
+      for (const uint32_t r : {facts_->OwnStep(n), facts_->RerunStep(n)}) {
+        if (r != kNone && r > buffer.first_step && r <= s) steps.push_back(r);
+      }
+    }
+    std::sort(steps.begin(), steps.end());
+    for (auto at = steps.end(); at != steps.begin();) {
       const uint32_t r = *--at;
-      if (r <= buffer.first_step) break;
-      if (r == previous || deleted(r)) continue;
-      previous = r;
+      if (deleted(r)) continue;
       const int reads = StepReads(r, b, root);
       if (reads < 0) return false;
       if (reads > 0) {

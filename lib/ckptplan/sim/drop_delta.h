@@ -22,10 +22,11 @@
 // the chain that would run twice, storages made by backward nodes in odd
 // places) are reported unknown, and callers simulate them. A storage's last
 // read that stays when steps go is found by walking back a few steps, then
-// through an index of the steps reading its root, built once per Index on
-// first need. The simulation's groups, storages, non-forward reads and
-// families come from StepFacts (step_facts.h), the incremental planner's
-// when it scores the region it searches.
+// through the steps of the nodes reading its root (the graph's readers,
+// listed once at construction; a node's steps from StepFacts). The
+// simulation's groups, storages, non-forward reads and families come from
+// StepFacts (step_facts.h), the incremental planner's when it scores the
+// region it searches.
 //
 // Depends on these clauses of the rule (simulator.h lists them): steps in
 // node order with recompute steps before the first non-forward reader;
@@ -87,8 +88,8 @@ class DropDelta {
   /// must not be the indexed simulation.
   bool Patch(TensorId t, const SimOptions& options, SimResult* out);
 
-  /// Last reads found through the per-root read index rather than a short
-  /// walk back over the steps (LastKeptRead), since construction. For tests.
+  /// Last reads found through the root's readers rather than a short walk
+  /// back over the steps (LastKeptRead), since construction. For tests.
   size_t long_walks() const { return long_walks_; }
 
  private:
@@ -107,20 +108,20 @@ class DropDelta {
   // sum starts and stops adding them; unsorted.
   void OldStepEvents();
   bool Saved(TensorId t) const { return context_.is_candidate[t] && (*keep_)[t]; }
-  void Reset();
   uint32_t InsertionStep(NodeId g, TensorId t) const;
   bool OldStorage(TensorId x, bool forward_read, uint32_t* storage) const;
   bool ExistingCopy(TensorId x, uint32_t* storage) const;
   bool LastKeptRead(uint32_t b, uint32_t* step) const;
   int StepReads(uint32_t s, uint32_t b, TensorId root) const;
-  void IndexRootReads() const;
+  void IndexRootReaders();
   // Keys of positions after a drop (Score): old step s is s << kKeyShift |
   // kKeyHalf, the chain's k-th step a << kKeyShift | k.
   static constexpr int kKeyShift = 20;
   static constexpr int64_t kKeyHalf = int64_t{1} << (kKeyShift - 1);
   static constexpr int64_t kKeyMask = (int64_t{1} << kKeyShift) - 1;
   static constexpr int64_t kLost = -1;  // a read of a step that goes
-  // Steps LastKeptRead walks back one by one before it reads IndexRootReads.
+  // Steps LastKeptRead walks back one by one before it reads the root's
+  // readers.
   static constexpr int kShortWalk = 32;
 
   const SimContext& context_;
@@ -135,11 +136,11 @@ class DropDelta {
   std::vector<int64_t> offset_;        // per step: its group's node offset
   RangeMax value_;                     // per step: total + offset
   std::vector<int64_t> born_;          // per step: bytes that start at it
-  // Per storage root, the old steps reading it (IndexRootReads, built on
-  // first need after Index): root_reads_[begin, begin + count).
-  mutable bool root_reads_ready_ = false;
-  mutable std::vector<uint32_t> root_reads_begin_, root_reads_count_, root_reads_;
-  mutable std::vector<TensorId> root_reads_roots_;  // roots with a count
+  // Per storage root, the nodes reading a tensor of it (IndexRootReaders, at
+  // construction): readers_[readers_begin_[root], readers_begin_[root + 1]).
+  std::vector<uint32_t> readers_begin_;
+  std::vector<NodeId> readers_;
+  mutable std::vector<uint32_t> reader_steps_;  // LastKeptRead's working memory
   mutable size_t long_walks_ = 0;
   // Score's working memory: per tensor, the storage of its copy in the chain
   // (a new storage's index, or kExisting | an old buffer's, or kNone) while

@@ -113,6 +113,14 @@ void StepFacts::FillReads() {
     for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node];
          ++i) {
       const TensorId x = ids[i];
+      // Reads are asked of forward tensors only (candidates, what re-run
+      // forward nodes make and read); a backward node's other inputs
+      // (gradients, resident state) count only as views of forward ones.
+      // forward_produced first: a byte a tensor, denser than view_base_.
+      if (!context_.forward_produced[x]) {
+        if (view_base_[x] != x) AliasRead(x, s);
+        continue;
+      }
       Reads& reads = reads_[x];
       if (reads.first == kNone) {
         reads.first = s;
@@ -124,8 +132,6 @@ void StepFacts::FillReads() {
       } else {
         reads.last_own = s;
       }
-      // forward_produced first: a byte a tensor, denser than view_base_.
-      if (!context_.forward_produced[x] && view_base_[x] != x) AliasRead(x, s);
     }
   }
 }

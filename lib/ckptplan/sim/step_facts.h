@@ -83,7 +83,8 @@ class StepFacts {
   /// The storage a recompute step made for tensor `t`.
   uint32_t Copy(TensorId t) const { return storages_[t].copy; }
 
-  // Non-forward reads (FillReads), as steps; kNone when there is none.
+  // Non-forward reads (FillReads) of forward tensor `t` (one a forward node
+  // made; kNone for others), as steps; kNone when there is none.
   uint32_t FirstRead(TensorId t) const { return reads_[t].first; }
   uint32_t LastRead(TensorId t) const { return reads_[t].last; }
   /// The last by a group's own step (a non-forward node's).

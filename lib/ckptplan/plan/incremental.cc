@@ -280,9 +280,9 @@ class RegionSearch {
     bool best_fast = false;  // scored by DropDelta: *best_trial not filled
     FastScore score, best_score;
     // Bounds are taken best first; a loose one goes back in tightened, so
-    // candidates are simulated in the order of tight bounds. Until a drop is
-    // simulated or a loose bound tightened, the best is found by a scan; then
-    // only the bounds that may beat it stay, as a heap: most searches simulate
+    // candidates are scored in the order of tight bounds. Until a drop is
+    // scored or a loose bound tightened, the best is found by a scan; then
+    // only the bounds that may beat it stay, as a heap: most searches score
     // one drop, and a heap of every bound cost more than the rest of the choice.
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {

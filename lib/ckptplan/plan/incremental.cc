@@ -96,22 +96,34 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
   facts->FillReads();
   facts->FillSaved(keep);
   view->facts = facts;
-  // The nodes' own steps come in node order, one each.
-  view->max_own_total = kLowest;
+  // The nodes' own steps come in node order, one each. (Locals, not the
+  // view's fields, in the loops: stores through the view would alias.)
   view->tier1_ready = false;
-  int64_t* node_peak = view->node_peak.Reset(num_nodes);
+  int64_t* const node_peak = view->node_peak.Reset(num_nodes);
   view->prefix_max.resize(num_nodes + 1);
   view->suffix_max.resize(num_nodes + 1);
-  view->prefix_max[0] = view->suffix_max[num_nodes] = kLowest;
-  for (size_t s = 0; s < sim.steps.size(); ++s) {
-    if (sim.steps[s].recompute) continue;
-    const size_t n = sim.steps[s].node - first;
-    view->max_own_total = std::max(view->max_own_total, sim.total[s] + region.offset[n]);
-    node_peak[n] = sim.node_peak[n] + region.offset[n];
-    view->prefix_max[n + 1] = std::max(view->prefix_max[n], node_peak[n]);
+  int64_t* const prefix_max = view->prefix_max.data();
+  int64_t* const suffix_max = view->suffix_max.data();
+  const int64_t* const offset = region.offset.data();
+  const int64_t* const sim_node_peak = sim.node_peak.data();
+  const int64_t* const total = sim.total.data();
+  const Step* const steps = sim.steps.data();
+  int64_t max_own_total = kLowest, running_max = kLowest;
+  prefix_max[0] = suffix_max[num_nodes] = kLowest;
+  for (size_t s = 0, num_steps = sim.steps.size(); s < num_steps; ++s) {
+    if (steps[s].recompute) continue;
+    const size_t n = steps[s].node - first;
+    max_own_total = std::max(max_own_total, total[s] + offset[n]);
+    const int64_t peak_n = sim_node_peak[n] + offset[n];
+    node_peak[n] = peak_n;
+    running_max = std::max(running_max, peak_n);
+    prefix_max[n + 1] = running_max;
   }
+  view->max_own_total = max_own_total;
+  running_max = kLowest;
   for (size_t n = num_nodes; n-- > 0;) {
-    view->suffix_max[n] = std::max(view->suffix_max[n + 1], node_peak[n]);
+    running_max = std::max(running_max, node_peak[n]);
+    suffix_max[n] = running_max;
   }
   view->node_peak.Finish();
 }

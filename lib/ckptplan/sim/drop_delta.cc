@@ -33,15 +33,21 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   whole_ = first == 0 && end == context_.graph.nodes.size();
   const StepFacts& facts = *facts_;
   const size_t num_steps = sim.steps.size();
-  pulled_.assign(end - first, 0);
-  offset_.resize(num_steps);
+  // Epochs only grow (Score), so entries of earlier indexes never match.
+  if (pulled_.size() != end - first) pulled_.assign(end - first, 0);
   int64_t* value = value_.Reset(num_steps);
-  int64_t group_offset = 0;
-  for (size_t s = num_steps; s-- > 0;) {
-    const Step& step = sim.steps[s];
-    if (!step.recompute) group_offset = offset ? (*offset)[step.node - first] : 0;
-    offset_[s] = group_offset;
-    value[s] = sim.total[s] + group_offset;
+  if (offset == nullptr) {
+    offset_.clear();  // OffsetAt: 0
+    std::copy(sim.total.begin(), sim.total.end(), value);
+  } else {
+    offset_.resize(num_steps);
+    int64_t group_offset = 0;
+    for (size_t s = num_steps; s-- > 0;) {
+      const Step& step = sim.steps[s];
+      if (!step.recompute) group_offset = (*offset)[step.node - first];
+      offset_[s] = group_offset;
+      value[s] = sim.total[s] + group_offset;
+    }
   }
   value_.Finish();
   born_.assign(num_steps, 0);
@@ -418,7 +424,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   take(from, num_steps);
   // The chain's steps: what lives across the place it goes, plus the changes.
   const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
-  const int64_t across = sim.total[a] - workspace_at_a - born_[a] + offset_[a];
+  const int64_t across = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a);
   events_.assign(m + 1, {0, 0});
   for (const Change& change : changes_) {
     const int64_t lo = std::max(change.lo, block_key(0)), hi = std::min(change.hi, block_key(m - 1));

@@ -133,7 +133,8 @@ class DropDelta {
   const SaveSet* keep_ = nullptr;
   NodeId first_ = 0, end_ = 0;
   bool whole_ = false;
-  std::vector<int64_t> offset_;        // per step: its group's node offset
+  std::vector<int64_t> offset_;        // per step: its group's node offset; empty: all 0
+  int64_t OffsetAt(int64_t s) const { return offset_.empty() ? 0 : offset_[s]; }
   RangeMax value_;                     // per step: total + offset
   std::vector<int64_t> born_;          // per step: bytes that start at it
   // Per storage root, the nodes reading a tensor of it (IndexRootReaders, at

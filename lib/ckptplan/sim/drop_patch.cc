@@ -52,32 +52,40 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
                          std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0) -
                          born_[a];
 
-  // Steps, totals and node peaks in one pass. A recompute step starts a
-  // chain unless the step before it is a recompute step of the same chain:
-  // chains are named by their old first step, t's own chain by kNewChain
-  // (or, run inside one, by that chain's name).
+  // Steps, totals and node peaks, in runs of old steps between the places
+  // where something changes (an event of the running sum, a step that goes,
+  // the chain). A recompute step starts a chain unless the step before it
+  // is a recompute step of the same chain: chains are named by their old
+  // first step, t's own chain by kNewChain (or, run inside one, by that
+  // chain's name). Inside a run each old step follows the old step it
+  // followed before, so its starts_chain stays as it was.
   constexpr uint32_t kNewChain = kNone - 1;
-  out->steps.clear();
-  ReserveSteps(out->steps, num_old + m);
-  out->total.clear();
-  ReserveSteps(out->total, num_old + m);
+  const uint32_t num_new = num_old + static_cast<uint32_t>(m) -
+                           static_cast<uint32_t>(deleted_.size());
+  ReserveSteps(out->steps, num_new);
+  out->steps.resize(num_new);
+  ReserveSteps(out->total, num_new);
+  out->total.resize(num_new);
+  Step* const steps = out->steps.data();
+  int64_t* const totals = out->total.data();
   PeakTracker peaks(out, first, end, 0);
   new_step_.resize(num_old);
+  uint32_t n = 0;                   // the next step after the drop
   uint32_t previous_chain = kNone;  // of the step emitted last; kNone: not a recompute step
   auto emit = [&](NodeId node, bool recompute, uint32_t chain, int64_t total) {
-    const uint32_t s = static_cast<uint32_t>(out->steps.size());
-    Step& step = out->steps.emplace_back();
+    Step& step = steps[n];
     step.node = node;
     step.recompute = recompute;
     step.starts_chain = recompute && chain != previous_chain;
     previous_chain = recompute ? chain : kNone;
-    out->total.push_back(total);
-    peaks.Add(s, step, total);
+    totals[n] = total;
+    peaks.Add(n, step, total);
+    ++n;
   };
   size_t event = 0, deleted = 0;
   int64_t running = 0;
   uint32_t old_chain = kNone;  // the chain of the old step at hand
-  for (uint32_t s = 0; s <= num_old; ++s) {
+  for (uint32_t s = 0; s <= num_old;) {
     if (s == a) {
       const uint32_t chain = scored_.inside ? scored_.chain_begin : kNewChain;
       int64_t chain_running = 0;
@@ -92,16 +100,38 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     for (; event < events_.size() && events_[event].first <= s; ++event) {
       running += events_[event].second;
     }
-    const Step& step = sim.steps[s];
-    if (step.starts_chain) old_chain = s;
+    if (sim.steps[s].starts_chain) old_chain = s;
     if (deleted < deleted_.size() && deleted_[deleted] == s) {
       ++deleted;
       new_step_[s] = kNone;
+      ++s;
       continue;
     }
-    new_step_[s] = static_cast<uint32_t>(out->steps.size());
-    emit(step.node, step.recompute, old_chain, sim.total[s] + running);
+    new_step_[s] = n;
+    emit(sim.steps[s].node, sim.steps[s].recompute, old_chain, sim.total[s] + running);
+    // The run after s: up to the next event, step that goes or the chain.
+    uint32_t stop = num_old;
+    if (event < events_.size()) {
+      stop = static_cast<uint32_t>(std::min<int64_t>(stop, events_[event].first));
+    }
+    if (deleted < deleted_.size()) stop = std::min(stop, deleted_[deleted]);
+    if (a > s) stop = std::min<uint32_t>(stop, static_cast<uint32_t>(a));
+    ++s;
+    if (stop <= s) continue;
+    const uint32_t length = stop - s;
+    std::copy(sim.steps.begin() + s, sim.steps.begin() + stop, steps + n);
+    const int64_t* old_totals = sim.total.data() + s;
+    for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + running;
+    for (uint32_t i = 0; i < length; ++i) {
+      new_step_[s + i] = n + i;
+      peaks.Add(n + i, steps[n + i], totals[n + i]);
+      if (steps[n + i].starts_chain) old_chain = s + i;
+    }
+    previous_chain = steps[n + length - 1].recompute ? old_chain : kNone;
+    n += length;
+    s = stop;
   }
+  if (n != num_new) return false;
   if (deleted != deleted_.size()) return false;
 
   // A position's step after the drop; kNone for a step that goes.

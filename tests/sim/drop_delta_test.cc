@@ -22,7 +22,17 @@ struct Counts {
   size_t scored = 0;  // saved candidates asked about
   size_t known = 0;   // answered without simulating
   size_t long_walks = 0;  // last reads found through the root's readers
+  size_t resaves = 0, resaves_known = 0;  // dropped candidates asked about, answered
 };
+
+// The range's highest node peak of `trial`, offsets added.
+int64_t RangeHighest(const SimResult& trial, const std::vector<int64_t>* offset) {
+  int64_t highest = RangeMax::kEmpty;
+  for (size_t n = 0; n < trial.node_peak.size(); ++n) {
+    highest = std::max(highest, trial.node_peak[n] + (offset ? (*offset)[n] : 0));
+  }
+  return highest;
+}
 
 // Checks every saved droppable candidate of every region (and of the whole
 // step) under `keep`; returns how many DropDelta answered.
@@ -52,15 +62,29 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& 
       SaveSet dropped = keep;
       dropped[t] = 0;
       const SimResult trial = Simulate(context, dropped, options);
-      int64_t expected = RangeMax::kEmpty;
-      for (size_t n = 0; n < trial.node_peak.size(); ++n) {
-        expected = std::max(expected, trial.node_peak[n] + (offsets ? offset[n] : 0));
-      }
       CAPTURE(what);
       CAPTURE(graph.tensors[t].name);
       CAPTURE(range.first);
       CAPTURE(range.end);
-      CHECK(scored.region_max == expected);
+      CHECK(scored.region_max == RangeHighest(trial, offsets ? &offset : nullptr));
+      CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+    }
+    // Re-saves of the dropped candidates, the reverse.
+    for (TensorId t : context.candidates) {
+      const NodeId p = graph.tensors[t].producer;
+      if (keep[t] || p < range.first || p >= range.end) continue;
+      ++counts->resaves;
+      const DropDelta::Result scored = delta.ScoreResave(t);
+      if (!scored.known) continue;
+      ++counts->resaves_known;
+      SaveSet saved = keep;
+      saved[t] = 1;
+      const SimResult trial = Simulate(context, saved, options);
+      CAPTURE(what);
+      CAPTURE(graph.tensors[t].name);
+      CAPTURE(range.first);
+      CAPTURE(range.end);
+      CHECK(scored.region_max == RangeHighest(trial, offsets ? &offset : nullptr));
       CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
     }
   }
@@ -80,10 +104,14 @@ TEST_CASE("drops DropDelta scores score as their simulations do") {
   testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
     CheckGraph(graph, seed, name, &counts);
   });
-  MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops");
+  MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops, "
+                                << counts.resaves_known << " of " << counts.resaves
+                                << " re-saves");
   // The corpus must exercise the shortcut, and not only on trivial drops.
   CHECK(counts.known > 2000);
   CHECK(counts.known * 4 > counts.scored);
+  CHECK(counts.resaves_known > 1000);
+  CHECK(counts.resaves_known * 4 > counts.resaves);
 }
 
 TEST_CASE("drops whose storages' last kept reads lie far back score as their simulations do") {

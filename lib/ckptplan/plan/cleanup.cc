@@ -36,15 +36,32 @@ bool ResaveBounds::Exceeds(const RegionalMemory& memory, TensorId t, int64_t bud
 
 ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const SaveSet& keep,
                                           TensorId t, int64_t budget, double* added_cost) {
+  exact_ = false;
   if (Exceeds(memory, t, budget)) return Verdict::kExceeds;
-  if (!context_.exact_costs || memory.part(memory.RegionOf(t)).shape.copies > 1) {
-    return Verdict::kUnknown;
-  }
+  const size_t r = memory.RegionOf(t);
+  if (!context_.exact_costs || memory.part(r).shape.copies > 1) return Verdict::kUnknown;
   int64_t chain_floor = kLowest;
   int64_t ceiling = Ceiling(keep, t, memory.peak(), added_cost, &chain_floor);
   if (chain_floor > budget) return Verdict::kExceeds;
   if (ceiling == kHighest) ceiling = ByproductCeiling(t, memory.peak(), added_cost);
-  return ceiling <= budget ? Verdict::kFits : Verdict::kUnknown;
+  if (ceiling <= budget) return Verdict::kFits;
+  // The region's own simulation (Exceeds prepared it): DropDelta scores the
+  // re-save exactly where it handles it.
+  if (tensor_shift_ != 0) return Verdict::kUnknown;
+  if (!delta_ready_) {
+    if (!ceilings_ready_) PrepareCeilings();
+    if (!delta_) delta_ = std::make_unique<DropDelta>(context_, &facts_);
+    facts_.FillSaved(keep);  // DropDelta's index asks for them; re-save scores do not read them
+    delta_->Index(*sim_, keep, first_, static_cast<NodeId>(first_ + num_nodes_),
+                  part_->zero_offset ? nullptr : &part_->offset);
+    delta_ready_ = true;
+  }
+  const DropDelta::Result scored = delta_->ScoreResave(t);
+  if (!scored.known) return Verdict::kUnknown;
+  exact_ = true;
+  *added_cost = scored.added_cost;
+  return std::max(memory.Outside(r), scored.region_max) <= budget ? Verdict::kFits
+                                                                   : Verdict::kExceeds;
 }
 
 void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
@@ -76,7 +93,8 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   // Ceilings read more of it, on first use.
   sim_ = &sim;
   offset_ = &part.offset;
-  ceilings_ready_ = false;
+  part_ = &part;
+  ceilings_ready_ = delta_ready_ = false;
 }
 
 void ResaveBounds::PrepareCeilings() {
@@ -284,7 +302,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // While the plan fits, a re-save fits when its own region stays within the
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
-  size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0, known = 0;
+  size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0, known = 0, scored = 0;
   // Re-saves whose floor is over the budget are not simulated, nor, while
   // ranking, those whose ceiling is within it.
   ResaveBounds bounds(context);
@@ -304,12 +322,12 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     }
     switch (bounds.Judge(memory, result.keep, t, budget_bytes, added_cost)) {
       case ResaveBounds::Verdict::kExceeds:
-        ++floored;
+        ++(bounds.exact() ? scored : floored);
         failed_at[t] = version[r];
         return false;
       case ResaveBounds::Verdict::kFits:
         if (need_sim) break;
-        ++ceilinged;
+        ++(bounds.exact() ? scored : ceilinged);
         return true;
       case ResaveBounds::Verdict::kUnknown:
         break;
@@ -363,10 +381,10 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   result.cost_after = memory.cost();
   spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
                "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor, "
-               "{} ranked by a ceiling, {} known not to fit ({:.3f} s)",
+               "{} ranked by a ceiling, {} scored by DropDelta, {} known not to fit ({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,
                result.peak_before, result.peak_after, tried, memory.shared_trials(), floored,
-               ceilinged, known, SecondsSince(started));
+               ceilinged, scored, known, SecondsSince(started));
   return result;
 }
 

@@ -10,10 +10,12 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/base/range_max.h"
+#include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/regions.h"
 #include "ckptplan/sim/simulator.h"
 #include "ckptplan/sim/step_facts.h"
@@ -70,9 +72,15 @@ class ResaveBounds {
   /// exactly as a trial would give it), surely does not, or either. Uses
   /// both floors, and needs node costs to be exact (SimContext::exact_costs)
   /// and the region to have no copies (as Exceeds).
+  /// Where floors and ceilings leave it open, DropDelta's exact score of
+  /// the re-save (DropDelta::ScoreResave) decides, when it handles it:
+  /// exact() then says so. `keep` must outlive the verdicts until the region
+  /// is prepared again (the score reads it).
   enum class Verdict { kFits, kExceeds, kUnknown };
   Verdict Judge(const RegionalMemory& memory, const SaveSet& keep, TensorId t, int64_t budget,
                 double* added_cost);
+  /// Whether the last verdict of Judge came from DropDelta's exact score.
+  bool exact() const { return exact_; }
   /// The prepared region's simulation changed (or all regions' did).
   void Forget(size_t r) {
     if (r == prepared_) Forget();
@@ -120,6 +128,11 @@ class ResaveBounds {
   std::vector<int64_t> leaving_;
   // Reads what only ceilings need from the prepared simulation.
   void PrepareCeilings();
+  // DropDelta's exact scores of re-saves, over the prepared simulation
+  // (its own facts_), indexed on first use.
+  std::unique_ptr<DropDelta> delta_;
+  bool delta_ready_ = false, exact_ = false;
+  const RegionalMemory::Part* part_ = nullptr;  // the prepared region
   // The step re-running `node`, kNoStep when none does (or it is outside).
   uint32_t Rerun(NodeId node) const;
   // The steps making and last reading the recomputed copy of `t`, and the

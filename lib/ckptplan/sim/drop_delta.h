@@ -76,6 +76,16 @@ class DropDelta {
   /// Dropping saved candidate `t` of the indexed range, from the index.
   Result Score(TensorId t);
 
+  /// Re-saving dropped candidate `t` of the indexed range, the reverse of a
+  /// drop (sim/resave_delta.cc). Handled where t is its own root, an
+  /// activation, and its copy ends the chain that made it while nothing
+  /// else that chain made is read after it: then the chain's steps go, the
+  /// copy's reads read the original, which lives on to the last of them,
+  /// and the storages the chain read die after their last read that stays.
+  /// The plan indexed may mark `t` saved (cleanup tries re-saves so): it is
+  /// read as dropped. Families (StepFacts::FillSaved) are not read.
+  Result ScoreResave(TensorId t);
+
   /// The simulation of the indexed range after dropping saved candidate `t`,
   /// into *out, worked out from the indexed simulation and what Score(t)
   /// finds (sim/drop_patch.cc): the chain's steps inserted at their place,

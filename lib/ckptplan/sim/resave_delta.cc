@@ -1,0 +1,163 @@
+// DropDelta::ScoreResave: what re-saving one dropped candidate does to a
+// simulation, worked out from that simulation alone.
+//
+// Under the memory rule (simulator.h) a dropped `t` whose first
+// non-forward reader finds it missing gets a chain: recompute steps, depth
+// first from saved or resident inputs, the last of which makes t's copy.
+// Saving `t` again takes that chain away when the chain served t alone (its
+// last step makes t's copy, and no other storage its steps made is read
+// after it): every other step runs as before, since no other chain found
+// anything the removed one made; the reads of t's copy read the original
+// instead, which then lives to the last of them; the storages the chain's
+// steps read lose those reads and die after their last read that stays
+// (DropDelta::LastKeptRead); the recompute cost falls by the chain's nodes'.
+// Each is a range add over the old steps that stay, so the region's highest
+// node peak is a handful of range maxima, as for a drop. Anything else is
+// reported unknown, and callers simulate. tests/sim/drop_delta_test.cc
+// checks every known answer against a simulation of the re-save.
+#include "ckptplan/sim/drop_delta.h"
+
+#include <algorithm>
+
+namespace ckptplan {
+
+DropDelta::Result DropDelta::ScoreResave(TensorId t) {
+  const Result unknown;
+  scored_.tensor = kNoId;  // no Patch from this
+  lifetimes_.clear();
+  const SimResult& sim = *sim_;
+  const StepFacts& facts = *facts_;
+  if (!context_.exact_costs || !context_.is_candidate[t] || context_.root[t] != t ||
+      context_.made[t] != SimContext::Made::kActivation) {
+    return unknown;
+  }
+  const uint32_t copy = facts.Copy(t), original = facts.Original(t);
+  if (copy == kNone || original == kNone) return unknown;
+  const NodeId reader = context_.last_reader[t];
+  if (!whole_ && reader != kNoId && reader >= end_) return unknown;  // lives to the end
+  // The chain [begin, last]: t's copy made by its last step.
+  const Buffer& copy_buffer = sim.buffers[copy];
+  const uint32_t last = copy_buffer.first_step;
+  const uint32_t num_steps = static_cast<uint32_t>(sim.steps.size());
+  if (!sim.steps[last].recompute) return unknown;
+  uint32_t chain_begin = last;
+  while (!sim.steps[chain_begin].starts_chain) {
+    if (chain_begin == 0 || !sim.steps[chain_begin - 1].recompute) return unknown;
+    --chain_begin;
+  }
+  const TensorId* ids = context_.ids.data();
+  uint32_t begin = chain_begin;
+  if (last + 1 < num_steps && sim.steps[last + 1].recompute && !sim.steps[last + 1].starts_chain) {
+    // t was made inside a chain for another tensor, depth first: its own
+    // steps are the run before its copy's whose outputs the run reads (a
+    // step before them made for another input is read after the copy too,
+    // which the check on what the steps made below rules out).
+    if (++epoch_ == 0) {
+      std::fill(mark_.begin(), mark_.end(), 0);
+      std::fill(pulled_.begin(), pulled_.end(), 0);
+      epoch_ = 1;
+    }
+    auto need_inputs = [&](NodeId node) {
+      for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
+        const TensorId x = ids[i];
+        if (context_.forward_produced[x] && !context_.resident_root[x] && !Saved(x)) {
+          mark_[x] = epoch_;
+        }
+      }
+    };
+    need_inputs(sim.steps[last].node);
+    begin = last;
+    while (begin > chain_begin) {
+      const NodeId node = sim.steps[begin - 1].node;
+      bool needed = false;
+      for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
+        needed = needed || mark_[ids[i]] == epoch_;
+      }
+      if (!needed) break;
+      --begin;
+      need_inputs(node);
+    }
+  }
+  if (last - begin + 1 >= kKeyHalf) return unknown;
+  deleted_.clear();
+  for (uint32_t s = begin; s <= last; ++s) deleted_.push_back(s);
+  auto key = [](int64_t s) { return (s << kKeyShift) | kKeyHalf; };
+  // What the chain made (buffers come in the order of their first steps):
+  // nothing but t's copy may be read after it.
+  const auto made_begin =
+      std::partition_point(sim.buffers.begin(), sim.buffers.end(),
+                           [&](const Buffer& buffer) { return buffer.first_step < begin; });
+  const auto made_end =
+      std::partition_point(made_begin, sim.buffers.end(),
+                           [&](const Buffer& buffer) { return buffer.first_step <= last; });
+  for (auto it = made_begin; it != made_end; ++it) {
+    if (static_cast<uint32_t>(it - sim.buffers.begin()) != copy && it->last_step > last) {
+      return unknown;
+    }
+  }
+  // The storages the chain read from before it, and its cost.
+  double cost = 0;
+  extended_.clear();  // (storage, 0): read by the chain, last read inside it
+  for (uint32_t s = begin; s <= last; ++s) {
+    const NodeId node = sim.steps[s].node;
+    cost += context_.node_cost[node];
+    for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
+      uint32_t storage;
+      if (!OldStorage(ids[i], /*forward_read=*/false, &storage)) return unknown;
+      if (storage == kNone) continue;
+      storage &= ~kExisting;
+      const Buffer& buffer = sim.buffers[storage];
+      if (buffer.first_step >= begin) continue;  // made by the chain: goes with it
+      if (storage == original) return unknown;   // not a chain of t's alone
+      if (buffer.last_step <= last) extended_.push_back({storage, 0});
+    }
+  }
+  changes_.clear();
+  const int64_t bytes = context_.bytes[t];
+  // t's copy goes; its reads read the original, which lives on to them.
+  changes_.push_back({key(last), key(copy_buffer.last_step), -bytes});
+  const Buffer& original_buffer = sim.buffers[original];
+  if (original_buffer.last_step >= begin && original_buffer.last_step <= last) return unknown;
+  if (copy_buffer.last_step > original_buffer.last_step) {
+    changes_.push_back({key(original_buffer.last_step) + 1, key(copy_buffer.last_step), bytes});
+  }
+  // The storages whose last read was a step of the chain.
+  std::sort(extended_.begin(), extended_.end());
+  extended_.erase(std::unique(extended_.begin(), extended_.end()), extended_.end());
+  for (const auto& [b, unused] : extended_) {
+    const Buffer& buffer = sim.buffers[b];
+    uint32_t kept;
+    if (!LastKeptRead(b, &kept)) return unknown;
+    if (kept < buffer.last_step) {
+      changes_.push_back({key(kept) + 1, key(buffer.last_step), -context_.bytes[buffer.root]});
+    }
+  }
+  // The old steps that stay, through range maxima.
+  OldStepEvents();
+  for (uint32_t s : deleted_) {
+    events_.push_back({s, 0});
+    events_.push_back({s + 1, 0});
+  }
+  std::sort(events_.begin(), events_.end());
+  int64_t highest = RangeMax::kEmpty;
+  int64_t running = 0, from = 0;
+  auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi), none of the chain's
+    lo = std::max<int64_t>(lo, 0);
+    hi = std::min<int64_t>(hi, num_steps);
+    if (lo >= hi || (lo >= begin && hi <= last + 1)) return;
+    highest = std::max(highest, value_.Query(lo, hi) + running);
+  };
+  for (const auto& [at, change] : events_) {
+    if (at > from) take(from, at);
+    from = std::max(from, at);
+    running += change;
+  }
+  take(from, num_steps);
+  Result result;
+  result.known = true;
+  result.region_max = highest;
+  result.added_cost = -cost;
+  return result;
+}
+
+}  // namespace ckptplan

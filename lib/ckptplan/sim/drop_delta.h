@@ -123,6 +123,8 @@ class DropDelta {
   bool ExistingCopy(TensorId x, uint32_t* storage) const;
   bool LastKeptRead(uint32_t b, uint32_t* step) const;
   int StepReads(uint32_t s, uint32_t b, TensorId root) const;
+  bool ReadsOnlyThrough(uint32_t b, TensorId t, uint32_t after) const;
+  bool SplitReads(uint32_t b, TensorId t, uint32_t* through, uint32_t* other) const;
   void IndexRootReaders();
   // Keys of positions after a drop (Score): old step s is s << kKeyShift |
   // kKeyHalf, the chain's k-th step a << kKeyShift | k.

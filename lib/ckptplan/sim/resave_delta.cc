@@ -27,17 +27,25 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   lifetimes_.clear();
   const SimResult& sim = *sim_;
   const StepFacts& facts = *facts_;
-  if (!context_.exact_costs || !context_.is_candidate[t] || context_.root[t] != t ||
-      context_.made[t] != SimContext::Made::kActivation) {
-    return unknown;
-  }
-  const uint32_t copy = facts.Copy(t), original = facts.Original(t);
-  if (copy == kNone || original == kNone) return unknown;
-  const NodeId reader = context_.last_reader[t];
+  if (!context_.exact_costs || !context_.is_candidate[t]) return unknown;
+  const TensorId root = context_.root[t];
+  if (context_.made[root] != SimContext::Made::kActivation) return unknown;
+  const uint32_t original = facts.Original(root);
+  if (original == kNone) return unknown;
+  const NodeId reader = context_.last_reader[root];
   if (!whole_ && reader != kNoId && reader >= end_) return unknown;  // lives to the end
-  // The chain [begin, last]: t's copy made by its last step.
+  // The storage t's reads read (its copy, or for a view its root's copy or
+  // original), and the chain [begin, last] whose last step re-runs t's producer.
+  uint32_t copy;
+  if (!ExistingCopy(t, &copy) || copy == kNone) return unknown;
+  copy &= ~kExisting;
+  const bool reads_original = copy == original;
+  const NodeId producer = context_.producer[t];
+  if (producer < first_ || producer >= end_) return unknown;
+  const uint32_t last = facts.RerunStep(producer);
+  if (last == kNone) return unknown;
   const Buffer& copy_buffer = sim.buffers[copy];
-  const uint32_t last = copy_buffer.first_step;
+  if (!reads_original && copy_buffer.first_step > last) return unknown;
   const uint32_t num_steps = static_cast<uint32_t>(sim.steps.size());
   if (!sim.steps[last].recompute) return unknown;
   uint32_t chain_begin = last;
@@ -79,6 +87,16 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     }
   }
   if (last - begin + 1 >= kKeyHalf) return unknown;
+  // A view's copy of its root made before the chain stays, for the reads
+  // not through t; those through t read the original.
+  const bool copy_before = !reads_original && copy_buffer.first_step < begin;
+  if (copy_before && root == t) return unknown;
+  // Reads of the copy after the chain read the original once t is saved:
+  // each must be a read of t or of a view of it (a root's tensors all view
+  // the root, so only a view's copy needs the check).
+  if (!reads_original && !copy_before && root != t && !ReadsOnlyThrough(copy, t, last)) {
+    return unknown;
+  }
   deleted_.clear();
   for (uint32_t s = begin; s <= last; ++s) deleted_.push_back(s);
   auto key = [](int64_t s) { return (s << kKeyShift) | kKeyHalf; };
@@ -108,18 +126,36 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
       storage &= ~kExisting;
       const Buffer& buffer = sim.buffers[storage];
       if (buffer.first_step >= begin) continue;  // made by the chain: goes with it
-      if (storage == original) return unknown;   // not a chain of t's alone
+      if (copy_before && storage == copy) continue;  // below
+      if (storage == original) {
+        if (reads_original) continue;  // t's reads read it on
+        return unknown;                // not a chain of t's alone
+      }
       if (buffer.last_step <= last) extended_.push_back({storage, 0});
     }
   }
   changes_.clear();
-  const int64_t bytes = context_.bytes[t];
-  // t's copy goes; its reads read the original, which lives on to them.
-  changes_.push_back({key(last), key(copy_buffer.last_step), -bytes});
+  const int64_t bytes = context_.bytes[root];
   const Buffer& original_buffer = sim.buffers[original];
   if (original_buffer.last_step >= begin && original_buffer.last_step <= last) return unknown;
-  if (copy_buffer.last_step > original_buffer.last_step) {
-    changes_.push_back({key(original_buffer.last_step) + 1, key(copy_buffer.last_step), bytes});
+  if (copy_before) {
+    // The reads through t after the chain read the original; the copy lives
+    // to its last other read that stays.
+    uint32_t through, other;
+    if (!SplitReads(copy, t, &through, &other)) return unknown;
+    if (through != kNone && through > original_buffer.last_step) {
+      changes_.push_back({key(original_buffer.last_step) + 1, key(through), bytes});
+    }
+    const uint32_t kept = other == kNone ? copy_buffer.first_step : other;
+    if (kept < copy_buffer.last_step) {
+      changes_.push_back({key(kept) + 1, key(copy_buffer.last_step), -bytes});
+    }
+  } else if (!reads_original) {
+    // The copy goes; its reads read the original, which lives on to them.
+    changes_.push_back({key(copy_buffer.first_step), key(copy_buffer.last_step), -bytes});
+    if (copy_buffer.last_step > original_buffer.last_step) {
+      changes_.push_back({key(original_buffer.last_step) + 1, key(copy_buffer.last_step), bytes});
+    }
   }
   // The storages whose last read was a step of the chain.
   std::sort(extended_.begin(), extended_.end());
@@ -158,6 +194,66 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   result.region_max = highest;
   result.added_cost = -cost;
   return result;
+}
+
+// The steps that stay (not deleted_) and read storage `b`, a copy of t's
+// root: in *through the last reading it as `t` or a view of `t`, in *other
+// the last reading it otherwise (kNone for none); false where a read is not
+// placed.
+bool DropDelta::SplitReads(uint32_t b, TensorId t, uint32_t* through, uint32_t* other) const {
+  *through = *other = kNone;
+  const TensorId root = context_.root[t];
+  const Buffer& buffer = sim_->buffers[b];
+  for (uint32_t i = readers_begin_[root]; i < readers_begin_[root + 1]; ++i) {
+    const NodeId n = readers_[i];
+    if (n < first_ || n >= end_) continue;
+    for (const uint32_t s : {facts_->OwnStep(n), facts_->RerunStep(n)}) {
+      if (s == kNone || s <= buffer.first_step || s > buffer.last_step) continue;
+      if (std::binary_search(deleted_.begin(), deleted_.end(), s)) continue;
+      const bool forward_read = context_.node_forward[n] && !sim_->steps[s].recompute;
+      for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
+        TensorId x = context_.ids[k];
+        if (context_.root[x] != root) continue;
+        uint32_t storage;
+        if (!OldStorage(x, forward_read, &storage)) return false;
+        if (storage == kNone || (storage & ~kExisting) != b) continue;
+        for (int depth = 0; x != t && context_.made[x] == SimContext::Made::kAlias && depth < 64;
+             ++depth) {
+          x = context_.alias_of[x];
+        }
+        uint32_t& at = x == t ? *through : *other;
+        if (at == kNone || s > at) at = s;
+      }
+    }
+  }
+  return true;
+}
+
+// Whether every step after `after` that reads storage `b` (a copy of t's
+// root) reads it as `t` or as a view of `t`; found through the root's readers.
+bool DropDelta::ReadsOnlyThrough(uint32_t b, TensorId t, uint32_t after) const {
+  const TensorId root = context_.root[t];
+  for (uint32_t i = readers_begin_[root]; i < readers_begin_[root + 1]; ++i) {
+    const NodeId n = readers_[i];
+    if (n < first_ || n >= end_) continue;
+    for (const uint32_t s : {facts_->OwnStep(n), facts_->RerunStep(n)}) {
+      if (s == kNone || s <= after) continue;
+      const bool forward_read = context_.node_forward[n] && !sim_->steps[s].recompute;
+      for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
+        TensorId x = context_.ids[k];
+        if (context_.root[x] != root) continue;
+        uint32_t storage;
+        if (!OldStorage(x, forward_read, &storage)) return false;
+        if (storage == kNone || (storage & ~kExisting) != b) continue;
+        for (int depth = 0; x != t && context_.made[x] == SimContext::Made::kAlias && depth < 64;
+             ++depth) {
+          x = context_.alias_of[x];
+        }
+        if (x != t) return false;
+      }
+    }
+  }
+  return true;
 }
 
 }  // namespace ckptplan

@@ -13,6 +13,16 @@ FastDropScorer::FastDropScorer(const SimContext& context, std::string caller,
 
 bool FastDropScorer::Score(const RegionalMemory& memory, size_t r, const SaveSet& keep,
                            TensorId t, FastScore* score) {
+  return Flip(memory, r, keep, t, /*resave=*/false, score);
+}
+
+bool FastDropScorer::ScoreResave(const RegionalMemory& memory, size_t r, const SaveSet& keep,
+                                 TensorId t, FastScore* score) {
+  return Flip(memory, r, keep, t, /*resave=*/true, score);
+}
+
+bool FastDropScorer::Flip(const RegionalMemory& memory, size_t r, const SaveSet& keep,
+                          TensorId t, bool resave, FastScore* score) {
   // DropDelta answers exact integer costs only: no index is worth building.
   if (!context_.exact_costs) return false;
   if (!delta_) delta_ = std::make_unique<DropDelta>(context_, facts_);
@@ -22,7 +32,7 @@ bool FastDropScorer::Score(const RegionalMemory& memory, size_t r, const SaveSet
                   part.zero_offset ? nullptr : &part.offset);
     indexed_ = r;
   }
-  const DropDelta::Result scored = delta_->Score(t);
+  const DropDelta::Result scored = resave ? delta_->ScoreResave(t) : delta_->Score(t);
   if (!scored.known) return false;
   score->region_max = scored.region_max;
   score->peak = std::max(memory.Outside(r), scored.region_max);
@@ -34,15 +44,15 @@ bool FastDropScorer::Score(const RegionalMemory& memory, size_t r, const SaveSet
 
 void FastDropScorer::Confirm(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
                              const FastScore& score, RegionalMemory::Trial* trial) const {
-  keep[t] = 0;
+  keep[t] ^= 1;
   memory.Try(r, keep, trial);
-  keep[t] = 1;
+  keep[t] ^= 1;
   if (trial->region_max == score.region_max && trial->peak == score.peak &&
       trial->added_cost == score.added_cost && trial->cost == score.cost) {
     return;
   }
-  throw std::logic_error(caller_ + ": DropDelta scored dropping '" +
-                         context_.graph.tensors[t].name + "' at region max " +
+  throw std::logic_error(caller_ + ": DropDelta scored " + (keep[t] ? "dropping" : "re-saving") +
+                         " '" + context_.graph.tensors[t].name + "' at region max " +
                          std::to_string(score.region_max) + ", added cost " +
                          std::to_string(score.added_cost) + " (peak " +
                          std::to_string(score.peak) + ", cost " + std::to_string(score.cost) +

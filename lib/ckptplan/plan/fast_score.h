@@ -25,7 +25,7 @@
 
 namespace ckptplan {
 
-/// The figures of a drop, as RegionalMemory::Try would give them.
+/// The figures of a drop (or re-save), as RegionalMemory::Try would give them.
 struct FastScore {
   int64_t region_max = 0;  ///< the region's highest node peak after, step's bytes
   int64_t peak = 0;        ///< the step's peak after
@@ -52,8 +52,13 @@ class FastDropScorer {
   bool Score(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t,
              FastScore* score);
 
-  /// Simulates dropping `t` from region `r` into *trial and throws
-  /// std::logic_error unless it gives `score`'s figures. `keep` is restored.
+  /// The same for re-saving dropped candidate `t` (DropDelta::ScoreResave).
+  bool ScoreResave(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t,
+                   FastScore* score);
+
+  /// Simulates dropping `t` (re-saving it, when dropped in `keep`) from
+  /// region `r` into *trial and throws std::logic_error unless it gives
+  /// `score`'s figures. `keep` is restored.
   void Confirm(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
                const FastScore& score, RegionalMemory::Trial* trial) const;
 
@@ -70,6 +75,9 @@ class FastDropScorer {
 
  private:
   static constexpr size_t kNone = SIZE_MAX;
+
+  bool Flip(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t, bool resave,
+            FastScore* score);
 
   const SimContext& context_;
   std::string caller_;

@@ -61,7 +61,7 @@ class Search {
         continue;
       }
       Key key;
-      const bool fast = keep_[t] && ScoreDropFast(t, &score);
+      const bool fast = ScoreFlipFast(t, &score);
       if (fast) {
         key = KeyOf(score.peak, score.cost);
       } else {
@@ -148,16 +148,19 @@ class Search {
     ++simulations_;
   }
 
-  // Dropping saved candidate `t`, from its region's current simulation
-  // without simulating (FastDropScorer); false when pruning is off, the
-  // region's trials are shared with copies (RegionalMemory::Try), or
-  // DropDelta does not handle the drop. In verify mode the drop is also
-  // simulated and must give the same figures.
-  bool ScoreDropFast(TensorId t, FastScore* score) {
+  // Flipping candidate `t` (dropping it when saved, re-saving it when
+  // dropped), from its region's current simulation without simulating
+  // (FastDropScorer); false when pruning is off, the region's trials are
+  // shared with copies (RegionalMemory::Try), or DropDelta does not handle
+  // the flip. In verify mode the flip is also simulated and must give the
+  // same figures.
+  bool ScoreFlipFast(TensorId t, FastScore* score) {
     if (!options_.prune) return false;
     const size_t r = memory_->RegionOf(t);
     if (memory_->part(r).shape.copies > 1) return false;
-    if (!scorer_.Score(*memory_, r, keep_, t, score)) return false;
+    const bool scored = keep_[t] ? scorer_.Score(*memory_, r, keep_, t, score)
+                                 : scorer_.ScoreResave(*memory_, r, keep_, t, score);
+    if (!scored) return false;
     ++fast_scores_;
     if (options_.verify) {
       scorer_.Confirm(*memory_, r, keep_, t, *score, &trial_);
@@ -217,7 +220,7 @@ class Search {
   size_t considered_ = 0;
   size_t simulations_ = 0;
   size_t floored_ = 0;  // re-saves ruled out by a floor, not simulated
-  size_t fast_scores_ = 0;  // drops scored by DropDelta, not simulated
+  size_t fast_scores_ = 0;  // drops and re-saves scored by DropDelta, not simulated
 };
 
 }  // namespace
@@ -234,7 +237,7 @@ LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
   }
   LocalSearchResult result = search.Result();
   spdlog::info("local search: {} moves, {} considered, {} simulations ({} re-saves ruled out "
-               "by a floor, {} drops scored by DropDelta), peak {} bytes, cost {}, {}",
+               "by a floor, {} drops and re-saves scored by DropDelta), peak {} bytes, cost {}, {}",
                result.moves, result.considered, result.simulations, result.floored,
                result.fast_scores, result.peak,
                result.recompute_cost, result.fits ? "fits" : "does not fit");

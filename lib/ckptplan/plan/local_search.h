@@ -46,7 +46,7 @@ struct LocalSearchResult {
   size_t considered = 0;   ///< moves considered (see max_considered)
   size_t simulations = 0;  ///< trials simulated, the start's included
   size_t floored = 0;  ///< re-saves not simulated: their floor is over the budget
-  size_t fast_scores = 0;  ///< single drops scored by DropDelta, not simulated
+  size_t fast_scores = 0;  ///< single drops and re-saves scored by DropDelta, not simulated
 };
 
 LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,

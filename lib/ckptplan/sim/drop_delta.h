@@ -123,6 +123,8 @@ class DropDelta {
   bool ExistingCopy(TensorId x, uint32_t* storage) const;
   bool LastKeptRead(uint32_t b, uint32_t* step) const;
   int StepReads(uint32_t s, uint32_t b, TensorId root) const;
+  enum class RootRead { kThrough, kOther, kNot, kUnplaced };
+  RootRead ReadOf(TensorId x, bool forward_read, uint32_t b, TensorId t) const;
   bool ReadsOnlyThrough(uint32_t b, TensorId t, uint32_t after) const;
   bool SplitReads(uint32_t b, TensorId t, uint32_t* through, uint32_t* other) const;
   void IndexRootReaders();

@@ -196,6 +196,28 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   return result;
 }
 
+// How a step's read of `x`, a tensor of t's root, reads storage `b`
+// (t's copy or a copy of its root): kThrough as `t` or a view of `t` (which
+// read t's storage), kOther otherwise, kNot not `b`, kUnplaced when not
+// handled. A view a backward node took reads its nearest forward tensor's.
+DropDelta::RootRead DropDelta::ReadOf(TensorId x, bool forward_read, uint32_t b,
+                                      TensorId t) const {
+  TensorId z = x;
+  for (int depth = 0; z != t && context_.made[z] == SimContext::Made::kAlias; ++depth) {
+    if (depth == 64) return RootRead::kUnplaced;
+    z = context_.alias_of[z];
+  }
+  if (z == t) return RootRead::kThrough;
+  TensorId base = x;
+  for (int depth = 0; !context_.forward_produced[base] && !context_.resident_root[base]; ++depth) {
+    if (depth == 64 || context_.made[base] != SimContext::Made::kAlias) return RootRead::kUnplaced;
+    base = context_.alias_of[base];
+  }
+  uint32_t storage;
+  if (!OldStorage(base, forward_read && base == x, &storage)) return RootRead::kUnplaced;
+  return storage != kNone && (storage & ~kExisting) == b ? RootRead::kOther : RootRead::kNot;
+}
+
 // The steps that stay (not deleted_) and read storage `b`, a copy of t's
 // root: in *through the last reading it as `t` or a view of `t`, in *other
 // the last reading it otherwise (kNone for none); false where a read is not
@@ -212,17 +234,16 @@ bool DropDelta::SplitReads(uint32_t b, TensorId t, uint32_t* through, uint32_t* 
       if (std::binary_search(deleted_.begin(), deleted_.end(), s)) continue;
       const bool forward_read = context_.node_forward[n] && !sim_->steps[s].recompute;
       for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
-        TensorId x = context_.ids[k];
+        const TensorId x = context_.ids[k];
         if (context_.root[x] != root) continue;
-        uint32_t storage;
-        if (!OldStorage(x, forward_read, &storage)) return false;
-        if (storage == kNone || (storage & ~kExisting) != b) continue;
-        for (int depth = 0; x != t && context_.made[x] == SimContext::Made::kAlias && depth < 64;
-             ++depth) {
-          x = context_.alias_of[x];
+        uint32_t* at = nullptr;
+        switch (ReadOf(x, forward_read, b, t)) {
+          case RootRead::kUnplaced: return false;
+          case RootRead::kNot: break;
+          case RootRead::kThrough: at = through; break;
+          case RootRead::kOther: at = other; break;
         }
-        uint32_t& at = x == t ? *through : *other;
-        if (at == kNone || s > at) at = s;
+        if (at != nullptr && (*at == kNone || s > *at)) *at = s;
       }
     }
   }
@@ -240,16 +261,10 @@ bool DropDelta::ReadsOnlyThrough(uint32_t b, TensorId t, uint32_t after) const {
       if (s == kNone || s <= after) continue;
       const bool forward_read = context_.node_forward[n] && !sim_->steps[s].recompute;
       for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
-        TensorId x = context_.ids[k];
+        const TensorId x = context_.ids[k];
         if (context_.root[x] != root) continue;
-        uint32_t storage;
-        if (!OldStorage(x, forward_read, &storage)) return false;
-        if (storage == kNone || (storage & ~kExisting) != b) continue;
-        for (int depth = 0; x != t && context_.made[x] == SimContext::Made::kAlias && depth < 64;
-             ++depth) {
-          x = context_.alias_of[x];
-        }
-        if (x != t) return false;
+        const RootRead read = ReadOf(x, forward_read, b, t);
+        if (read == RootRead::kUnplaced || read == RootRead::kOther) return false;
       }
     }
   }

@@ -41,7 +41,8 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
 
 /// Floors and ceilings of the step's peak after re-saving one dropped
 /// candidate, read off a region's current simulation, so that most re-saves
-/// are answered without simulating them.
+/// are answered without simulating them; where they leave it open,
+/// DropDelta's exact score of the re-save (Judge).
 ///
 /// Floor: re-saving `t` keeps its original storage (its root's, for a view)
 /// until the group (a node and the recompute steps before it) where the

@@ -18,6 +18,8 @@
 // Each is a range add over the steps after the drop (old steps and the
 // chain's, in one order of keys), so the region's highest node peak after
 // the drop is a handful of range maxima over the current steps' totals.
+// Re-saving a dropped tensor, the reverse, is scored the same way
+// (ScoreResave, sim/resave_delta.cc) where it only takes a chain away.
 // Drops outside what is handled here (inexact costs, a node re-run before
 // the chain that would run twice, storages made by backward nodes in odd
 // places) are reported unknown, and callers simulate them. A storage's last
@@ -77,11 +79,12 @@ class DropDelta {
   Result Score(TensorId t);
 
   /// Re-saving dropped candidate `t` of the indexed range, the reverse of a
-  /// drop (sim/resave_delta.cc). Handled where t is its own root, an
-  /// activation, and its copy ends the chain that made it while nothing
-  /// else that chain made is read after it: then the chain's steps go, the
-  /// copy's reads read the original, which lives on to the last of them,
-  /// and the storages the chain read die after their last read that stays.
+  /// drop (sim/resave_delta.cc). Handled where t's root is an activation and
+  /// the steps that made t (a chain, or t's depth-first run inside another)
+  /// made nothing else read after them but the storage t's reads use, read
+  /// only as t or views of t: then those steps go, t's reads read the
+  /// original, which lives on to the last of them, and the storages the
+  /// steps read die after their last read that stays.
   /// The plan indexed may mark `t` saved (cleanup tries re-saves so): it is
   /// read as dropped. Families (StepFacts::FillSaved) are not read.
   Result ScoreResave(TensorId t);

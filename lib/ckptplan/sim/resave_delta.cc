@@ -3,18 +3,21 @@
 //
 // Under the memory rule (simulator.h) a dropped `t` whose first
 // non-forward reader finds it missing gets a chain: recompute steps, depth
-// first from saved or resident inputs, the last of which makes t's copy.
-// Saving `t` again takes that chain away when the chain served t alone (its
-// last step makes t's copy, and no other storage its steps made is read
-// after it): every other step runs as before, since no other chain found
-// anything the removed one made; the reads of t's copy read the original
-// instead, which then lives to the last of them; the storages the chain's
-// steps read lose those reads and die after their last read that stays
-// (DropDelta::LastKeptRead); the recompute cost falls by the chain's nodes'.
+// first from saved or resident inputs, the last of which makes t's copy (or
+// t's run of steps inside the chain of a tensor that needs it). Saving `t`
+// again takes those steps away when they served t alone: nothing else they
+// made is read after them, but the storage t's reads use, and that only as
+// t or a view of t. Every other step then runs as before, since no other
+// chain found anything the removed steps made; t's reads read the original
+// instead, which lives to the last of them; the storages the removed steps
+// read lose those reads and die after their last read that stays
+// (DropDelta::LastKeptRead); a root's copy made before, which a view read,
+// keeps its other reads; the recompute cost falls by the removed nodes'.
 // Each is a range add over the old steps that stay, so the region's highest
-// node peak is a handful of range maxima, as for a drop. Anything else is
-// reported unknown, and callers simulate. tests/sim/drop_delta_test.cc
-// checks every known answer against a simulation of the re-save.
+// node peak is a handful of range maxima, as for a drop. Anything else (a
+// re-save that moves another tensor's re-run to a later chain) is reported
+// unknown, and callers simulate. tests/sim/drop_delta_test.cc checks every
+// known answer against a simulation of the re-save.
 #include "ckptplan/sim/drop_delta.h"
 
 #include <algorithm>

@@ -34,7 +34,9 @@
 //    InsertionStep, the chain a recompute step's read sits in); drop_patch.cc
 //    (DropDelta::Patch: the steps after a drop, which of them start a chain;
 //    its node peaks and categories go through PeakTracker and
-//    ForwardStorageCategory, below, which Simulate uses too).
+//    ForwardStorageCategory, below, which Simulate uses too); resave_delta.cc
+//    (DropDelta::ScoreResave: the run of steps a re-saved tensor's chain
+//    takes away, found by the steps it ran in and their starts).
 //  - Sum of live storages + the running node's workspace + resident state:
 //    regions.h (a region's node peaks differ from the step's by a plan-free
 //    offset); incremental.cc bounds (a drop lowers node peaks only where a
@@ -50,7 +52,10 @@
 //    DropDelta; cleanup.cc leaving_ (storages whose last read is a
 //    recompute step); FindRegions' spans; DropDelta's lifetimes after a
 //    drop (the original's last other read, the chain's copies, storages the
-//    chain reads, views backward nodes take).
+//    chain reads, views backward nodes take); ScoreResave's lifetimes
+//    after a re-save (the copy's reads go to the original, storages the
+//    removed chain read last die at their last kept read, a root's copy
+//    read only through the re-saved view goes).
 //  - Resident state all step; gradients to the end of the step: FindRegions
 //    and ShapeRegions (the region of the implicit gradients has its own
 //    shape), SimOptions::first_node's region accounting, ComputeLowerBound.
@@ -61,7 +66,9 @@
 //    cleanup.cc Ceiling and ByproductCeiling (a chain that served one tensor
 //    alone); SaveCandidates and the min-cut's network (mincut.h);
 //    drop_delta.h DropDelta::Score (the chain's depth-first order, nodes
-//    re-run later pulled into it, the added cost).
+//    re-run later pulled into it, the added cost) and ScoreResave (a chain
+//    that served the re-saved tensor alone, its depth-first run inside
+//    another chain, its cost).
 //  - Approximations' workspace and factors: no speed code restates it. The
 //    memory planner and its fast paths (incremental.cc, drop_delta.h,
 //    cleanup.cc, regions) plan exact plans only; approximations are chosen

@@ -52,40 +52,29 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& 
     for (int64_t& value : offset) value = static_cast<int64_t>(random() % 200) - 100;
     const bool offsets = random() % 2 == 0;
     delta.Index(base, keep, range.first, range.end, offsets ? &offset : nullptr);
-    for (TensorId t : context.droppable) {
+    // Flipping `t` (a drop of a saved candidate, a re-save of a dropped
+    // one) scores as its simulation does.
+    auto check = [&](TensorId t, bool resave, size_t* asked, size_t* answered) {
       const NodeId p = graph.tensors[t].producer;
-      if (!keep[t] || p < range.first || p >= range.end) continue;
-      ++counts->scored;
-      const DropDelta::Result scored = delta.Score(t);
-      if (!scored.known) continue;
-      ++counts->known;
-      SaveSet dropped = keep;
-      dropped[t] = 0;
-      const SimResult trial = Simulate(context, dropped, options);
+      if (keep[t] == resave || p < range.first || p >= range.end) return;
+      ++*asked;
+      const DropDelta::Result scored = resave ? delta.ScoreResave(t) : delta.Score(t);
+      if (!scored.known) return;
+      ++*answered;
+      SaveSet flipped = keep;
+      flipped[t] ^= 1;
+      const SimResult trial = Simulate(context, flipped, options);
       CAPTURE(what);
       CAPTURE(graph.tensors[t].name);
+      CAPTURE(resave);
       CAPTURE(range.first);
       CAPTURE(range.end);
       CHECK(scored.region_max == RangeHighest(trial, offsets ? &offset : nullptr));
       CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
-    }
-    // Re-saves of the dropped candidates, the reverse.
+    };
+    for (TensorId t : context.droppable) check(t, false, &counts->scored, &counts->known);
     for (TensorId t : context.candidates) {
-      const NodeId p = graph.tensors[t].producer;
-      if (keep[t] || p < range.first || p >= range.end) continue;
-      ++counts->resaves;
-      const DropDelta::Result scored = delta.ScoreResave(t);
-      if (!scored.known) continue;
-      ++counts->resaves_known;
-      SaveSet saved = keep;
-      saved[t] = 1;
-      const SimResult trial = Simulate(context, saved, options);
-      CAPTURE(what);
-      CAPTURE(graph.tensors[t].name);
-      CAPTURE(range.first);
-      CAPTURE(range.end);
-      CHECK(scored.region_max == RangeHighest(trial, offsets ? &offset : nullptr));
-      CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+      check(t, true, &counts->resaves, &counts->resaves_known);
     }
   }
   counts->long_walks += delta.long_walks();

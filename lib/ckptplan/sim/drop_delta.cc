@@ -85,6 +85,31 @@ uint32_t DropDelta::InsertionStep(NodeId g, TensorId t) const {
   return own;
 }
 
+int64_t DropDelta::KeptStepsMax() {
+  OldStepEvents();
+  for (uint32_t s : deleted_) {  // cut out of the maxima
+    events_.push_back({s, 0});
+    events_.push_back({s + 1, 0});
+  }
+  std::sort(events_.begin(), events_.end());
+  auto deleted = [&](uint32_t s) {
+    return std::binary_search(deleted_.begin(), deleted_.end(), s);
+  };
+  int64_t highest = RangeMax::kEmpty;
+  int64_t running = 0, from = 0;
+  auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi)
+    if (lo >= hi || (hi == lo + 1 && deleted(static_cast<uint32_t>(lo)))) return;
+    highest = std::max(highest, value_.Query(lo, hi) + running);
+  };
+  for (const auto& [at, bytes] : events_) {
+    if (at > from) take(from, at);
+    from = std::max(from, at);
+    running += bytes;
+  }
+  take(from, static_cast<int64_t>(sim_->steps.size()));
+  return highest;
+}
+
 void DropDelta::OldStepEvents() {
   events_.clear();
   for (const Change& change : changes_) {
@@ -403,25 +428,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   }
 
   // The old steps that stay: piecewise-constant changes over range maxima.
-  const int64_t num_steps = static_cast<int64_t>(sim.steps.size());
-  OldStepEvents();
-  for (uint32_t s : deleted_) {  // cut out of the maxima
-    events_.push_back({s, 0});
-    events_.push_back({s + 1, 0});
-  }
-  std::sort(events_.begin(), events_.end());
-  int64_t highest = RangeMax::kEmpty;
-  int64_t running = 0, from = 0;
-  auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi)
-    if (lo >= hi || (hi == lo + 1 && deleted(static_cast<uint32_t>(lo)))) return;
-    highest = std::max(highest, value_.Query(lo, hi) + running);
-  };
-  for (const auto& [at, bytes] : events_) {
-    if (at > from) take(from, at);
-    from = std::max(from, at);
-    running += bytes;
-  }
-  take(from, num_steps);
+  int64_t highest = KeptStepsMax();
   // The chain's steps: what lives across the place it goes, plus the changes.
   const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
   const int64_t across = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a);
@@ -432,7 +439,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     events_[lo - block_key(0)].second += change.bytes;
     events_[hi - block_key(0) + 1].second -= change.bytes;
   }
-  running = 0;
+  int64_t running = 0;
   for (int64_t k = 0; k < m; ++k) {
     running += events_[k].second;
     const int64_t workspace = std::max<int64_t>(context_.node_workspace[chain_[k]], 0);

@@ -120,6 +120,9 @@ class DropDelta {
   // events_ = the changes_ over old steps, as (step, bytes) where a running
   // sum starts and stops adding them; unsorted.
   void OldStepEvents();
+  // The highest total plus offset over the old steps that stay (not
+  // deleted_) after the changes_ (Score, ScoreResave).
+  int64_t KeptStepsMax();
   bool Saved(TensorId t) const { return context_.is_candidate[t] && (*keep_)[t]; }
   uint32_t InsertionStep(NodeId g, TensorId t) const;
   bool OldStorage(TensorId x, bool forward_read, uint32_t* storage) const;
@@ -128,7 +131,6 @@ class DropDelta {
   int StepReads(uint32_t s, uint32_t b, TensorId root) const;
   enum class RootRead { kThrough, kOther, kNot, kUnplaced };
   RootRead ReadOf(TensorId x, bool forward_read, uint32_t b, TensorId t) const;
-  bool ReadsOnlyThrough(uint32_t b, TensorId t, uint32_t after) const;
   bool SplitReads(uint32_t b, TensorId t, uint32_t* through, uint32_t* other) const;
   void IndexRootReaders();
   // Keys of positions after a drop (Score): old step s is s << kKeyShift |

@@ -94,14 +94,15 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   // not through t; those through t read the original.
   const bool copy_before = !reads_original && copy_buffer.first_step < begin;
   if (copy_before && root == t) return unknown;
+  deleted_.clear();
+  for (uint32_t s = begin; s <= last; ++s) deleted_.push_back(s);
   // Reads of the copy after the chain read the original once t is saved:
   // each must be a read of t or of a view of it (a root's tensors all view
   // the root, so only a view's copy needs the check).
-  if (!reads_original && !copy_before && root != t && !ReadsOnlyThrough(copy, t, last)) {
-    return unknown;
+  if (!reads_original && !copy_before && root != t) {
+    uint32_t through, other;
+    if (!SplitReads(copy, t, &through, &other) || other != kNone) return unknown;
   }
-  deleted_.clear();
-  for (uint32_t s = begin; s <= last; ++s) deleted_.push_back(s);
   auto key = [](int64_t s) { return (s << kKeyShift) | kKeyHalf; };
   // What the chain made (buffers come in the order of their first steps):
   // nothing but t's copy may be read after it.
@@ -172,26 +173,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     }
   }
   // The old steps that stay, through range maxima.
-  OldStepEvents();
-  for (uint32_t s : deleted_) {
-    events_.push_back({s, 0});
-    events_.push_back({s + 1, 0});
-  }
-  std::sort(events_.begin(), events_.end());
-  int64_t highest = RangeMax::kEmpty;
-  int64_t running = 0, from = 0;
-  auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi), none of the chain's
-    lo = std::max<int64_t>(lo, 0);
-    hi = std::min<int64_t>(hi, num_steps);
-    if (lo >= hi || (lo >= begin && hi <= last + 1)) return;
-    highest = std::max(highest, value_.Query(lo, hi) + running);
-  };
-  for (const auto& [at, change] : events_) {
-    if (at > from) take(from, at);
-    from = std::max(from, at);
-    running += change;
-  }
-  take(from, num_steps);
+  const int64_t highest = KeptStepsMax();
   Result result;
   result.known = true;
   result.region_max = highest;
@@ -247,27 +229,6 @@ bool DropDelta::SplitReads(uint32_t b, TensorId t, uint32_t* through, uint32_t* 
           case RootRead::kOther: at = other; break;
         }
         if (at != nullptr && (*at == kNone || s > *at)) *at = s;
-      }
-    }
-  }
-  return true;
-}
-
-// Whether every step after `after` that reads storage `b` (a copy of t's
-// root) reads it as `t` or as a view of `t`; found through the root's readers.
-bool DropDelta::ReadsOnlyThrough(uint32_t b, TensorId t, uint32_t after) const {
-  const TensorId root = context_.root[t];
-  for (uint32_t i = readers_begin_[root]; i < readers_begin_[root + 1]; ++i) {
-    const NodeId n = readers_[i];
-    if (n < first_ || n >= end_) continue;
-    for (const uint32_t s : {facts_->OwnStep(n), facts_->RerunStep(n)}) {
-      if (s == kNone || s <= after) continue;
-      const bool forward_read = context_.node_forward[n] && !sim_->steps[s].recompute;
-      for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
-        const TensorId x = context_.ids[k];
-        if (context_.root[x] != root) continue;
-        const RootRead read = ReadOf(x, forward_read, b, t);
-        if (read == RootRead::kUnplaced || read == RootRead::kOther) return false;
       }
     }
   }

@@ -77,6 +77,42 @@ TEST_CASE("planner: the default plan fits wherever a baseline fits, and costs no
   }
 }
 
+TEST_CASE("planner: plans do not depend on pruning, and verify mode checks every shortcut") {
+  // Pruning off simulates every drop and re-save the greedy, cleanup and
+  // local search would answer without simulating; verify mode simulates them
+  // besides and throws on a shortcut the simulation does not bear out.
+  std::vector<Graph> graphs;
+  graphs.push_back(TransformerBlock());
+  TransformerOptions transformer;
+  transformer.layers = 3;
+  transformer.seq = 64;
+  transformer.vocab = 1000;
+  graphs.push_back(TransformerGraph(transformer));
+  UNetOptions unet;
+  unet.levels = 3;
+  graphs.push_back(UNetGraph(unet));
+  for (const Graph& graph : graphs) {
+    const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+    for (int percent : {50, 70, 90}) {
+      CAPTURE(graph.source);
+      CAPTURE(percent);
+      PlannerOptions options;
+      options.budget_bytes = save_all * percent / 100;
+      const PlannerResult pruned = PlanGraph(graph, options);
+      options.prune = false;
+      const PlannerResult simulated = PlanGraph(graph, options);
+      options.prune = true;
+      options.verify = true;
+      PlannerResult verified;
+      CHECK_NOTHROW(verified = PlanGraph(graph, options));
+      CHECK(pruned.keep == simulated.keep);
+      CHECK(pruned.keep == verified.keep);
+      CHECK(pruned.peak == simulated.peak);
+      CHECK(pruned.recompute_cost == simulated.recompute_cost);
+    }
+  }
+}
+
 TEST_CASE("planner: start sets") {
   Graph graph = TransformerBlock();
   CHECK(StartSet(graph, "save-all", DefaultRecomputePolicy()) == SaveAll(graph));

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <stdexcept>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -286,7 +288,8 @@ CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t bud
 }
 
 CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int64_t budget_bytes,
-                            int64_t reserve_bytes) {
+                            int64_t reserve_bytes, const CleanupOptions& cleanup_options) {
+  const bool verify = cleanup_options.verify;
   const Graph& graph = context.graph;
   const auto started = std::chrono::steady_clock::now();
   SimOptions options;
@@ -297,7 +300,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   RegionalMemory memory(context, result.keep, options);
   result.peak_before = memory.start_peak();
   result.cost_before = memory.start_cost();
-  RegionalMemory::Trial trial;
+  RegionalMemory::Trial trial, verify_trial;
   bool changed = memory.peak() <= budget_bytes;
   // While the plan fits, a re-save fits when its own region stays within the
   // budget: a region no re-save changed in a round has none in the next.
@@ -320,7 +323,26 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       ++known;
       return false;
     }
-    switch (bounds.Judge(memory, result.keep, t, budget_bytes, added_cost)) {
+    const ResaveBounds::Verdict verdict =
+        cleanup_options.prune ? bounds.Judge(memory, result.keep, t, budget_bytes, added_cost)
+                              : ResaveBounds::Verdict::kUnknown;
+    if (verify && verdict != ResaveBounds::Verdict::kUnknown) {
+      // The re-save simulated (into a trial of its own: `trial` may hold the
+      // caller's) must bear the verdict out.
+      memory.Try(r, result.keep, &verify_trial);
+      const bool fits = verdict == ResaveBounds::Verdict::kFits;
+      const bool costed = fits || bounds.exact();  // a floor gives no cost
+      if ((verify_trial.peak <= budget_bytes) != fits ||
+          (costed && verify_trial.added_cost != *added_cost)) {
+        throw std::logic_error(
+            "cleanup: re-saving '" + graph.tensors[t].name + "' was judged " +
+            (fits ? "to fit" : "not to fit") + (bounds.exact() ? " by DropDelta" : "") +
+            " at added cost " + std::to_string(*added_cost) + " but simulates to peak " +
+            std::to_string(verify_trial.peak) + " (budget " + std::to_string(budget_bytes) +
+            "), added cost " + std::to_string(verify_trial.added_cost));
+      }
+    }
+    switch (verdict) {
       case ResaveBounds::Verdict::kExceeds:
         ++(bounds.exact() ? scored : floored);
         failed_at[t] = version[r];
@@ -378,6 +400,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   }
   // The regions' figures are the step's (exactly: see RegionalMemory).
   result.peak_after = memory.peak();
+  result.scored = scored;
   result.cost_after = memory.cost();
   spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
                "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor, "

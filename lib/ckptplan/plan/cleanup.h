@@ -27,6 +27,7 @@ struct CleanupResult {
   std::vector<TensorId> resaved;            ///< candidates re-saved, in order
   int64_t peak_before = 0, peak_after = 0;  ///< bytes
   double cost_before = 0, cost_after = 0;   ///< recompute cost
+  size_t scored = 0;                        ///< re-saves DropDelta answered, not simulated
 };
 
 /// Re-saves dropped candidates of `keep`, most expensive recompute first
@@ -35,9 +36,20 @@ struct CleanupResult {
 /// `keep` is already over budget, nothing is re-saved.
 CleanupResult ResaveDropped(const Graph& graph, const SaveSet& keep, int64_t budget_bytes,
                             int64_t reserve_bytes);
+struct CleanupOptions {
+  /// Floors, ceilings and DropDelta's exact scores answer re-saves without
+  /// simulating them (ResaveBounds); off, every re-save is simulated. The
+  /// result is the same.
+  bool prune = true;
+  /// Simulate every re-save answered without simulating too, and throw
+  /// std::logic_error on a verdict or recompute cost the simulation does not
+  /// bear out (tests).
+  bool verify = false;
+};
+
 /// The same, reusing `context` (see SimContext).
 CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int64_t budget_bytes,
-                            int64_t reserve_bytes);
+                            int64_t reserve_bytes, const CleanupOptions& options = {});
 
 /// Floors and ceilings of the step's peak after re-saving one dropped
 /// candidate, read off a region's current simulation, so that most re-saves

@@ -126,8 +126,11 @@ class Candidates {
         if (earlier.from == result.keep) cleaned = &earlier;
       }
       if (cleaned == nullptr) {
-        CleanupResult cleanup =
-            ResaveDropped(context_, result.keep, options_.budget_bytes, options_.reserve_bytes);
+        CleanupOptions cleanup_options;
+        cleanup_options.prune = options_.prune;
+        cleanup_options.verify = options_.verify;
+        CleanupResult cleanup = ResaveDropped(context_, result.keep, options_.budget_bytes,
+                                              options_.reserve_bytes, cleanup_options);
         cleaned_.push_back({result.keep, std::move(cleanup)});
         cleaned = &cleaned_.back();
       }

@@ -38,8 +38,9 @@ struct PlannerOptions {
   RecomputePolicy policy = DefaultRecomputePolicy();
   /// Greedy runs use GreedyPlan instead of IncrementalPlan (same plans, slower).
   bool reference_greedy = false;
-  /// Bounds rule out drops and re-saves without simulating them (the greedy's
-  /// and local search's); off, every one is simulated. Plans are the same.
+  /// Bounds rule out drops and re-saves without simulating them (the greedy's,
+  /// cleanup's and local search's); off, every one is simulated. Plans are
+  /// the same.
   bool prune = true;
   /// Simulate what the bounds ruled out and throw std::logic_error unless
   /// each bound held (tests).

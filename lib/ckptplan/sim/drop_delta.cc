@@ -194,6 +194,14 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   auto saved = [&](TensorId x) { return x != t && Saved(x); };
   auto made_here = [&](TensorId x) { return mark_[x] == epoch_; };
   const int64_t before_begin = inside ? chain_begin : a;
+  {
+    // A by-product: t's producer re-runs before t's chain would, in a chain
+    // for another tensor (a node is re-run once at most), and the copy of t
+    // that re-run makes serves t's reads.
+    const NodeId p = context_.producer[t];
+    const uint32_t made = p >= first_ && p < end_ ? facts.RerunStep(p) : kNone;
+    if (made != kNone && made < before_begin) return ScoreByproduct(t, made, original);
+  }
   // Copies that steps before the chain made.
   auto made_before = [&](TensorId x) {
     const NodeId p = context_.producer[x];
@@ -375,30 +383,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     buffer.last = last;  // for Patch
   }
   // The original of t's root: its last read that is not a non-forward read of t.
-  {
-    const Buffer& buffer = sim.buffers[original];
-    const NodeId forward = facts.LastForwardRead(root);
-    if (forward < first_ || forward >= end_ || facts.OwnStep(forward) == kNone) return unknown;
-    int64_t last_old = facts.OwnStep(forward);
-    const uint32_t other = facts.OtherSavedUse(t);
-    if (other != kNone) {
-      if (deleted(other)) return unknown;
-      last_old = std::max<int64_t>(last_old, other);
-    }
-    last_old = std::max<int64_t>(last_old, buffer.first_step);
-    const NodeId reader = context_.last_reader[root];
-    if (!whole_ && reader != kNoId && reader >= end_) last_old = buffer.last_step;
-    if (last_old > buffer.last_step || deleted(buffer.last_step)) return unknown;
-    int64_t last = key(last_old);
-    for (const auto& [b, at] : extended_) {
-      if (b == original && at != kLost) last = std::max(last, at);
-    }
-    const int64_t before = key(buffer.last_step);
-    if (last < before) {
-      changes_.push_back({last + 1, before, -context_.bytes[buffer.root]});
-      lifetimes_.push_back({original, last});
-    }
-  }
+  if (!OriginalDies(t, original)) return unknown;
   // Old storages the chain reads live until it does; those only the steps
   // that go read die after their last read that stays.
   std::sort(extended_.begin(), extended_.end());
@@ -445,12 +430,85 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     const int64_t workspace = std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
     highest = std::max(highest, across + running + workspace);
   }
-  scored_ = {t, a, inside, chain_begin, cost};
+  scored_ = {t, a, inside, chain_begin, cost, false};
   Result result;
   result.known = true;
   result.region_max = highest;
   result.added_cost = cost;
   return result;
+}
+
+// Dropping by-product `t`, whose producer the indexed simulation re-runs at
+// old step `made` before t's first non-forward read: no step is added, the
+// copy made there lives on to t's last use, and t's original dies early.
+DropDelta::Result DropDelta::ScoreByproduct(TensorId t, uint32_t made, uint32_t original) {
+  const Result unknown;
+  const SimResult& sim = *sim_;
+  const StepFacts& facts = *facts_;
+  if (context_.root[t] != t || context_.made[t] != SimContext::Made::kActivation) return unknown;
+  const NodeId reader = context_.last_reader[t];
+  if (!whole_ && reader != kNoId && reader >= end_) return unknown;  // lives to the end
+  const uint32_t copy = facts.Copy(t);
+  if (copy == kNone || sim.buffers[copy].first_step != made) return unknown;
+  if (facts.AliasLastRead(t) != kNone && facts.AliasFirstMade(t) < facts.FirstRead(t)) {
+    return unknown;
+  }
+  const uint32_t last_use = facts.LastUse(t);
+  if (last_use == kNone) return unknown;
+  chain_.clear();
+  made_.clear();
+  moved_.clear();
+  extended_.clear();
+  deleted_.clear();
+  changes_.clear();
+  lifetimes_.clear();
+  const Buffer& buffer = sim.buffers[copy];
+  if (last_use > buffer.last_step) {
+    changes_.push_back({Key(buffer.last_step) + 1, Key(last_use), context_.bytes[t]});
+    lifetimes_.push_back({copy, Key(last_use)});
+  }
+  if (!OriginalDies(t, original)) return unknown;
+  scored_ = {t, static_cast<int64_t>(sim.steps.size()), false, 0, 0.0, true};
+  Result result;
+  result.known = true;
+  result.region_max = KeptStepsMax();
+  result.added_cost = 0;
+  return result;
+}
+
+// The change dropping `t` makes to its root's original (storage `original`):
+// it dies after its last read that is not a non-forward read of `t` (nor
+// one of deleted_), or a read by the chain (extended_); false when not
+// handled.
+bool DropDelta::OriginalDies(TensorId t, uint32_t original) {
+  const StepFacts& facts = *facts_;
+  const TensorId root = context_.root[t];
+  auto deleted = [&](uint32_t s) {
+    return std::binary_search(deleted_.begin(), deleted_.end(), s);
+  };
+  const Buffer& buffer = sim_->buffers[original];
+  const NodeId forward = facts.LastForwardRead(root);
+  if (forward < first_ || forward >= end_ || facts.OwnStep(forward) == kNone) return false;
+  int64_t last_old = facts.OwnStep(forward);
+  const uint32_t other = facts.OtherSavedUse(t);
+  if (other != kNone) {
+    if (deleted(other)) return false;
+    last_old = std::max<int64_t>(last_old, other);
+  }
+  last_old = std::max<int64_t>(last_old, buffer.first_step);
+  const NodeId reader = context_.last_reader[root];
+  if (!whole_ && reader != kNoId && reader >= end_) last_old = buffer.last_step;
+  if (last_old > buffer.last_step || deleted(buffer.last_step)) return false;
+  int64_t last = Key(last_old);
+  for (const auto& [b, at] : extended_) {
+    if (b == original && at != kLost) last = std::max(last, at);
+  }
+  const int64_t before = Key(buffer.last_step);
+  if (last < before) {
+    changes_.push_back({last + 1, before, -context_.bytes[buffer.root]});
+    lifetimes_.push_back({original, last});
+  }
+  return true;
 }
 
 // The storage a step of the current simulation read for `x`: what Builder's

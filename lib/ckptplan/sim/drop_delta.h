@@ -14,15 +14,18 @@
 //    that stays; copies made before the chain are read where they are;
 //  - the storages the chain makes live from their step to their last read
 //    (t's copy: to the last non-forward read of t or of a view a backward
-//    node took of it), and the old storages it reads live until it does.
+//    node took of it), and the old storages it reads live until it does;
+//  - unless t is a by-product: its producer already re-runs before that
+//    place, in a chain for another tensor (a node re-runs once at most), so
+//    no step is added and the copy of t made there lives to t's last use.
 // Each is a range add over the steps after the drop (old steps and the
 // chain's, in one order of keys), so the region's highest node peak after
 // the drop is a handful of range maxima over the current steps' totals.
 // Re-saving a dropped tensor, the reverse, is scored the same way
 // (ScoreResave, sim/resave_delta.cc) where it only takes a chain away.
-// Drops outside what is handled here (inexact costs, a node re-run before
-// the chain that would run twice, storages made by backward nodes in odd
-// places) are reported unknown, and callers simulate them. A storage's last
+// Drops outside what is handled here (inexact costs, a node of the chain
+// re-run before it that is not t's producer, storages made by backward
+// nodes in odd places) are reported unknown, and callers simulate them. A storage's last
 // read that stays when steps go is found by walking back a few steps, then
 // through the steps of the nodes reading its root (the graph's readers,
 // listed once at construction; a node's steps from StepFacts). The
@@ -123,6 +126,9 @@ class DropDelta {
   // The highest total plus offset over the old steps that stay (not
   // deleted_) after the changes_ (Score, ScoreResave).
   int64_t KeptStepsMax();
+  Result ScoreByproduct(TensorId t, uint32_t made, uint32_t original);
+  bool OriginalDies(TensorId t, uint32_t original);
+  static int64_t Key(int64_t s) { return (s << kKeyShift) | kKeyHalf; }
   bool Saved(TensorId t) const { return context_.is_candidate[t] && (*keep_)[t]; }
   uint32_t InsertionStep(NodeId g, TensorId t) const;
   bool OldStorage(TensorId x, bool forward_read, uint32_t* storage) const;
@@ -192,6 +198,7 @@ class DropDelta {
     bool inside = false;
     uint32_t chain_begin = 0;
     double added_cost = 0;
+    bool byproduct = false;  // no chain: a == the old step count
   };
   Scored scored_;
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;

@@ -32,7 +32,8 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   const int64_t a = scored_.a;
   const int64_t m = static_cast<int64_t>(chain_.size());
   const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
-  if (m == 0 || a >= num_old) return false;
+  // A by-product's drop adds no step (its place is past the old steps).
+  if (m == 0 ? !scored_.byproduct || a != num_old : a >= num_old) return false;
   auto block_key = [&](int64_t k) { return (a << kKeyShift) | k; };
 
   // The changes as running sums: over old steps (events_) and over the
@@ -48,9 +49,10 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     chain_delta[hi - block_key(0) + 1] -= change.bytes;
   }
   // What lives across the place of the chain (Score's `across` less the offset).
-  const int64_t across = sim.total[a] -
-                         std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0) -
-                         born_[a];
+  const int64_t across =
+      m == 0 ? 0
+             : sim.total[a] - std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0) -
+                   born_[a];
 
   // Steps, totals and node peaks, in runs of old steps between the places
   // where something changes (an event of the running sum, a step that goes,

@@ -92,13 +92,10 @@ int64_t DropDelta::KeptStepsMax() {
     events_.push_back({s + 1, 0});
   }
   std::sort(events_.begin(), events_.end());
-  auto deleted = [&](uint32_t s) {
-    return std::binary_search(deleted_.begin(), deleted_.end(), s);
-  };
   int64_t highest = RangeMax::kEmpty;
   int64_t running = 0, from = 0;
   auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi)
-    if (lo >= hi || (hi == lo + 1 && deleted(static_cast<uint32_t>(lo)))) return;
+    if (lo >= hi || (hi == lo + 1 && Deleted(static_cast<uint32_t>(lo)))) return;
     highest = std::max(highest, value_.Query(lo, hi) + running);
   };
   for (const auto& [at, bytes] : events_) {
@@ -178,7 +175,6 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   // Positions in the step sequence after the drop, as keys that order old
   // steps and the chain's new ones: old step s is Key(s), the chain's k-th
   // step comes between old steps a - 1 and a.
-  auto key = [](int64_t s) { return (s << kKeyShift) | kKeyHalf; };
   auto block_key = [&](int64_t k) { return (a << kKeyShift) | k; };
 
   // The chain, depth first as Builder::MaterializeForTensor runs it. A copy
@@ -347,9 +343,6 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   }
   const int64_t m = static_cast<int64_t>(chain_.size());
   std::sort(deleted_.begin(), deleted_.end());
-  auto deleted = [&](uint32_t s) {
-    return std::binary_search(deleted_.begin(), deleted_.end(), s);
-  };
 
   // The non-forward reads of t now read its copy, up to the last of them.
   {
@@ -359,8 +352,8 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       return unknown;
     }
     const uint32_t last_read = facts.LastUse(t);
-    if (deleted(last_read)) return unknown;
-    const int64_t last = key(last_read);
+    if (Deleted(last_read)) return unknown;
+    const int64_t last = Key(last_read);
     if (storage & kExisting) {
       extended_.push_back({storage & ~kExisting, last});
     } else {
@@ -376,8 +369,8 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       const Buffer& old = sim.buffers[buffer.moved];
       uint32_t kept;
       if (!LastKeptRead(buffer.moved, &kept)) return unknown;
-      if (kept != old.first_step) last = std::max(last, key(kept));
-      changes_.push_back({key(old.first_step), key(old.last_step), -buffer.bytes});
+      if (kept != old.first_step) last = std::max(last, Key(kept));
+      changes_.push_back({Key(old.first_step), Key(old.last_step), -buffer.bytes});
     }
     changes_.push_back({buffer.first, last, buffer.bytes});
     buffer.last = last;  // for Patch
@@ -404,8 +397,8 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     if (buffer.first_step >= a) return unknown;
     uint32_t kept;
     if (!LastKeptRead(b, &kept)) return unknown;
-    const int64_t last = std::max(latest, key(kept));
-    const int64_t before = key(buffer.last_step);
+    const int64_t last = std::max(latest, Key(kept));
+    const int64_t before = Key(buffer.last_step);
     const int64_t bytes = context_.bytes[buffer.root];
     if (last > before) changes_.push_back({before + 1, last, bytes});
     if (last < before) changes_.push_back({last + 1, before, -bytes});
@@ -430,7 +423,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     const int64_t workspace = std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
     highest = std::max(highest, across + running + workspace);
   }
-  scored_ = {t, a, inside, chain_begin, cost, false};
+  scored_ = {t, a, inside, chain_begin, cost};
   Result result;
   result.known = true;
   result.region_max = highest;
@@ -468,7 +461,7 @@ DropDelta::Result DropDelta::ScoreByproduct(TensorId t, uint32_t made, uint32_t 
     lifetimes_.push_back({copy, Key(last_use)});
   }
   if (!OriginalDies(t, original)) return unknown;
-  scored_ = {t, static_cast<int64_t>(sim.steps.size()), false, 0, 0.0, true};
+  scored_ = {t, static_cast<int64_t>(sim.steps.size()), false, 0, 0.0};  // no chain
   Result result;
   result.known = true;
   result.region_max = KeptStepsMax();
@@ -483,22 +476,19 @@ DropDelta::Result DropDelta::ScoreByproduct(TensorId t, uint32_t made, uint32_t 
 bool DropDelta::OriginalDies(TensorId t, uint32_t original) {
   const StepFacts& facts = *facts_;
   const TensorId root = context_.root[t];
-  auto deleted = [&](uint32_t s) {
-    return std::binary_search(deleted_.begin(), deleted_.end(), s);
-  };
   const Buffer& buffer = sim_->buffers[original];
   const NodeId forward = facts.LastForwardRead(root);
   if (forward < first_ || forward >= end_ || facts.OwnStep(forward) == kNone) return false;
   int64_t last_old = facts.OwnStep(forward);
   const uint32_t other = facts.OtherSavedUse(t);
   if (other != kNone) {
-    if (deleted(other)) return false;
+    if (Deleted(other)) return false;
     last_old = std::max<int64_t>(last_old, other);
   }
   last_old = std::max<int64_t>(last_old, buffer.first_step);
   const NodeId reader = context_.last_reader[root];
   if (!whole_ && reader != kNoId && reader >= end_) last_old = buffer.last_step;
-  if (last_old > buffer.last_step || deleted(buffer.last_step)) return false;
+  if (last_old > buffer.last_step || Deleted(buffer.last_step)) return false;
   int64_t last = Key(last_old);
   for (const auto& [b, at] : extended_) {
     if (b == original && at != kLost) last = std::max(last, at);
@@ -606,17 +596,14 @@ bool DropDelta::LastKeptRead(uint32_t b, uint32_t* step) const {
   const SimResult& sim = *sim_;
   const Buffer& buffer = sim.buffers[b];
   const TensorId root = context_.root[buffer.root];
-  auto deleted = [&](uint32_t s) {
-    return std::binary_search(deleted_.begin(), deleted_.end(), s);
-  };
   uint32_t s = buffer.last_step;
-  if (s <= buffer.first_step || !deleted(s)) {
+  if (s <= buffer.first_step || !Deleted(s)) {
     *step = s;  // its last read stays
     return true;
   }
   for (int walked = 0; --s > buffer.first_step; ++walked) {
     if (walked == kShortWalk) break;
-    if (deleted(s)) continue;
+    if (Deleted(s)) continue;
     const int reads = StepReads(s, b, root);
     if (reads < 0) return false;
     if (reads > 0) {
@@ -639,7 +626,7 @@ bool DropDelta::LastKeptRead(uint32_t b, uint32_t* step) const {
     std::sort(steps.begin(), steps.end());
     for (auto at = steps.end(); at != steps.begin();) {
       const uint32_t r = *--at;
-      if (deleted(r)) continue;
+      if (Deleted(r)) continue;
       const int reads = StepReads(r, b, root);
       if (reads < 0) return false;
       if (reads > 0) {

@@ -25,13 +25,13 @@
 // (ScoreResave, sim/resave_delta.cc) where it only takes a chain away.
 // Drops outside what is handled here (inexact costs, a node of the chain
 // re-run before it that is not t's producer, storages made by backward
-// nodes in odd places) are reported unknown, and callers simulate them. A storage's last
-// read that stays when steps go is found by walking back a few steps, then
-// through the steps of the nodes reading its root (the graph's readers,
-// listed once at construction; a node's steps from StepFacts). The
-// simulation's groups, storages, non-forward reads and families come from
-// StepFacts (step_facts.h), the incremental planner's when it scores the
-// region it searches.
+// nodes in odd places) are reported unknown, and callers simulate them. A
+// storage's last read that stays when steps go is found by walking back a
+// few steps, then through the steps of the nodes reading its root (the
+// graph's readers, listed once at construction; a node's steps from
+// StepFacts). The simulation's groups, storages, non-forward reads and
+// families come from StepFacts (step_facts.h), the incremental planner's
+// when it scores the region it searches.
 //
 // Depends on these clauses of the rule (simulator.h lists them): steps in
 // node order with recompute steps before the first non-forward reader;
@@ -128,7 +128,11 @@ class DropDelta {
   int64_t KeptStepsMax();
   Result ScoreByproduct(TensorId t, uint32_t made, uint32_t original);
   bool OriginalDies(TensorId t, uint32_t original);
-  static int64_t Key(int64_t s) { return (s << kKeyShift) | kKeyHalf; }
+  static int64_t Key(int64_t s) { return (s << kKeyShift) | kKeyHalf; }  // old step s
+  // Whether old step `s` goes (deleted_, sorted).
+  bool Deleted(uint32_t s) const {
+    return std::binary_search(deleted_.begin(), deleted_.end(), s);
+  }
   bool Saved(TensorId t) const { return context_.is_candidate[t] && (*keep_)[t]; }
   uint32_t InsertionStep(NodeId g, TensorId t) const;
   bool OldStorage(TensorId x, bool forward_read, uint32_t* storage) const;
@@ -189,16 +193,16 @@ class DropDelta {
   std::vector<Change> changes_;
   std::vector<std::pair<int64_t, int64_t>> events_;
   // What the last known Score worked out beside its result, for Patch: the
-  // old step the chain goes before (a), whether it runs inside the recompute
-  // chain starting at old step chain_begin, the cost it adds; and per old
-  // storage whose last read moves, the key of its new last read.
+  // old step the chain goes before (a; for a by-product's drop, which has no
+  // chain, the old step count), whether it runs inside the recompute chain
+  // starting at old step chain_begin, the cost it adds; and per old storage
+  // whose last read moves, the key of its new last read.
   struct Scored {
     TensorId tensor = kNoId;
     int64_t a = 0;
     bool inside = false;
     uint32_t chain_begin = 0;
     double added_cost = 0;
-    bool byproduct = false;  // no chain: a == the old step count
   };
   Scored scored_;
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;

@@ -33,7 +33,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   const int64_t m = static_cast<int64_t>(chain_.size());
   const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
   // A by-product's drop adds no step (its place is past the old steps).
-  if (m == 0 ? !scored_.byproduct || a != num_old : a >= num_old) return false;
+  if (m == 0 ? a != num_old : a >= num_old) return false;
   auto block_key = [&](int64_t k) { return (a << kKeyShift) | k; };
 
   // The changes as running sums: over old steps (events_) and over the

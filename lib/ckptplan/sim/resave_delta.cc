@@ -103,7 +103,6 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     uint32_t through, other;
     if (!SplitReads(copy, t, &through, &other) || other != kNone) return unknown;
   }
-  auto key = [](int64_t s) { return (s << kKeyShift) | kKeyHalf; };
   // What the chain made (buffers come in the order of their first steps):
   // nothing but t's copy may be read after it.
   const auto made_begin =
@@ -148,17 +147,17 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     uint32_t through, other;
     if (!SplitReads(copy, t, &through, &other)) return unknown;
     if (through != kNone && through > original_buffer.last_step) {
-      changes_.push_back({key(original_buffer.last_step) + 1, key(through), bytes});
+      changes_.push_back({Key(original_buffer.last_step) + 1, Key(through), bytes});
     }
     const uint32_t kept = other == kNone ? copy_buffer.first_step : other;
     if (kept < copy_buffer.last_step) {
-      changes_.push_back({key(kept) + 1, key(copy_buffer.last_step), -bytes});
+      changes_.push_back({Key(kept) + 1, Key(copy_buffer.last_step), -bytes});
     }
   } else if (!reads_original) {
     // The copy goes; its reads read the original, which lives on to them.
-    changes_.push_back({key(copy_buffer.first_step), key(copy_buffer.last_step), -bytes});
+    changes_.push_back({Key(copy_buffer.first_step), Key(copy_buffer.last_step), -bytes});
     if (copy_buffer.last_step > original_buffer.last_step) {
-      changes_.push_back({key(original_buffer.last_step) + 1, key(copy_buffer.last_step), bytes});
+      changes_.push_back({Key(original_buffer.last_step) + 1, Key(copy_buffer.last_step), bytes});
     }
   }
   // The storages whose last read was a step of the chain.
@@ -169,7 +168,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     uint32_t kept;
     if (!LastKeptRead(b, &kept)) return unknown;
     if (kept < buffer.last_step) {
-      changes_.push_back({key(kept) + 1, key(buffer.last_step), -context_.bytes[buffer.root]});
+      changes_.push_back({Key(kept) + 1, Key(buffer.last_step), -context_.bytes[buffer.root]});
     }
   }
   // The old steps that stay, through range maxima.
@@ -216,7 +215,7 @@ bool DropDelta::SplitReads(uint32_t b, TensorId t, uint32_t* through, uint32_t* 
     if (n < first_ || n >= end_) continue;
     for (const uint32_t s : {facts_->OwnStep(n), facts_->RerunStep(n)}) {
       if (s == kNone || s <= buffer.first_step || s > buffer.last_step) continue;
-      if (std::binary_search(deleted_.begin(), deleted_.end(), s)) continue;
+      if (Deleted(s)) continue;
       const bool forward_read = context_.node_forward[n] && !sim_->steps[s].recompute;
       for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
         const TensorId x = context_.ids[k];

@@ -87,7 +87,11 @@ class DropDelta {
   /// made nothing else read after them but the storage t's reads use, read
   /// only as t or views of t: then those steps go, t's reads read the
   /// original, which lives on to the last of them, and the storages the
-  /// steps read die after their last read that stays.
+  /// steps read die after their last read that stays. Also where another
+  /// output of t's producer triggers the same steps once t is saved (t was
+  /// a by-product of their re-run, or the next input its reader finds
+  /// missing is one): the steps stay, t's copy dies at its step and the
+  /// original lives to t's last read.
   /// The plan indexed may mark `t` saved (cleanup tries re-saves so): it is
   /// read as dropped. Families (StepFacts::FillSaved) are not read.
   Result ScoreResave(TensorId t);
@@ -128,6 +132,8 @@ class DropDelta {
   int64_t KeptStepsMax();
   Result ScoreByproduct(TensorId t, uint32_t made, uint32_t original);
   bool OriginalDies(TensorId t, uint32_t original);
+  bool ChainStays(TensorId t, uint32_t chain_begin, uint32_t last) const;
+  Result ScoreResaveKeepingSteps(TensorId t, uint32_t copy, uint32_t original);
   static int64_t Key(int64_t s) { return (s << kKeyShift) | kKeyHalf; }  // old step s
   // Whether old step `s` goes (deleted_, sorted).
   bool Deleted(uint32_t s) const {

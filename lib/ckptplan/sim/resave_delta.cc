@@ -14,7 +14,9 @@
 // (DropDelta::LastKeptRead); a root's copy made before, which a view read,
 // keeps its other reads; the recompute cost falls by the removed nodes'.
 // Each is a range add over the old steps that stay, so the region's highest
-// node peak is a handful of range maxima, as for a drop. Anything else (a
+// node peak is a handful of range maxima, as for a drop. Where another
+// output of t's producer would trigger the same steps once t is saved
+// (ChainStays), they stay and only t's storages change. Anything else (a
 // re-save that moves another tensor's re-run to a later chain) is reported
 // unknown, and callers simulate. tests/sim/drop_delta_test.cc checks every
 // known answer against a simulation of the re-save.
@@ -55,6 +57,10 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   while (!sim.steps[chain_begin].starts_chain) {
     if (chain_begin == 0 || !sim.steps[chain_begin - 1].recompute) return unknown;
     --chain_begin;
+  }
+  if (root == t && !reads_original && copy_buffer.first_step == last &&
+      ChainStays(t, chain_begin, last)) {
+    return ScoreResaveKeepingSteps(t, copy, original);
   }
   const TensorId* ids = context_.ids.data();
   uint32_t begin = chain_begin;
@@ -177,6 +183,95 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   result.known = true;
   result.region_max = highest;
   result.added_cost = -cost;
+  return result;
+}
+
+// Whether the steps stay once `t` is saved: the run of the chain starting at
+// chain_begin whose last step, `last`, re-runs t's producer p. A recompute
+// step re-runs p when the tensor on top of the depth-first stack is an output
+// of p (the trigger); saving any other output leaves every step as it is.
+//  - Inside a chain (a recompute step of the same chain follows), the
+//    trigger is an input of a later step of the chain: when none of those
+//    reads `t`, it is another output.
+//  - At the end of a chain, the trigger is the input of the node R whose own
+//    step follows that the chain makes first in R's input order (R's inputs
+//    start a chain each when missing at their turn). When that is `t`, the
+//    next input of R missing once t is saved (made at or after chain_begin)
+//    starts the chain in its place, and when that is another output of p its
+//    run is the same steps.
+// Views are made when their producer re-runs, so "made by the chain" reads
+// the producer's re-run step.
+bool DropDelta::ChainStays(TensorId t, uint32_t chain_begin, uint32_t last) const {
+  const SimResult& sim = *sim_;
+  const StepFacts& facts = *facts_;
+  const TensorId* ids = context_.ids.data();
+  auto reads_t = [&](NodeId node) {
+    for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
+      if (ids[i] == t) return true;
+    }
+    return false;
+  };
+  const uint32_t num_steps = static_cast<uint32_t>(sim.steps.size());
+  uint32_t s = last + 1;
+  for (; s < num_steps && sim.steps[s].recompute && !sim.steps[s].starts_chain; ++s) {
+    if (reads_t(sim.steps[s].node)) return false;
+  }
+  if (s > last + 1) return true;
+  const NodeId p = context_.producer[t];
+  const NodeId reader = facts.Group(last);
+  // The step that made the copy R reads of `x` (its producer's re-run;
+  // kNone for none, or when R reads no copy of x), `t` read as dropped.
+  auto rerun_at = [&](TensorId x) -> uint32_t {
+    if (!context_.forward_produced[x] || context_.resident_root[x]) return kNone;
+    if (x != t && Saved(x)) return kNone;
+    const NodeId producer = context_.producer[x];
+    if (producer < first_ || producer >= end_) return kNone;
+    return facts.RerunStep(producer);
+  };
+  bool past_trigger = false;
+  for (uint32_t i = context_.inputs_begin[reader]; i < context_.outputs_begin[reader]; ++i) {
+    const TensorId x = ids[i];
+    const uint32_t made = rerun_at(x);
+    if (made == kNone || made < chain_begin) continue;
+    if (!past_trigger) {
+      if (made > last) return false;  // R's first chain after this one
+      if (x != t) return context_.producer[x] == p;  // t is a by-product: stays
+      past_trigger = true;
+      continue;
+    }
+    if (x == t) continue;  // saved now
+    return made == last && context_.producer[x] == p;
+  }
+  return false;  // no other input needs the chain: it goes
+}
+
+// ScoreResave where the steps stay (ChainStays): the copy of `t` the chain
+// makes is read by nothing once t is saved, so it dies at its step, and t's
+// reads read the original (storage `original`), which lives to the last of
+// them. Views of t a backward node takes before the copy is made read the
+// original only once t is saved: not handled.
+DropDelta::Result DropDelta::ScoreResaveKeepingSteps(TensorId t, uint32_t copy,
+                                                     uint32_t original) {
+  const Result unknown;
+  const SimResult& sim = *sim_;
+  const StepFacts& facts = *facts_;
+  const Buffer& copy_buffer = sim.buffers[copy];
+  const uint32_t made = copy_buffer.first_step;
+  if (facts.FirstRead(t) != kNone && facts.FirstRead(t) <= made) return unknown;
+  if (facts.AliasLastRead(t) != kNone && facts.AliasFirstMade(t) <= made) return unknown;
+  const int64_t bytes = context_.bytes[t];
+  const uint32_t copy_last = copy_buffer.last_step;
+  const uint32_t original_last = sim.buffers[original].last_step;
+  deleted_.clear();
+  changes_.clear();
+  if (copy_last > made) changes_.push_back({Key(made) + 1, Key(copy_last), -bytes});
+  if (copy_last > original_last) {
+    changes_.push_back({Key(original_last) + 1, Key(copy_last), bytes});
+  }
+  Result result;
+  result.known = true;
+  result.region_max = KeptStepsMax();
+  result.added_cost = 0;
   return result;
 }
 

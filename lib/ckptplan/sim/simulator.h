@@ -68,7 +68,9 @@
 //    drop_delta.h DropDelta::Score (the chain's depth-first order, nodes
 //    re-run later pulled into it, the added cost) and ScoreResave (a chain
 //    that served the re-saved tensor alone, its depth-first run inside
-//    another chain, its cost).
+//    another chain, its cost; ChainStays: which input of the reader starts
+//    a chain, by input order, and which tensor on the depth-first stack
+//    re-runs a node).
 //  - Approximations' workspace and factors: no speed code restates it. The
 //    memory planner and its fast paths (incremental.cc, drop_delta.h,
 //    cleanup.cc, regions) plan exact plans only; approximations are chosen

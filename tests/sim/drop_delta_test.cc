@@ -14,6 +14,7 @@
 #include "ckptplan/ir/synth.h"
 #include "ckptplan/sim/simulator.h"
 #include "test_graphs.h"
+#include "ir_graphs.h"
 
 namespace ckptplan {
 namespace {
@@ -122,6 +123,53 @@ TEST_CASE("drops whose storages' last kept reads lie far back score as their sim
                                 << counts.long_walks << " last reads through the root's readers");
   CHECK(counts.long_walks > 0);
   CHECK(counts.known * 2 > counts.scored);
+}
+
+
+TEST_CASE("a re-save that moves a re-run node to a later reader scores its new step") {
+  // m makes o and s; v reads o. With o (no candidate), s and t dropped, the
+  // first backward read of t (v_bwd) re-runs m and v; m_bwd then reads the
+  // copy of s that chain made. Re-saving t takes the chain away, and m
+  // re-runs alone right before m_bwd, with its workspace: the new step is
+  // the peak, which no old step that stays shows.
+  const Phase kF = Phase::kForward, kB = Phase::kBackward;
+  const Graph graph = testing::GraphBuilder()
+                          .Tensor("x", 10, TensorKind::kInput)
+                          .Tensor("a", 8).Tensor("o", 4).Tensor("s", 2).Tensor("t", 4)
+                          .Tensor("l", 1).Tensor("dt", 4).Tensor("dd", 4).Tensor("da", 8)
+                          .Node("fa", "relu", kF, {"x"}, {"a"}, 1)
+                          .Node("m", "ln", kF, {"a"}, {"o", "s"}, 1, /*workspace_bytes=*/1000)
+                          .Node("v", "relu", kF, {"o"}, {"t"}, 1)
+                          .Node("loss", "sum", kF, {"t"}, {"l"}, 1)
+                          .Node("loss_bwd", "sum_bwd", kB, {"l"}, {"dt"}, 1)
+                          .Node("v_bwd", "relu_bwd", kB, {"dt", "t"}, {"dd"}, 1)
+                          .Node("m_bwd", "ln_bwd", kB, {"dd", "s", "a"}, {"da"}, 1)
+                          .Node("fa_bwd", "relu_bwd", kB, {"da", "a"}, {}, 1)
+                          .Build();
+  const SimContext context(graph);
+  SaveSet keep = SaveAll(graph);
+  const TensorId s = testing::Id(graph, "s"), t = testing::Id(graph, "t");
+  keep[s] = keep[t] = 0;
+  SimOptions options;
+  options.record_details = false;
+  const SimResult base = Simulate(context, keep, options);
+  DropDelta delta(context);
+  delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
+  const DropDelta::Result scored = delta.ScoreResave(t);
+  REQUIRE(scored.known);
+  SaveSet resaved = keep;
+  resaved[t] = 1;
+  const SimResult trial = Simulate(context, resaved, options);
+  CHECK(scored.region_max == RangeHighest(trial, nullptr));
+  // By hand, at m's new step (right before m_bwd): x 10 (an input: all
+  // step) + a 8 (saved: read by m, m_bwd, fa_bwd) + dd 4 (read by m_bwd) +
+  // the copies m makes, o 4 and s 2, + m's workspace 1000 = 1028. t (saved
+  // now) died after v_bwd. The highest old step that stays is m's forward
+  // step: x 10 + a 8 + o 4 + s 2 + 1000 = 1024.
+  CHECK(scored.region_max == 10 + 8 + 4 + 4 + 2 + 1000);
+  // m still runs; v's cost (1) is saved.
+  CHECK(scored.added_cost == -1);
+  CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
 }
 
 }  // namespace

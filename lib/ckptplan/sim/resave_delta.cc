@@ -16,9 +16,12 @@
 // Each is a range add over the old steps that stay, so the region's highest
 // node peak is a handful of range maxima, as for a drop. Where another
 // output of t's producer would trigger the same steps once t is saved
-// (ChainStays), they stay and only t's storages change. Anything else (a
-// re-save that moves another tensor's re-run to a later chain) is reported
-// unknown, and callers simulate. tests/sim/drop_delta_test.cc checks every
+// (ChainStays), they stay and only t's storages change. Where one node of
+// the steps that go made storages read after them, that node alone moves to
+// a chain of its own before their next reader, a backward node's own step
+// (MovedPlace): its step goes there, what it reads lives to it, and what it
+// makes lives from it. Anything else (several nodes moving, a next reader
+// inside a chain, views) is reported unknown, and callers simulate. tests/sim/drop_delta_test.cc checks every
 // known answer against a simulation of the re-save.
 #include "ckptplan/sim/drop_delta.h"
 
@@ -117,16 +120,45 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   const auto made_end =
       std::partition_point(made_begin, sim.buffers.end(),
                            [&](const Buffer& buffer) { return buffer.first_step <= last; });
+  // Unless one node's outputs are (the inverse of a drop's pull: that node
+  // moves to a chain of its own before their next reader, MovedPlace).
+  uint32_t moved_step = kNone;
   for (auto it = made_begin; it != made_end; ++it) {
-    if (static_cast<uint32_t>(it - sim.buffers.begin()) != copy && it->last_step > last) {
-      return unknown;
+    if (static_cast<uint32_t>(it - sim.buffers.begin()) == copy || it->last_step <= last) {
+      continue;
     }
+    if (moved_step != kNone && it->first_step != moved_step) return unknown;
+    moved_step = it->first_step;
   }
+  uint32_t moved_before = kNone;  // the old step the moved node's new step goes before
+  if (moved_step != kNone &&
+      (copy_buffer.first_step == moved_step || !MovedPlace(t, last, moved_step, &moved_before))) {
+    return unknown;
+  }
+  const int64_t moved_at = static_cast<int64_t>(moved_before) << kKeyShift;  // its key
   // The storages the chain read from before it, and its cost.
   double cost = 0;
-  extended_.clear();  // (storage, 0): read by the chain, last read inside it
+  // (storage, 0): read by the chain, last read inside it; (storage,
+  // moved_at): read by the moved node.
+  extended_.clear();
   for (uint32_t s = begin; s <= last; ++s) {
     const NodeId node = sim.steps[s].node;
+    if (s == moved_step) {
+      // What the moved node reads was made before the chain, and is read at
+      // its new place. Its cost stays.
+      for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
+        uint32_t storage;
+        if (!OldStorage(ids[i], /*forward_read=*/false, &storage)) return unknown;
+        if (storage == kNone) continue;
+        storage &= ~kExisting;
+        if (sim.buffers[storage].first_step >= begin || storage == original ||
+            (copy_before && storage == copy)) {
+          return unknown;
+        }
+        extended_.push_back({storage, moved_at});
+      }
+      continue;
+    }
     cost += context_.node_cost[node];
     for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
       uint32_t storage;
@@ -166,24 +198,109 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
       changes_.push_back({Key(original_buffer.last_step) + 1, Key(copy_buffer.last_step), bytes});
     }
   }
-  // The storages whose last read was a step of the chain.
+  // The moved node's storages leave their old span for one from its new
+  // step to their last read (to the step itself for those only the chain
+  // read).
+  if (moved_step != kNone) {
+    for (auto it = made_begin; it != made_end; ++it) {
+      if (it->first_step != moved_step) continue;
+      const int64_t bytes_made = context_.bytes[it->root];
+      const int64_t new_last = it->last_step > last ? Key(it->last_step) : moved_at;
+      changes_.push_back({Key(moved_step), Key(it->last_step), -bytes_made});
+      changes_.push_back({moved_at, new_last, bytes_made});
+    }
+  }
+  // The storages the chain read: they die after their last read that stays,
+  // or the moved node's.
   std::sort(extended_.begin(), extended_.end());
-  extended_.erase(std::unique(extended_.begin(), extended_.end()), extended_.end());
-  for (const auto& [b, unused] : extended_) {
+  for (size_t i = 0; i < extended_.size();) {
+    const uint32_t b = extended_[i].first;
+    int64_t latest = 0;
+    for (; i < extended_.size() && extended_[i].first == b; ++i) {
+      latest = std::max(latest, extended_[i].second);
+    }
     const Buffer& buffer = sim.buffers[b];
     uint32_t kept;
     if (!LastKeptRead(b, &kept)) return unknown;
-    if (kept < buffer.last_step) {
-      changes_.push_back({Key(kept) + 1, Key(buffer.last_step), -context_.bytes[buffer.root]});
-    }
+    const int64_t new_last = std::max(Key(kept), latest), before = Key(buffer.last_step);
+    const int64_t bytes_read = context_.bytes[buffer.root];
+    if (new_last < before) changes_.push_back({new_last + 1, before, -bytes_read});
+    if (new_last > before) changes_.push_back({before + 1, new_last, bytes_read});
   }
-  // The old steps that stay, through range maxima.
-  const int64_t highest = KeptStepsMax();
+  // The old steps that stay, through range maxima, and the moved node's new
+  // step: what lives across its place, plus the changes there.
+  int64_t highest = KeptStepsMax();
+  if (moved_step != kNone) {
+    const NodeId moved = sim.steps[moved_step].node;
+    const uint32_t a = moved_before;
+    const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
+    int64_t at_step = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a) +
+                      std::max<int64_t>(context_.node_workspace[moved], 0);
+    for (const Change& change : changes_) {
+      if (change.lo <= moved_at && moved_at <= change.hi) at_step += change.bytes;
+    }
+    highest = std::max(highest, at_step);
+  }
   Result result;
   result.known = true;
   result.region_max = highest;
   result.added_cost = -cost;
   return result;
+}
+
+// Where the node re-run at old step `moved_step` of t's chain (ending at
+// old step `last`) runs once `t` is saved, when the chain's storages read
+// after it are only that node's outputs: before the first reader after the
+// chain of any of them, which must be a backward node's own step in a later
+// group reading them directly (not through views), in its group where the
+// first of them in its input order starts a chain (InsertionStep). The node
+// makes nothing but activations, and everything it reads was made before the
+// chain (ScoreResave checks), so that chain is this node alone. *before:
+// the old step its new step goes before; false when not handled.
+bool DropDelta::MovedPlace(TensorId t, uint32_t last, uint32_t moved_step,
+                           uint32_t* before) const {
+  const SimResult& sim = *sim_;
+  const StepFacts& facts = *facts_;
+  const NodeId moved = sim.steps[moved_step].node;
+  if (moved == context_.producer[t]) return false;
+  const TensorId* ids = context_.ids.data();
+  for (uint32_t i = context_.outputs_begin[moved]; i < context_.inputs_begin[moved + 1]; ++i) {
+    const SimContext::Made made = context_.made[ids[i]];
+    if (made != SimContext::Made::kActivation && made != SimContext::Made::kNothing) return false;
+  }
+  // The first step after the chain reading an output's copy.
+  uint32_t next = kNone;
+  for (uint32_t i = context_.outputs_begin[moved]; i < context_.inputs_begin[moved + 1]; ++i) {
+    const TensorId o = ids[i];
+    if (context_.made[o] != SimContext::Made::kActivation) continue;
+    for (uint32_t r = readers_begin_[o]; r < readers_begin_[o + 1]; ++r) {
+      const NodeId n = readers_[r];
+      if (n < first_ || n >= end_) continue;
+      for (const uint32_t s : {facts.OwnStep(n), facts.RerunStep(n)}) {
+        if (s == kNone || s <= last) continue;
+        if (context_.node_forward[n] && !sim.steps[s].recompute) continue;  // the original
+        for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
+          const TensorId x = ids[k];
+          if (context_.root[x] != o) continue;
+          if (x != o) return false;  // a view
+          next = std::min(next, s);
+        }
+      }
+    }
+  }
+  if (next == kNone || sim.steps[next].recompute) return false;
+  const NodeId reader = sim.steps[next].node;
+  if (reader == facts.Group(last)) return false;
+  for (uint32_t i = context_.inputs_begin[reader]; i < context_.outputs_begin[reader]; ++i) {
+    const TensorId x = ids[i];
+    if (context_.producer[x] != moved || !context_.forward_produced[x] ||
+        context_.resident_root[x] || Saved(x)) {
+      continue;
+    }
+    *before = InsertionStep(reader, x);
+    return *before > last;
+  }
+  return false;
 }
 
 // Whether the steps stay once `t` is saved: the run of the chain starting at

@@ -70,7 +70,8 @@
 //    that served the re-saved tensor alone, its depth-first run inside
 //    another chain, its cost; ChainStays: which input of the reader starts
 //    a chain, by input order, and which tensor on the depth-first stack
-//    re-runs a node).
+//    re-runs a node; MovedPlace: where a node moves once the chain that
+//    re-ran it goes, InsertionStep's place for its output).
 //  - Approximations' workspace and factors: no speed code restates it. The
 //    memory planner and its fast paths (incremental.cc, drop_delta.h,
 //    cleanup.cc, regions) plan exact plans only; approximations are chosen

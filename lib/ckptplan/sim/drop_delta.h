@@ -91,9 +91,9 @@ class DropDelta {
   /// output of t's producer triggers the same steps once t is saved (t was
   /// a by-product of their re-run, or the next input its reader finds
   /// missing is one): the steps stay, t's copy dies at its step and the
-  /// original lives to t's last read. And where one node of the steps that
-  /// go made what is read after them (MovedPlace): it re-runs alone before
-  /// its outputs' next reader, the inverse of a drop's pull.
+  /// original lives to t's last read. And where the steps that go made what
+  /// is read after them (MovedChain): the nodes making it re-run as a chain
+  /// of their own before its next reader, the inverse of a drop's pull.
   /// The plan indexed may mark `t` saved (cleanup tries re-saves so): it is
   /// read as dropped. Families (StepFacts::FillSaved) are not read.
   Result ScoreResave(TensorId t);
@@ -135,7 +135,8 @@ class DropDelta {
   Result ScoreByproduct(TensorId t, uint32_t made, uint32_t original);
   bool OriginalDies(TensorId t, uint32_t original);
   bool ChainStays(TensorId t, uint32_t chain_begin, uint32_t last) const;
-  bool MovedPlace(TensorId t, uint32_t last, uint32_t moved_step, uint32_t* before) const;
+  bool MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t made_first,
+                  uint32_t made_last, uint32_t* before);
   Result ScoreResaveKeepingSteps(TensorId t, uint32_t copy, uint32_t original);
   static int64_t Key(int64_t s) { return (s << kKeyShift) | kKeyHalf; }  // old step s
   // Whether old step `s` goes (deleted_, sorted).

@@ -17,11 +17,12 @@
 // node peak is a handful of range maxima, as for a drop. Where another
 // output of t's producer would trigger the same steps once t is saved
 // (ChainStays), they stay and only t's storages change. Where one node of
-// the steps that go made storages read after them, that node alone moves to
-// a chain of its own before their next reader, a backward node's own step
-// (MovedPlace): its step goes there, what it reads lives to it, and what it
-// makes lives from it. Anything else (several nodes moving, a next reader
-// inside a chain, views) is reported unknown, and callers simulate. tests/sim/drop_delta_test.cc checks every
+// the steps that go made storages read after them, the nodes that make what
+// is read after them re-run as a chain of their own before the first such
+// read, a backward node's own step (MovedChain): their steps go there, what
+// they read lives to them, and what they make lives from them. Anything
+// else (a next reader inside a chain, in the chain's own group) is reported
+// unknown, and callers simulate. tests/sim/drop_delta_test.cc checks every
 // known answer against a simulation of the re-save.
 #include "ckptplan/sim/drop_delta.h"
 
@@ -120,42 +121,70 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   const auto made_end =
       std::partition_point(made_begin, sim.buffers.end(),
                            [&](const Buffer& buffer) { return buffer.first_step <= last; });
-  // Unless one node's outputs are (the inverse of a drop's pull: that node
-  // moves to a chain of its own before their next reader, MovedPlace).
-  uint32_t moved_step = kNone;
-  for (auto it = made_begin; it != made_end; ++it) {
-    if (static_cast<uint32_t>(it - sim.buffers.begin()) == copy || it->last_step <= last) {
-      continue;
-    }
-    if (moved_step != kNone && it->first_step != moved_step) return unknown;
-    moved_step = it->first_step;
+  // Unless what is read after them is what a few of them make: those nodes
+  // then re-run as a chain of their own before the next reader (MovedChain,
+  // into chain_), the inverse of a drop's pull.
+  const uint32_t made_first = static_cast<uint32_t>(made_begin - sim.buffers.begin());
+  const uint32_t made_last = static_cast<uint32_t>(made_end - sim.buffers.begin());
+  bool escapes = false;
+  for (uint32_t b = made_first; b < made_last; ++b) {
+    escapes = escapes || (b != copy && sim.buffers[b].last_step > last);
   }
-  uint32_t moved_before = kNone;  // the old step the moved node's new step goes before
-  if (moved_step != kNone &&
-      (copy_buffer.first_step == moved_step || !MovedPlace(t, last, moved_step, &moved_before))) {
+  uint32_t moved_before = kNone;  // the old step the moved chain goes before
+  chain_.clear();
+  if (escapes && (copy_before || !MovedChain(t, begin, last, made_first, made_last,
+                                             &moved_before))) {
     return unknown;
   }
-  const int64_t moved_at = static_cast<int64_t>(moved_before) << kKeyShift;  // its key
+  // The k-th moved node's key, and its k (-1: not moved).
+  auto moved_key = [&](int64_t k) {
+    return (static_cast<int64_t>(moved_before) << kKeyShift) | k;
+  };
+  auto moved_index = [&](NodeId node) -> int64_t {
+    for (size_t k = 0; k < chain_.size(); ++k) {
+      if (chain_[k] == node) return static_cast<int64_t>(k);
+    }
+    return -1;
+  };
+  // The storages the moved nodes make: made at their new steps, read up to
+  // their last read after the old chain, or inside the new one.
+  made_.clear();
+  for (uint32_t b = made_first; escapes && b < made_last; ++b) {
+    const Buffer& buffer = sim.buffers[b];
+    const int64_t k = moved_index(sim.steps[buffer.first_step].node);
+    if (k < 0) {
+      if (b != copy && buffer.last_step > last) return unknown;  // read after, not made again
+      continue;
+    }
+    if (b == copy) return unknown;
+    made_.push_back({context_.bytes[buffer.root], moved_key(k),
+                     buffer.last_step > last ? Key(buffer.last_step) : moved_key(k), b});
+  }
   // The storages the chain read from before it, and its cost.
   double cost = 0;
-  // (storage, 0): read by the chain, last read inside it; (storage,
-  // moved_at): read by the moved node.
+  // (storage, 0): read by the chain, last read inside it; (storage, key):
+  // read by a moved node at its new step.
   extended_.clear();
   for (uint32_t s = begin; s <= last; ++s) {
     const NodeId node = sim.steps[s].node;
-    if (s == moved_step) {
-      // What the moved node reads was made before the chain, and is read at
-      // its new place. Its cost stays.
+    const int64_t k = escapes ? moved_index(node) : -1;
+    if (k >= 0) {
+      // A moved node reads what was made before the chain, or by a moved
+      // node before it, at its new step. Its cost stays.
       for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
         uint32_t storage;
         if (!OldStorage(ids[i], /*forward_read=*/false, &storage)) return unknown;
         if (storage == kNone) continue;
         storage &= ~kExisting;
-        if (sim.buffers[storage].first_step >= begin || storage == original ||
-            (copy_before && storage == copy)) {
-          return unknown;
+        if (storage == original || storage == copy) return unknown;
+        if (sim.buffers[storage].first_step < begin) {
+          extended_.push_back({storage, moved_key(k)});
+          continue;
         }
-        extended_.push_back({storage, moved_at});
+        auto made = std::find_if(made_.begin(), made_.end(),
+                                 [&](const NewBuffer& buffer) { return buffer.moved == storage; });
+        if (made == made_.end() || made->first >= moved_key(k)) return unknown;
+        made->last = std::max(made->last, moved_key(k));
       }
       continue;
     }
@@ -198,17 +227,11 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
       changes_.push_back({Key(original_buffer.last_step) + 1, Key(copy_buffer.last_step), bytes});
     }
   }
-  // The moved node's storages leave their old span for one from its new
-  // step to their last read (to the step itself for those only the chain
-  // read).
-  if (moved_step != kNone) {
-    for (auto it = made_begin; it != made_end; ++it) {
-      if (it->first_step != moved_step) continue;
-      const int64_t bytes_made = context_.bytes[it->root];
-      const int64_t new_last = it->last_step > last ? Key(it->last_step) : moved_at;
-      changes_.push_back({Key(moved_step), Key(it->last_step), -bytes_made});
-      changes_.push_back({moved_at, new_last, bytes_made});
-    }
+  // The moved nodes' storages leave their old spans for their new ones.
+  for (const NewBuffer& buffer : made_) {
+    const Buffer& old = sim.buffers[buffer.moved];
+    changes_.push_back({Key(old.first_step), Key(old.last_step), -buffer.bytes});
+    changes_.push_back({buffer.first, buffer.last, buffer.bytes});
   }
   // The storages the chain read: they die after their last read that stays,
   // or the moved node's.
@@ -227,19 +250,21 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     if (new_last < before) changes_.push_back({new_last + 1, before, -bytes_read});
     if (new_last > before) changes_.push_back({before + 1, new_last, bytes_read});
   }
-  // The old steps that stay, through range maxima, and the moved node's new
-  // step: what lives across its place, plus the changes there.
+  // The old steps that stay, through range maxima, and the moved nodes' new
+  // steps: what lives across their place, plus the changes there.
   int64_t highest = KeptStepsMax();
-  if (moved_step != kNone) {
-    const NodeId moved = sim.steps[moved_step].node;
+  if (!chain_.empty()) {
     const uint32_t a = moved_before;
     const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
-    int64_t at_step = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a) +
-                      std::max<int64_t>(context_.node_workspace[moved], 0);
-    for (const Change& change : changes_) {
-      if (change.lo <= moved_at && moved_at <= change.hi) at_step += change.bytes;
+    const int64_t across = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a);
+    for (size_t k = 0; k < chain_.size(); ++k) {
+      int64_t at_step = across + std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
+      const int64_t key = moved_key(static_cast<int64_t>(k));
+      for (const Change& change : changes_) {
+        if (change.lo <= key && key <= change.hi) at_step += change.bytes;
+      }
+      highest = std::max(highest, at_step);
     }
-    highest = std::max(highest, at_step);
   }
   Result result;
   result.known = true;
@@ -248,32 +273,38 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   return result;
 }
 
-// Where the node re-run at old step `moved_step` of t's chain (ending at
-// old step `last`) runs once `t` is saved, when the chain's storages read
-// after it are only that node's outputs: before the first reader after the
-// chain of any of them, which must be a backward node's own step in a later
-// group reading them directly (not through views), in its group where the
-// first of them in its input order starts a chain (InsertionStep). The node
-// makes nothing but activations, and everything it reads was made before the
-// chain (ScoreResave checks), so that chain is this node alone. *before:
-// the old step its new step goes before; false when not handled.
-bool DropDelta::MovedPlace(TensorId t, uint32_t last, uint32_t moved_step,
-                           uint32_t* before) const {
+// The nodes of t's chain [begin, last] that run again once `t` is saved,
+// where its storages [made_first, made_last) are read after it: they re-run
+// as one chain before the first step after it that reads a tensor only the
+// chain made ("missing" once it goes), which must be a backward node's own
+// step in a later group. That chain runs, at its place in the node's group
+// (InsertionStep), depth first from the first missing input in the node's
+// input order, as Builder::MaterializeForTensor would; into chain_ in that
+// order (pulled_ marks them), when it makes every missing tensor read after
+// the old chain and does not re-run t's producer. *before: the old step the
+// new chain goes before; false when not handled.
+bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t made_first,
+                           uint32_t made_last, uint32_t* before) {
   const SimResult& sim = *sim_;
   const StepFacts& facts = *facts_;
-  const NodeId moved = sim.steps[moved_step].node;
-  if (moved == context_.producer[t]) return false;
   const TensorId* ids = context_.ids.data();
-  for (uint32_t i = context_.outputs_begin[moved]; i < context_.inputs_begin[moved + 1]; ++i) {
-    const SimContext::Made made = context_.made[ids[i]];
-    if (made != SimContext::Made::kActivation && made != SimContext::Made::kNothing) return false;
-  }
-  // The first step after the chain reading an output's copy.
+  auto missing = [&](TensorId x) {
+    if (x == t || !context_.forward_produced[x] || context_.resident_root[x] || Saved(x)) {
+      return false;
+    }
+    const NodeId p = context_.producer[x];
+    if (p < first_ || p >= end_) return false;
+    const uint32_t s = facts.RerunStep(p);
+    return s != kNone && s >= begin && s <= last;
+  };
+  // The missing tensors read after the chain, and the first step reading one.
+  stack_.clear();
   uint32_t next = kNone;
-  for (uint32_t i = context_.outputs_begin[moved]; i < context_.inputs_begin[moved + 1]; ++i) {
-    const TensorId o = ids[i];
-    if (context_.made[o] != SimContext::Made::kActivation) continue;
-    for (uint32_t r = readers_begin_[o]; r < readers_begin_[o + 1]; ++r) {
+  for (uint32_t b = made_first; b < made_last; ++b) {
+    const Buffer& buffer = sim.buffers[b];
+    if (buffer.last_step <= last) continue;
+    const TensorId root = buffer.root;
+    for (uint32_t r = readers_begin_[root]; r < readers_begin_[root + 1]; ++r) {
       const NodeId n = readers_[r];
       if (n < first_ || n >= end_) continue;
       for (const uint32_t s : {facts.OwnStep(n), facts.RerunStep(n)}) {
@@ -281,8 +312,8 @@ bool DropDelta::MovedPlace(TensorId t, uint32_t last, uint32_t moved_step,
         if (context_.node_forward[n] && !sim.steps[s].recompute) continue;  // the original
         for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
           const TensorId x = ids[k];
-          if (context_.root[x] != o) continue;
-          if (x != o) return false;  // a view
+          if (context_.root[x] != root || !missing(x)) continue;
+          stack_.push_back(x);
           next = std::min(next, s);
         }
       }
@@ -291,16 +322,60 @@ bool DropDelta::MovedPlace(TensorId t, uint32_t last, uint32_t moved_step,
   if (next == kNone || sim.steps[next].recompute) return false;
   const NodeId reader = sim.steps[next].node;
   if (reader == facts.Group(last)) return false;
+  TensorId trigger = kNoId;
   for (uint32_t i = context_.inputs_begin[reader]; i < context_.outputs_begin[reader]; ++i) {
-    const TensorId x = ids[i];
-    if (context_.producer[x] != moved || !context_.forward_produced[x] ||
-        context_.resident_root[x] || Saved(x)) {
+    if (missing(ids[i])) {
+      trigger = ids[i];
+      break;
+    }
+  }
+  if (trigger == kNoId) return false;
+  *before = InsertionStep(reader, trigger);
+  if (*before <= last) return false;
+  // The chain, depth first; mark_ marks what it makes, pulled_ its nodes.
+  if (++epoch_ == 0) {
+    std::fill(mark_.begin(), mark_.end(), 0);
+    std::fill(pulled_.begin(), pulled_.end(), 0);
+    epoch_ = 1;
+  }
+  const std::vector<TensorId> read_after = stack_;
+  constexpr size_t kMostMoved = 64;
+  stack_.assign(1, trigger);
+  while (!stack_.empty()) {
+    const TensorId y = stack_.back();
+    if (mark_[y] == epoch_) {
+      stack_.pop_back();
       continue;
     }
-    *before = InsertionStep(reader, x);
-    return *before > last;
+    const NodeId p = context_.producer[y];
+    TensorId needed = kNoId;
+    for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
+      if (missing(ids[i]) && mark_[ids[i]] != epoch_) {
+        needed = ids[i];
+        break;
+      }
+    }
+    if (needed != kNoId) {
+      if (stack_.size() > kMostMoved) return false;
+      stack_.push_back(needed);
+      continue;
+    }
+    stack_.pop_back();
+    if (pulled_[p - first_] == epoch_ || chain_.size() == kMostMoved) return false;
+    pulled_[p - first_] = epoch_;
+    chain_.push_back(p);
+    for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
+      const TensorId out = ids[i];
+      const SimContext::Made made = context_.made[out];
+      if (made == SimContext::Made::kGradient) return false;
+      if (!Saved(out)) mark_[out] = epoch_;
+    }
   }
-  return false;
+  if (pulled_[context_.producer[t] - first_] == epoch_) return false;
+  for (const TensorId x : read_after) {
+    if (mark_[x] != epoch_) return false;
+  }
+  return true;
 }
 
 // Whether the steps stay once `t` is saved: the run of the chain starting at

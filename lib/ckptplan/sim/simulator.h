@@ -70,8 +70,9 @@
 //    that served the re-saved tensor alone, its depth-first run inside
 //    another chain, its cost; ChainStays: which input of the reader starts
 //    a chain, by input order, and which tensor on the depth-first stack
-//    re-runs a node; MovedPlace: where a node moves once the chain that
-//    re-ran it goes, InsertionStep's place for its output).
+//    re-runs a node; MovedChain: which nodes run again once the chain
+//    that re-ran them goes, where (InsertionStep) and in which depth-first
+//    order).
 //  - Approximations' workspace and factors: no speed code restates it. The
 //    memory planner and its fast paths (incremental.cc, drop_delta.h,
 //    cleanup.cc, regions) plan exact plans only; approximations are chosen

@@ -172,5 +172,65 @@ TEST_CASE("a re-save that moves a re-run node to a later reader scores its new s
   CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
 }
 
+
+TEST_CASE("a re-save whose moved nodes re-run as several chains in one group scores each step") {
+  // v reads p (from m1) and q (from m2); r reads p, q and z. With p, q, z
+  // and t dropped, v_bwd re-runs m1, m2 and v for t, and r needs only a
+  // chain for z (fz). Re-saving t takes that chain away: at r, p, q and z
+  // are missing, and each starts a chain before r in r's input order.
+  const Phase kF = Phase::kForward, kB = Phase::kBackward;
+  auto check = [&](const std::vector<std::string>& r_inputs, int64_t expected) {
+    CAPTURE(expected);
+    const Graph graph = testing::GraphBuilder()
+                            .Tensor("x", 10, TensorKind::kInput)
+                            .Tensor("a", 8).Tensor("p", 100).Tensor("q", 200).Tensor("z", 300)
+                            .Tensor("t", 4).Tensor("l", 1).Tensor("dt", 4).Tensor("dd", 4)
+                            .Tensor("dpq", 8)
+                            .Node("fa", "relu", kF, {"x"}, {"a"}, 1)
+                            .Node("m1", "mm", kF, {"a"}, {"p"}, 1, /*workspace_bytes=*/1100)
+                            .Node("m2", "mm", kF, {"a"}, {"q"}, 1, /*workspace_bytes=*/700)
+                            .Node("fz", "mm", kF, {"a"}, {"z"}, 1)
+                            .Node("v", "add", kF, {"p", "q"}, {"t"}, 1)
+                            .Node("loss", "sum", kF, {"t"}, {"l"}, 1)
+                            .Node("loss_bwd", "sum_bwd", kB, {"l"}, {"dt"}, 1)
+                            .Node("v_bwd", "add_bwd", kB, {"dt", "t"}, {"dd"}, 1)
+                            .Node("r", "r_bwd", kB, r_inputs, {"dpq"}, 1)
+                            .Node("fa_bwd", "relu_bwd", kB, {"dpq", "a"}, {}, 1)
+                            .Build();
+    const SimContext context(graph);
+    SaveSet keep = SaveAll(graph);
+    for (const char* name : {"p", "q", "z", "t"}) keep[testing::Id(graph, name)] = 0;
+    const TensorId t = testing::Id(graph, "t");
+    SimOptions options;
+    options.record_details = false;
+    const SimResult base = Simulate(context, keep, options);
+    DropDelta delta(context);
+    delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
+    const DropDelta::Result scored = delta.ScoreResave(t);
+    REQUIRE(scored.known);
+    SaveSet resaved = keep;
+    resaved[t] = 1;
+    const SimResult trial = Simulate(context, resaved, options);
+    CHECK(scored.region_max == RangeHighest(trial, nullptr));
+    CHECK(scored.region_max == expected);
+    // m1 and m2 still run; v's cost (1) is saved.
+    CHECK(scored.added_cost == -1);
+    CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+  };
+  // By hand (t, saved now, died after v_bwd; the highest old step that
+  // stays is forward m1: x 10 + a 8 + p 100 + workspace 1100 = 1218).
+  // r reads p, z, q: m1, then fz (the old chain), then m2:
+  //   m1: x 10 + a 8 + dd 4 + p 100 + workspace 1100 = 1222;
+  //   fz: x 10 + a 8 + dd 4 + p 100 + z 300 = 422;
+  //   m2: x 10 + a 8 + dd 4 + p 100 + z 300 + q 200 + workspace 700 = 1322.
+  // Placing m2 before fz would give 1222.
+  check({"dd", "p", "z", "q"}, 10 + 8 + 4 + 100 + 300 + 200 + 700);
+  // r reads p, q, z: m1 and m2 at one place, then fz:
+  //   m1: 1222 as above; m2: x 10 + a 8 + dd 4 + p 100 + q 200 + 700 = 1022;
+  //   fz: x 10 + a 8 + dd 4 + p 100 + q 200 + z 300 = 622.
+  // Numbering m2's step from m1's key would count q at m1: 1422.
+  check({"dd", "p", "q", "z"}, 10 + 8 + 4 + 100 + 1100);
+}
+
 }  // namespace
 }  // namespace ckptplan

@@ -136,7 +136,7 @@ class DropDelta {
   bool OriginalDies(TensorId t, uint32_t original);
   bool ChainStays(TensorId t, uint32_t chain_begin, uint32_t last) const;
   bool MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t made_first,
-                  uint32_t made_last, uint32_t* before);
+                  uint32_t made_last);
   Result ScoreResaveKeepingSteps(TensorId t, uint32_t copy, uint32_t original);
   static int64_t Key(int64_t s) { return (s << kKeyShift) | kKeyHalf; }  // old step s
   // Whether old step `s` goes (deleted_, sorted).
@@ -217,6 +217,10 @@ class DropDelta {
   Scored scored_;
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;
   std::vector<uint32_t> new_step_;  // Patch: per old step, its index after; kNone when it goes
+  // ScoreResave's moved chains (MovedChain): their steps' keys, and the
+  // reads after the old chain of what it alone made, as (step, tensor).
+  std::vector<int64_t> moved_keys_;
+  std::vector<std::pair<uint32_t, TensorId>> reads_after_;
 };
 
 /// Where two simulations first differ, field by field (steps, storages,

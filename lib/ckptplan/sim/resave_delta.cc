@@ -130,16 +130,12 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   for (uint32_t b = made_first; b < made_last; ++b) {
     escapes = escapes || (b != copy && sim.buffers[b].last_step > last);
   }
-  uint32_t moved_before = kNone;  // the old step the moved chain goes before
   chain_.clear();
-  if (escapes && (copy_before || !MovedChain(t, begin, last, made_first, made_last,
-                                             &moved_before))) {
+  if (escapes && (copy_before || !MovedChain(t, begin, last, made_first, made_last))) {
     return unknown;
   }
   // The k-th moved node's key, and its k (-1: not moved).
-  auto moved_key = [&](int64_t k) {
-    return (static_cast<int64_t>(moved_before) << kKeyShift) | k;
-  };
+  auto moved_key = [&](int64_t k) { return moved_keys_[k]; };
   auto moved_index = [&](NodeId node) -> int64_t {
     for (size_t k = 0; k < chain_.size(); ++k) {
       if (chain_[k] == node) return static_cast<int64_t>(k);
@@ -253,18 +249,16 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   // The old steps that stay, through range maxima, and the moved nodes' new
   // steps: what lives across their place, plus the changes there.
   int64_t highest = KeptStepsMax();
-  if (!chain_.empty()) {
-    const uint32_t a = moved_before;
+  for (size_t k = 0; k < chain_.size(); ++k) {
+    const int64_t key = moved_key(static_cast<int64_t>(k));
+    const uint32_t a = static_cast<uint32_t>(key >> kKeyShift);
     const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
-    const int64_t across = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a);
-    for (size_t k = 0; k < chain_.size(); ++k) {
-      int64_t at_step = across + std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
-      const int64_t key = moved_key(static_cast<int64_t>(k));
-      for (const Change& change : changes_) {
-        if (change.lo <= key && key <= change.hi) at_step += change.bytes;
-      }
-      highest = std::max(highest, at_step);
+    int64_t at_step = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a) +
+                      std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
+    for (const Change& change : changes_) {
+      if (change.lo <= key && key <= change.hi) at_step += change.bytes;
     }
+    highest = std::max(highest, at_step);
   }
   Result result;
   result.known = true;
@@ -274,17 +268,17 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
 }
 
 // The nodes of t's chain [begin, last] that run again once `t` is saved,
-// where its storages [made_first, made_last) are read after it: they re-run
-// as one chain before the first step after it that reads a tensor only the
-// chain made ("missing" once it goes), which must be a backward node's own
-// step in a later group. That chain runs, at its place in the node's group
-// (InsertionStep), depth first from the first missing input in the node's
-// input order, as Builder::MaterializeForTensor would; into chain_ in that
-// order (pulled_ marks them), when it makes every missing tensor read after
-// the old chain and does not re-run t's producer. *before: the old step the
-// new chain goes before; false when not handled.
+// where its storages [made_first, made_last) are read after it. A tensor only
+// that chain made is missing once it goes; the first step after it reading
+// one, which must be a backward node's own step in a later group, gets a
+// chain for each of its missing inputs, in input order, at its place in the
+// node's group (InsertionStep), depth first as Builder::MaterializeForTensor
+// would; the next step reading one those did not make gets the next, and so
+// on. Into chain_ in that order (pulled_ marks them) with their keys in
+// moved_keys_ (a chain's k-th step: its place << kKeyShift | k), when no
+// chain re-runs t's producer. False when not handled.
 bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t made_first,
-                           uint32_t made_last, uint32_t* before) {
+                           uint32_t made_last) {
   const SimResult& sim = *sim_;
   const StepFacts& facts = *facts_;
   const TensorId* ids = context_.ids.data();
@@ -297,9 +291,8 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
     const uint32_t s = facts.RerunStep(p);
     return s != kNone && s >= begin && s <= last;
   };
-  // The missing tensors read after the chain, and the first step reading one.
-  stack_.clear();
-  uint32_t next = kNone;
+  // The reads after the chain of missing tensors, as (step, tensor), in order.
+  reads_after_.clear();
   for (uint32_t b = made_first; b < made_last; ++b) {
     const Buffer& buffer = sim.buffers[b];
     if (buffer.last_step <= last) continue;
@@ -312,70 +305,70 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
         if (context_.node_forward[n] && !sim.steps[s].recompute) continue;  // the original
         for (uint32_t k = context_.inputs_begin[n]; k < context_.outputs_begin[n]; ++k) {
           const TensorId x = ids[k];
-          if (context_.root[x] != root || !missing(x)) continue;
-          stack_.push_back(x);
-          next = std::min(next, s);
+          if (context_.root[x] == root && missing(x)) reads_after_.push_back({s, x});
         }
       }
     }
   }
-  if (next == kNone || sim.steps[next].recompute) return false;
-  const NodeId reader = sim.steps[next].node;
-  if (reader == facts.Group(last)) return false;
-  TensorId trigger = kNoId;
-  for (uint32_t i = context_.inputs_begin[reader]; i < context_.outputs_begin[reader]; ++i) {
-    if (missing(ids[i])) {
-      trigger = ids[i];
-      break;
-    }
-  }
-  if (trigger == kNoId) return false;
-  *before = InsertionStep(reader, trigger);
-  if (*before <= last) return false;
-  // The chain, depth first; mark_ marks what it makes, pulled_ its nodes.
+  std::sort(reads_after_.begin(), reads_after_.end());
+  // The chains, depth first; mark_ marks what they make, pulled_ their nodes.
   if (++epoch_ == 0) {
     std::fill(mark_.begin(), mark_.end(), 0);
     std::fill(pulled_.begin(), pulled_.end(), 0);
     epoch_ = 1;
   }
-  const std::vector<TensorId> read_after = stack_;
   constexpr size_t kMostMoved = 64;
-  stack_.assign(1, trigger);
-  while (!stack_.empty()) {
-    const TensorId y = stack_.back();
-    if (mark_[y] == epoch_) {
-      stack_.pop_back();
-      continue;
-    }
-    const NodeId p = context_.producer[y];
-    TensorId needed = kNoId;
-    for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
-      if (missing(ids[i]) && mark_[ids[i]] != epoch_) {
-        needed = ids[i];
-        break;
+  moved_keys_.clear();
+  uint32_t place = last;  // of the chain last made
+  int64_t next_key = 0;   // its next step's, less the place
+  for (const auto& [step, x] : reads_after_) {
+    if (mark_[x] == epoch_) continue;
+    if (sim.steps[step].recompute) return false;
+    const NodeId reader = sim.steps[step].node;
+    if (reader == facts.Group(last)) return false;
+    // The reader's missing inputs start a chain each, in input order.
+    for (uint32_t i = context_.inputs_begin[reader]; i < context_.outputs_begin[reader]; ++i) {
+      const TensorId trigger = ids[i];
+      if (!missing(trigger) || mark_[trigger] == epoch_) continue;
+      const uint32_t at = InsertionStep(reader, trigger);
+      if (at < place || at <= last) return false;
+      if (at != place) next_key = 0;
+      place = at;
+      stack_.assign(1, trigger);
+      while (!stack_.empty()) {
+        const TensorId y = stack_.back();
+        if (mark_[y] == epoch_) {
+          stack_.pop_back();
+          continue;
+        }
+        const NodeId p = context_.producer[y];
+        TensorId needed = kNoId;
+        for (uint32_t k = context_.inputs_begin[p]; k < context_.outputs_begin[p]; ++k) {
+          if (missing(ids[k]) && mark_[ids[k]] != epoch_) {
+            needed = ids[k];
+            break;
+          }
+        }
+        if (needed != kNoId) {
+          if (stack_.size() > kMostMoved) return false;
+          stack_.push_back(needed);
+          continue;
+        }
+        stack_.pop_back();
+        if (pulled_[p - first_] == epoch_ || chain_.size() == kMostMoved) return false;
+        pulled_[p - first_] = epoch_;
+        moved_keys_.push_back((static_cast<int64_t>(place) << kKeyShift) | next_key++);
+        chain_.push_back(p);
+        for (uint32_t k = context_.outputs_begin[p]; k < context_.inputs_begin[p + 1]; ++k) {
+          const TensorId out = ids[k];
+          if (context_.made[out] == SimContext::Made::kGradient) return false;
+          if (!Saved(out)) mark_[out] = epoch_;
+        }
       }
     }
-    if (needed != kNoId) {
-      if (stack_.size() > kMostMoved) return false;
-      stack_.push_back(needed);
-      continue;
-    }
-    stack_.pop_back();
-    if (pulled_[p - first_] == epoch_ || chain_.size() == kMostMoved) return false;
-    pulled_[p - first_] = epoch_;
-    chain_.push_back(p);
-    for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
-      const TensorId out = ids[i];
-      const SimContext::Made made = context_.made[out];
-      if (made == SimContext::Made::kGradient) return false;
-      if (!Saved(out)) mark_[out] = epoch_;
-    }
-  }
-  if (pulled_[context_.producer[t] - first_] == epoch_) return false;
-  for (const TensorId x : read_after) {
     if (mark_[x] != epoch_) return false;
   }
-  return true;
+  return !chain_.empty() && pulled_[context_.producer[t] - first_] != epoch_;
 }
 
 // Whether the steps stay once `t` is saved: the run of the chain starting at

@@ -232,5 +232,53 @@ TEST_CASE("a re-save whose moved nodes re-run as several chains in one group sco
   check({"dd", "p", "q", "z"}, 10 + 8 + 4 + 100 + 1100);
 }
 
+
+TEST_CASE("a re-save whose moved node re-runs inside a later chain scores its step there") {
+  // v_bwd re-runs m and v for t; n2_bwd's chain for w re-runs nu and n2,
+  // and n2 reads the copy of p that m made. Re-saving t takes the first
+  // chain away: replayed depth first, the chain for w re-runs nu (for u),
+  // then m (for p, which is missing now), then n2.
+  const Phase kF = Phase::kForward, kB = Phase::kBackward;
+  const Graph graph = testing::GraphBuilder()
+                          .Tensor("x", 10, TensorKind::kInput)
+                          .Tensor("a", 8).Tensor("p", 100).Tensor("u", 50).Tensor("t", 4)
+                          .Tensor("w", 30).Tensor("l", 1).Tensor("dl", 4).Tensor("dd", 4)
+                          .Tensor("dw", 4)
+                          .Node("fa", "relu", kF, {"x"}, {"a"}, 1)
+                          .Node("m", "mm", kF, {"a"}, {"p"}, 1, /*workspace_bytes=*/1000)
+                          .Node("nu", "mm", kF, {"a"}, {"u"}, 1)
+                          .Node("v", "relu", kF, {"p"}, {"t"}, 1)
+                          .Node("n2", "add", kF, {"u", "p"}, {"w"}, 1)
+                          .Node("loss", "sum", kF, {"t", "w"}, {"l"}, 1)
+                          .Node("loss_bwd", "sum_bwd", kB, {"l"}, {"dl"}, 1)
+                          .Node("v_bwd", "relu_bwd", kB, {"dl", "t"}, {"dd"}, 1)
+                          .Node("n2_bwd", "add_bwd", kB, {"dd", "w"}, {"dw"}, 1)
+                          .Node("fa_bwd", "relu_bwd", kB, {"dw", "a"}, {}, 1)
+                          .Build();
+  const SimContext context(graph);
+  SaveSet keep = SaveAll(graph);
+  const TensorId t = testing::Id(graph, "t");
+  keep[t] = keep[testing::Id(graph, "w")] = 0;
+  SimOptions options;
+  options.record_details = false;
+  const SimResult base = Simulate(context, keep, options);
+  DropDelta delta(context);
+  delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
+  const DropDelta::Result scored = delta.ScoreResave(t);
+  REQUIRE(scored.known);
+  SaveSet resaved = keep;
+  resaved[t] = 1;
+  const SimResult trial = Simulate(context, resaved, options);
+  CHECK(scored.region_max == RangeHighest(trial, nullptr));
+  // By hand, at m's new step, between nu and n2 (t, saved now, died after
+  // v_bwd): x 10 + a 8 + dd 4 + u 50 + p 100 + workspace 1000 = 1172; the
+  // highest old step that stays, forward m, is x 10 + a 8 + p 100 + 1000 =
+  // 1118. Placing m before nu would give 1122.
+  CHECK(scored.region_max == 10 + 8 + 4 + 50 + 100 + 1000);
+  // m still runs; v's cost (1) is saved.
+  CHECK(scored.added_cost == -1);
+  CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+}
+
 }  // namespace
 }  // namespace ckptplan

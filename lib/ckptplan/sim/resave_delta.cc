@@ -270,11 +270,12 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
 // The nodes of t's chain [begin, last] that run again once `t` is saved,
 // where its storages [made_first, made_last) are read after it. A tensor only
 // that chain made is missing once it goes; the first step after it reading
-// one, which must be a backward node's own step in a later group, gets a
+// one gets, when it is a backward node's own step in a later group, a
 // chain for each of its missing inputs, in input order, at its place in the
 // node's group (InsertionStep), depth first as Builder::MaterializeForTensor
-// would; the next step reading one those did not make gets the next, and so
-// on. Into chain_ in that order (pulled_ marks them) with their keys in
+// would; when it is a step of a later chain, that chain is replayed depth
+// first with the moved nodes inside it. The next step reading one those did
+// not make gets the next, and so on. Into chain_ in that order (pulled_ marks them) with their keys in
 // moved_keys_ (a chain's k-th step: its place << kKeyShift | k), when no
 // chain re-runs t's producer. False when not handled.
 bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t made_first,
@@ -319,51 +320,106 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
   }
   constexpr size_t kMostMoved = 64;
   moved_keys_.clear();
-  uint32_t place = last;  // of the chain last made
-  int64_t next_key = 0;   // its next step's, less the place
+  uint32_t place = last;  // of the moved step last placed
+  int64_t next_key = 0;   // the next one's there
+  // Depth first from `trigger`, as Builder::MaterializeForTensor runs it:
+  // nodes t's chain re-ran are moved, before old step `at`. With
+  // old_begin < old_end, the run is the replay of the old chain [old_begin,
+  // old_end): its nodes come as its old steps, in order, and moved ones go
+  // before the next of them.
+  auto depth_first = [&](TensorId trigger, uint32_t old_begin, uint32_t old_end, uint32_t at) {
+    uint32_t next_old = old_begin;
+    auto in_old = [&](NodeId p) {
+      const uint32_t s = facts.RerunStep(p);
+      return s != kNone && s >= old_begin && s < old_end;
+    };
+    auto needed = [&](TensorId y) {
+      if (mark_[y] == epoch_) return false;
+      if (missing(y)) return true;
+      if (!context_.forward_produced[y] || context_.resident_root[y] || Saved(y)) return false;
+      const NodeId p = context_.producer[y];
+      return p >= first_ && p < end_ && in_old(p);
+    };
+    stack_.assign(1, trigger);
+    while (!stack_.empty()) {
+      const TensorId y = stack_.back();
+      if (!needed(y)) {
+        stack_.pop_back();
+        continue;
+      }
+      const NodeId p = context_.producer[y];
+      TensorId input = kNoId;
+      for (uint32_t k = context_.inputs_begin[p]; k < context_.outputs_begin[p]; ++k) {
+        if (needed(ids[k])) {
+          input = ids[k];
+          break;
+        }
+      }
+      if (input != kNoId) {
+        if (stack_.size() > kMostMoved) return false;
+        stack_.push_back(input);
+        continue;
+      }
+      stack_.pop_back();
+      for (uint32_t k = context_.outputs_begin[p]; k < context_.inputs_begin[p + 1]; ++k) {
+        const TensorId out = ids[k];
+        if (context_.made[out] == SimContext::Made::kGradient) return false;
+        if (!Saved(out)) mark_[out] = epoch_;
+      }
+      if (in_old(p)) {
+        if (facts.RerunStep(p) != next_old) return false;
+        ++next_old;
+        continue;
+      }
+      const uint32_t where = old_begin < old_end ? next_old : at;
+      if (where < place || pulled_[p - first_] == epoch_ || chain_.size() == kMostMoved) {
+        return false;
+      }
+      if (where != place) next_key = 0;
+      place = where;
+      pulled_[p - first_] = epoch_;
+      moved_keys_.push_back((static_cast<int64_t>(place) << kKeyShift) | next_key++);
+      chain_.push_back(p);
+    }
+    return next_old == old_end;
+  };
+  const uint32_t num_steps = static_cast<uint32_t>(sim.steps.size());
   for (const auto& [step, x] : reads_after_) {
     if (mark_[x] == epoch_) continue;
-    if (sim.steps[step].recompute) return false;
     const NodeId reader = sim.steps[step].node;
-    if (reader == facts.Group(last)) return false;
-    // The reader's missing inputs start a chain each, in input order.
-    for (uint32_t i = context_.inputs_begin[reader]; i < context_.outputs_begin[reader]; ++i) {
-      const TensorId trigger = ids[i];
-      if (!missing(trigger) || mark_[trigger] == epoch_) continue;
-      const uint32_t at = InsertionStep(reader, trigger);
-      if (at < place || at <= last) return false;
-      if (at != place) next_key = 0;
-      place = at;
-      stack_.assign(1, trigger);
-      while (!stack_.empty()) {
-        const TensorId y = stack_.back();
-        if (mark_[y] == epoch_) {
-          stack_.pop_back();
-          continue;
+    if (sim.steps[step].recompute) {
+      // A step of a later chain: replay that chain, from the input of the
+      // node it runs before that its last node makes.
+      uint32_t chain_begin = step, chain_end = step + 1;
+      while (!sim.steps[chain_begin].starts_chain) --chain_begin;
+      while (chain_end < num_steps && sim.steps[chain_end].recompute &&
+             !sim.steps[chain_end].starts_chain) {
+        ++chain_end;
+      }
+      if (chain_begin <= last || chain_end == num_steps || sim.steps[chain_end].recompute) {
+        return false;
+      }
+      const NodeId group = sim.steps[chain_end].node, chain_last = sim.steps[chain_end - 1].node;
+      TensorId target = kNoId;
+      for (uint32_t i = context_.inputs_begin[group]; i < context_.outputs_begin[group]; ++i) {
+        const TensorId y = ids[i];
+        if (context_.producer[y] == chain_last && context_.forward_produced[y] &&
+            !context_.resident_root[y] && !Saved(y)) {
+          target = y;
+          break;
         }
-        const NodeId p = context_.producer[y];
-        TensorId needed = kNoId;
-        for (uint32_t k = context_.inputs_begin[p]; k < context_.outputs_begin[p]; ++k) {
-          if (missing(ids[k]) && mark_[ids[k]] != epoch_) {
-            needed = ids[k];
-            break;
-          }
-        }
-        if (needed != kNoId) {
-          if (stack_.size() > kMostMoved) return false;
-          stack_.push_back(needed);
-          continue;
-        }
-        stack_.pop_back();
-        if (pulled_[p - first_] == epoch_ || chain_.size() == kMostMoved) return false;
-        pulled_[p - first_] = epoch_;
-        moved_keys_.push_back((static_cast<int64_t>(place) << kKeyShift) | next_key++);
-        chain_.push_back(p);
-        for (uint32_t k = context_.outputs_begin[p]; k < context_.inputs_begin[p + 1]; ++k) {
-          const TensorId out = ids[k];
-          if (context_.made[out] == SimContext::Made::kGradient) return false;
-          if (!Saved(out)) mark_[out] = epoch_;
-        }
+      }
+      if (target == kNoId || !depth_first(target, chain_begin, chain_end, chain_begin)) {
+        return false;
+      }
+    } else {
+      if (reader == facts.Group(last)) return false;
+      // The reader's missing inputs start a chain each, in input order.
+      for (uint32_t i = context_.inputs_begin[reader]; i < context_.outputs_begin[reader]; ++i) {
+        const TensorId trigger = ids[i];
+        if (!missing(trigger) || mark_[trigger] == epoch_) continue;
+        const uint32_t at = InsertionStep(reader, trigger);
+        if (at <= last || !depth_first(trigger, 0, 0, at)) return false;
       }
     }
     if (mark_[x] != epoch_) return false;

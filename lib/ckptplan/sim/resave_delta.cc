@@ -388,18 +388,16 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
     if (mark_[x] == epoch_) continue;
     const NodeId reader = sim.steps[step].node;
     if (sim.steps[step].recompute) {
-      // A step of a later chain: replay that chain, from the input of the
-      // node it runs before that its last node makes.
+      // A step of a later chain: replay that chain, from the input of its
+      // group's node that its last node makes.
       uint32_t chain_begin = step, chain_end = step + 1;
       while (!sim.steps[chain_begin].starts_chain) --chain_begin;
       while (chain_end < num_steps && sim.steps[chain_end].recompute &&
              !sim.steps[chain_end].starts_chain) {
         ++chain_end;
       }
-      if (chain_begin <= last || chain_end == num_steps || sim.steps[chain_end].recompute) {
-        return false;
-      }
-      const NodeId group = sim.steps[chain_end].node, chain_last = sim.steps[chain_end - 1].node;
+      if (chain_begin <= last) return false;
+      const NodeId group = facts.Group(step), chain_last = sim.steps[chain_end - 1].node;
       TensorId target = kNoId;
       for (uint32_t i = context_.inputs_begin[group]; i < context_.outputs_begin[group]; ++i) {
         const TensorId y = ids[i];

@@ -275,9 +275,10 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
 // node's group (InsertionStep), depth first as Builder::MaterializeForTensor
 // would; when it is a step of a later chain, that chain is replayed depth
 // first with the moved nodes inside it. The next step reading one those did
-// not make gets the next, and so on. Into chain_ in that order (pulled_ marks them) with their keys in
-// moved_keys_ (a chain's k-th step: its place << kKeyShift | k), when no
-// chain re-runs t's producer. False when not handled.
+// not make gets the next, and so on. Into chain_ in that order (pulled_
+// marks them), with their keys in moved_keys_ (a moved step before old step
+// a: a << kKeyShift | its number there), when no chain re-runs t's
+// producer. False when not handled.
 bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t made_first,
                            uint32_t made_last) {
   const SimResult& sim = *sim_;

@@ -126,6 +126,28 @@ TEST_CASE("drops whose storages' last kept reads lie far back score as their sim
 }
 
 
+// Re-saving dropped `resaved` of whole-step plan `keep`: DropDelta answers,
+// and as the simulation does, with `highest` and `added_cost` (worked out
+// by hand by the caller).
+void CheckResave(const Graph& graph, const SaveSet& keep, TensorId resaved, int64_t highest,
+                 double added_cost) {
+  const SimContext context(graph);
+  SimOptions options;
+  options.record_details = false;
+  const SimResult base = Simulate(context, keep, options);
+  DropDelta delta(context);
+  delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
+  const DropDelta::Result scored = delta.ScoreResave(resaved);
+  REQUIRE(scored.known);
+  SaveSet flipped = keep;
+  flipped[resaved] = 1;
+  const SimResult trial = Simulate(context, flipped, options);
+  CHECK(scored.region_max == RangeHighest(trial, nullptr));
+  CHECK(scored.region_max == highest);
+  CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+  CHECK(scored.added_cost == added_cost);
+}
+
 TEST_CASE("a re-save that moves a re-run node to a later reader scores its new step") {
   // m makes o and s; v reads o. With o (no candidate), s and t dropped, the
   // first backward read of t (v_bwd) re-runs m and v; m_bwd then reads the
@@ -146,30 +168,16 @@ TEST_CASE("a re-save that moves a re-run node to a later reader scores its new s
                           .Node("m_bwd", "ln_bwd", kB, {"dd", "s", "a"}, {"da"}, 1)
                           .Node("fa_bwd", "relu_bwd", kB, {"da", "a"}, {}, 1)
                           .Build();
-  const SimContext context(graph);
   SaveSet keep = SaveAll(graph);
   const TensorId s = testing::Id(graph, "s"), t = testing::Id(graph, "t");
   keep[s] = keep[t] = 0;
-  SimOptions options;
-  options.record_details = false;
-  const SimResult base = Simulate(context, keep, options);
-  DropDelta delta(context);
-  delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
-  const DropDelta::Result scored = delta.ScoreResave(t);
-  REQUIRE(scored.known);
-  SaveSet resaved = keep;
-  resaved[t] = 1;
-  const SimResult trial = Simulate(context, resaved, options);
-  CHECK(scored.region_max == RangeHighest(trial, nullptr));
   // By hand, at m's new step (right before m_bwd): x 10 (an input: all
   // step) + a 8 (saved: read by m, m_bwd, fa_bwd) + dd 4 (read by m_bwd) +
   // the copies m makes, o 4 and s 2, + m's workspace 1000 = 1028. t (saved
   // now) died after v_bwd. The highest old step that stays is m's forward
   // step: x 10 + a 8 + o 4 + s 2 + 1000 = 1024.
-  CHECK(scored.region_max == 10 + 8 + 4 + 4 + 2 + 1000);
   // m still runs; v's cost (1) is saved.
-  CHECK(scored.added_cost == -1);
-  CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+  CheckResave(graph, keep, t, 10 + 8 + 4 + 4 + 2 + 1000, -1);
 }
 
 
@@ -179,7 +187,7 @@ TEST_CASE("a re-save whose moved nodes re-run as several chains in one group sco
   // chain for z (fz). Re-saving t takes that chain away: at r, p, q and z
   // are missing, and each starts a chain before r in r's input order.
   const Phase kF = Phase::kForward, kB = Phase::kBackward;
-  auto check = [&](const std::vector<std::string>& r_inputs, int64_t expected) {
+  auto expect = [&](const std::vector<std::string>& r_inputs, int64_t expected) {
     CAPTURE(expected);
     const Graph graph = testing::GraphBuilder()
                             .Tensor("x", 10, TensorKind::kInput)
@@ -197,25 +205,11 @@ TEST_CASE("a re-save whose moved nodes re-run as several chains in one group sco
                             .Node("r", "r_bwd", kB, r_inputs, {"dpq"}, 1)
                             .Node("fa_bwd", "relu_bwd", kB, {"dpq", "a"}, {}, 1)
                             .Build();
-    const SimContext context(graph);
     SaveSet keep = SaveAll(graph);
     for (const char* name : {"p", "q", "z", "t"}) keep[testing::Id(graph, name)] = 0;
     const TensorId t = testing::Id(graph, "t");
-    SimOptions options;
-    options.record_details = false;
-    const SimResult base = Simulate(context, keep, options);
-    DropDelta delta(context);
-    delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
-    const DropDelta::Result scored = delta.ScoreResave(t);
-    REQUIRE(scored.known);
-    SaveSet resaved = keep;
-    resaved[t] = 1;
-    const SimResult trial = Simulate(context, resaved, options);
-    CHECK(scored.region_max == RangeHighest(trial, nullptr));
-    CHECK(scored.region_max == expected);
     // m1 and m2 still run; v's cost (1) is saved.
-    CHECK(scored.added_cost == -1);
-    CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+    CheckResave(graph, keep, t, expected, -1);
   };
   // By hand (t, saved now, died after v_bwd; the highest old step that
   // stays is forward m1: x 10 + a 8 + p 100 + workspace 1100 = 1218).
@@ -224,12 +218,12 @@ TEST_CASE("a re-save whose moved nodes re-run as several chains in one group sco
   //   fz: x 10 + a 8 + dd 4 + p 100 + z 300 = 422;
   //   m2: x 10 + a 8 + dd 4 + p 100 + z 300 + q 200 + workspace 700 = 1322.
   // Placing m2 before fz would give 1222.
-  check({"dd", "p", "z", "q"}, 10 + 8 + 4 + 100 + 300 + 200 + 700);
+  expect({"dd", "p", "z", "q"}, 10 + 8 + 4 + 100 + 300 + 200 + 700);
   // r reads p, q, z: m1 and m2 at one place, then fz:
   //   m1: 1222 as above; m2: x 10 + a 8 + dd 4 + p 100 + q 200 + 700 = 1022;
   //   fz: x 10 + a 8 + dd 4 + p 100 + q 200 + z 300 = 622.
   // Numbering m2's step from m1's key would count q at m1: 1422.
-  check({"dd", "p", "q", "z"}, 10 + 8 + 4 + 100 + 1100);
+  expect({"dd", "p", "q", "z"}, 10 + 8 + 4 + 100 + 1100);
 }
 
 
@@ -255,29 +249,15 @@ TEST_CASE("a re-save whose moved node re-runs inside a later chain scores its st
                           .Node("n2_bwd", "add_bwd", kB, {"dd", "w"}, {"dw"}, 1)
                           .Node("fa_bwd", "relu_bwd", kB, {"dw", "a"}, {}, 1)
                           .Build();
-  const SimContext context(graph);
   SaveSet keep = SaveAll(graph);
   const TensorId t = testing::Id(graph, "t");
   keep[t] = keep[testing::Id(graph, "w")] = 0;
-  SimOptions options;
-  options.record_details = false;
-  const SimResult base = Simulate(context, keep, options);
-  DropDelta delta(context);
-  delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
-  const DropDelta::Result scored = delta.ScoreResave(t);
-  REQUIRE(scored.known);
-  SaveSet resaved = keep;
-  resaved[t] = 1;
-  const SimResult trial = Simulate(context, resaved, options);
-  CHECK(scored.region_max == RangeHighest(trial, nullptr));
   // By hand, at m's new step, between nu and n2 (t, saved now, died after
   // v_bwd): x 10 + a 8 + dd 4 + u 50 + p 100 + workspace 1000 = 1172; the
   // highest old step that stays, forward m, is x 10 + a 8 + p 100 + 1000 =
   // 1118. Placing m before nu would give 1122.
-  CHECK(scored.region_max == 10 + 8 + 4 + 50 + 100 + 1000);
   // m still runs; v's cost (1) is saved.
-  CHECK(scored.added_cost == -1);
-  CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+  CheckResave(graph, keep, t, 10 + 8 + 4 + 50 + 100 + 1000, -1);
 }
 
 }  // namespace

@@ -16,12 +16,12 @@
 // Each is a range add over the old steps that stay, so the region's highest
 // node peak is a handful of range maxima, as for a drop. Where another
 // output of t's producer would trigger the same steps once t is saved
-// (ChainStays), they stay and only t's storages change. Where one node of
-// the steps that go made storages read after them, the nodes that make what
-// is read after them re-run as a chain of their own before the first such
-// read, a backward node's own step (MovedChain): their steps go there, what
-// they read lives to them, and what they make lives from them. Anything
-// else (a next reader inside a chain, in the chain's own group) is reported
+// (ChainStays), they stay and only t's storages change. Where the steps
+// that go made storages read after them, the nodes that make what is read
+// re-run later, before or inside its next readers (MovedChain): their steps
+// go there, what they read lives to them, and what they make lives from
+// them. Anything else (a next reader in the old chain's own group, an
+// enclosing chain that reads what the removed steps made) is reported
 // unknown, and callers simulate. tests/sim/drop_delta_test.cc checks every
 // known answer against a simulation of the re-save.
 #include "ckptplan/sim/drop_delta.h"

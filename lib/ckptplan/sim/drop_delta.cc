@@ -408,8 +408,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   // The old steps that stay: piecewise-constant changes over range maxima.
   int64_t highest = KeptStepsMax();
   // The chain's steps: what lives across the place it goes, plus the changes.
-  const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
-  const int64_t across = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a);
+  const int64_t across = Across(static_cast<uint32_t>(a)) + OffsetAt(a);
   events_.assign(m + 1, {0, 0});
   for (const Change& change : changes_) {
     const int64_t lo = std::max(change.lo, block_key(0)), hi = std::min(change.hi, block_key(m - 1));

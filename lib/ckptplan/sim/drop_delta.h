@@ -139,6 +139,23 @@ class DropDelta {
                   uint32_t made_last);
   Result ScoreResaveKeepingSteps(TensorId t, uint32_t copy, uint32_t original);
   static int64_t Key(int64_t s) { return (s << kKeyShift) | kKeyHalf; }  // old step s
+  // The bytes live across the place right before old step `a` (a chain's
+  // steps inserted there start from them), offsets not added.
+  int64_t Across(uint32_t a) const {
+    return sim_->total[a] - std::max<int64_t>(context_.node_workspace[sim_->steps[a].node], 0) -
+           born_[a];
+  }
+  // The old step whose re-run made the copy that non-forward reads of `x`
+  // read (its producer's re-run), `resaved` read as dropped; kNone where
+  // those reads read no copy (x not forward-made, resident or saved) or x's
+  // producer is outside the range (ScoreResave's ChainStays, MovedChain).
+  uint32_t CopyMadeAt(TensorId x, TensorId resaved) const {
+    if (!context_.forward_produced[x] || context_.resident_root[x]) return kNone;
+    if (x != resaved && Saved(x)) return kNone;
+    const NodeId producer = context_.producer[x];
+    if (producer < first_ || producer >= end_) return kNone;
+    return facts_->RerunStep(producer);
+  }
   // Whether old step `s` goes (deleted_, sorted).
   bool Deleted(uint32_t s) const {
     return std::binary_search(deleted_.begin(), deleted_.end(), s);

@@ -49,10 +49,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     chain_delta[hi - block_key(0) + 1] -= change.bytes;
   }
   // What lives across the place of the chain (Score's `across` less the offset).
-  const int64_t across =
-      m == 0 ? 0
-             : sim.total[a] - std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0) -
-                   born_[a];
+  const int64_t across = m == 0 ? 0 : Across(static_cast<uint32_t>(a));
 
   // Steps, totals and node peaks, in runs of old steps between the places
   // where something changes (an event of the running sum, a step that goes,

@@ -252,9 +252,8 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   for (size_t k = 0; k < chain_.size(); ++k) {
     const int64_t key = moved_key(static_cast<int64_t>(k));
     const uint32_t a = static_cast<uint32_t>(key >> kKeyShift);
-    const int64_t workspace_at_a = std::max<int64_t>(context_.node_workspace[sim.steps[a].node], 0);
-    int64_t at_step = sim.total[a] - workspace_at_a - born_[a] + OffsetAt(a) +
-                      std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
+    int64_t at_step =
+        Across(a) + OffsetAt(a) + std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
     for (const Change& change : changes_) {
       if (change.lo <= key && key <= change.hi) at_step += change.bytes;
     }
@@ -285,13 +284,8 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
   const StepFacts& facts = *facts_;
   const TensorId* ids = context_.ids.data();
   auto missing = [&](TensorId x) {
-    if (x == t || !context_.forward_produced[x] || context_.resident_root[x] || Saved(x)) {
-      return false;
-    }
-    const NodeId p = context_.producer[x];
-    if (p < first_ || p >= end_) return false;
-    const uint32_t s = facts.RerunStep(p);
-    return s != kNone && s >= begin && s <= last;
+    const uint32_t s = CopyMadeAt(x, t);
+    return x != t && s != kNone && s >= begin && s <= last;
   };
   // The reads after the chain of missing tensors, as (step, tensor), in order.
   reads_after_.clear();
@@ -330,16 +324,9 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
   // before the next of them.
   auto depth_first = [&](TensorId trigger, uint32_t old_begin, uint32_t old_end, uint32_t at) {
     uint32_t next_old = old_begin;
-    auto in_old = [&](NodeId p) {
-      const uint32_t s = facts.RerunStep(p);
-      return s != kNone && s >= old_begin && s < old_end;
-    };
+    auto in_old = [&](uint32_t s) { return s != kNone && s >= old_begin && s < old_end; };
     auto needed = [&](TensorId y) {
-      if (mark_[y] == epoch_) return false;
-      if (missing(y)) return true;
-      if (!context_.forward_produced[y] || context_.resident_root[y] || Saved(y)) return false;
-      const NodeId p = context_.producer[y];
-      return p >= first_ && p < end_ && in_old(p);
+      return mark_[y] != epoch_ && (missing(y) || in_old(CopyMadeAt(y, t)));
     };
     stack_.assign(1, trigger);
     while (!stack_.empty()) {
@@ -367,7 +354,7 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
         if (context_.made[out] == SimContext::Made::kGradient) return false;
         if (!Saved(out)) mark_[out] = epoch_;
       }
-      if (in_old(p)) {
+      if (in_old(facts.RerunStep(p))) {
         if (facts.RerunStep(p) != next_old) return false;
         ++next_old;
         continue;
@@ -459,19 +446,10 @@ bool DropDelta::ChainStays(TensorId t, uint32_t chain_begin, uint32_t last) cons
   if (s > last + 1) return true;
   const NodeId p = context_.producer[t];
   const NodeId reader = facts.Group(last);
-  // The step that made the copy R reads of `x` (its producer's re-run;
-  // kNone for none, or when R reads no copy of x), `t` read as dropped.
-  auto rerun_at = [&](TensorId x) -> uint32_t {
-    if (!context_.forward_produced[x] || context_.resident_root[x]) return kNone;
-    if (x != t && Saved(x)) return kNone;
-    const NodeId producer = context_.producer[x];
-    if (producer < first_ || producer >= end_) return kNone;
-    return facts.RerunStep(producer);
-  };
   bool past_trigger = false;
   for (uint32_t i = context_.inputs_begin[reader]; i < context_.outputs_begin[reader]; ++i) {
     const TensorId x = ids[i];
-    const uint32_t made = rerun_at(x);
+    const uint32_t made = CopyMadeAt(x, t);
     if (made == kNone || made < chain_begin) continue;
     if (!past_trigger) {
       if (made > last) return false;  // R's first chain after this one

@@ -125,7 +125,6 @@ TEST_CASE("drops whose storages' last kept reads lie far back score as their sim
   CHECK(counts.known * 2 > counts.scored);
 }
 
-
 // Re-saving dropped `resaved` of whole-step plan `keep`: DropDelta answers,
 // and as the simulation does, with `highest` and `added_cost` (worked out
 // by hand by the caller).
@@ -180,7 +179,6 @@ TEST_CASE("a re-save that moves a re-run node to a later reader scores its new s
   CheckResave(graph, keep, t, 10 + 8 + 4 + 4 + 2 + 1000, -1);
 }
 
-
 TEST_CASE("a re-save whose moved nodes re-run as several chains in one group scores each step") {
   // v reads p (from m1) and q (from m2); r reads p, q and z. With p, q, z
   // and t dropped, v_bwd re-runs m1, m2 and v for t, and r needs only a
@@ -225,7 +223,6 @@ TEST_CASE("a re-save whose moved nodes re-run as several chains in one group sco
   // Numbering m2's step from m1's key would count q at m1: 1422.
   expect({"dd", "p", "q", "z"}, 10 + 8 + 4 + 100 + 1100);
 }
-
 
 TEST_CASE("a re-save whose moved node re-runs inside a later chain scores its step there") {
   // v_bwd re-runs m and v for t; n2_bwd's chain for w re-runs nu and n2,

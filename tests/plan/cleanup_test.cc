@@ -245,7 +245,7 @@ TEST_CASE("property: a re-save's floor reads a simulation shared with a copy") {
 
 TEST_CASE("property: the cleanup re-saves what a plain re-simulating cleanup does") {
   std::mt19937_64 rng(5);
-  size_t resaved = 0;
+  size_t resaved = 0, pended = 0;
   for (uint64_t seed = 1; seed <= 24; ++seed) {
     const Graph graph = testing::Copies(testing::RandomStep(seed, 3), 1 + seed % 3);
     CAPTURE(seed);
@@ -269,12 +269,15 @@ TEST_CASE("property: the cleanup re-saves what a plain re-simulating cleanup doe
         const CleanupResult simulated = ResaveDropped(context, keep, budget, 0, options);
         CHECK(simulated.keep == cleaned.keep);
         CHECK(simulated.scored == 0);
+        CHECK(simulated.pended == 0);
         resaved += cleaned.resaved.size();
+        pended += cleaned.pended;
       }
     }
   }
   CHECK(resaved > 200);
-  MESSAGE(resaved << " re-saves");
+  CHECK(pended > 20);
+  MESSAGE(resaved << " re-saves, " << pended << " applied without simulating");
 }
 
 TEST_CASE("property: every re-save the cleanup answers without simulating simulates as judged") {
@@ -282,7 +285,7 @@ TEST_CASE("property: every re-save the cleanup answers without simulating simula
   // root, concatenated steps) under random plans: verify mode simulates each
   // floor, ceiling and DropDelta score and throws on a verdict or cost it
   // does not bear out; the plan is the plain cleanup's.
-  size_t graphs = 0, scored = 0;
+  size_t graphs = 0, scored = 0, pended = 0;
   testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
     if (seed % 4 != 0 && name.rfind("transformer", 0) != 0) return;  // a quarter of the random ones
     ++graphs;
@@ -301,12 +304,15 @@ TEST_CASE("property: every re-save the cleanup answers without simulating simula
         CHECK_NOTHROW(verified = ResaveDropped(context, keep, budget, 0, options));
         CHECK(verified.keep == testing::PlainCleanup(graph, keep, budget));
         scored += verified.scored;
+        pended += verified.pended;
       }
     }
   });
-  MESSAGE(graphs << " graphs, " << scored << " re-saves scored by DropDelta");
+  MESSAGE(graphs << " graphs, " << scored << " re-saves scored by DropDelta, " << pended
+                 << " applied without simulating");
   CHECK(graphs > 30);
   CHECK(scored > 50);
+  CHECK(pended > 50);
 }
 
 }  // namespace

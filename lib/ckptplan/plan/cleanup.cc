@@ -39,6 +39,7 @@ bool ResaveBounds::Exceeds(const RegionalMemory& memory, TensorId t, int64_t bud
 ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const SaveSet& keep,
                                           TensorId t, int64_t budget, double* added_cost) {
   exact_ = false;
+  shape_.known = false;
   if (Exceeds(memory, t, budget)) return Verdict::kExceeds;
   const size_t r = memory.RegionOf(t);
   if (!context_.exact_costs || memory.part(r).shape.copies > 1) return Verdict::kUnknown;
@@ -46,7 +47,11 @@ ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const Sa
   int64_t ceiling = Ceiling(keep, t, memory.peak(), added_cost, &chain_floor);
   if (chain_floor > budget) return Verdict::kExceeds;
   if (ceiling == kHighest) ceiling = ByproductCeiling(t, memory.peak(), added_cost);
-  if (ceiling <= budget) return Verdict::kFits;
+  if (ceiling <= budget) {
+    shape_.peak = ceiling;
+    shape_.added_cost = *added_cost;
+    return Verdict::kFits;
+  }
   // The region's own simulation (Exceeds prepared it): DropDelta scores the
   // re-save exactly where it handles it.
   if (tensor_shift_ != 0) return Verdict::kUnknown;
@@ -62,12 +67,89 @@ ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const Sa
   if (!scored.known) return Verdict::kUnknown;
   exact_ = true;
   *added_cost = scored.added_cost;
-  return std::max(memory.Outside(r), scored.region_max) <= budget ? Verdict::kFits
-                                                                   : Verdict::kExceeds;
+  // A ceiling that was too high still read the re-save's shape.
+  shape_.peak = std::max(memory.Outside(r), scored.region_max);
+  shape_.added_cost = scored.added_cost;
+  return shape_.peak <= budget ? Verdict::kFits : Verdict::kExceeds;
+}
+
+void ResaveBounds::RecordShape(uint32_t first, uint32_t last, bool removes, uint32_t held_after,
+                               uint32_t held_to, int64_t between, TensorId root) {
+  shape_.known = true;
+  shape_.removes = removes;
+  shape_.first = first;
+  shape_.last = last;
+  shape_.held_after = held_after;
+  shape_.held_to = held_to;
+  shape_.between = between;
+  shape_.root = root;
+  shape_.bytes = context_.bytes[root];
+}
+
+void ResaveBounds::Pend() {
+  if (pending_.empty()) {
+    pending_peak_ = shape_.peak;
+    pending_cost_ = 0;
+  }
+  pending_peak_ = std::max(pending_peak_, shape_.peak);
+  pending_cost_ += shape_.added_cost;
+  pending_.push_back(shape_);
+  shape_.known = false;
+}
+
+ResaveBounds::Verdict ResaveBounds::JudgePending(const SaveSet& keep, TensorId t, int64_t budget,
+                                                 double* added_cost) {
+  exact_ = false;
+  shape_.known = false;
+  if (prepared_ == SIZE_MAX || tensor_shift_ != 0 || !context_.exact_costs) {
+    return Verdict::kUnknown;
+  }
+  int64_t ceiling = Ceiling(keep, t, pending_peak_, added_cost);
+  if (ceiling == kHighest) ceiling = ByproductCeiling(t, pending_peak_, added_cost);
+  if (ceiling == kHighest) return Verdict::kUnknown;
+  shape_.known = false;  // until it is known to hold on top of the pending ones
+  // The steps each holds a storage over, from..to (exclusive); none when
+  // the original is read last at or after them.
+  auto held = [](const Shape& s, uint32_t* from, uint32_t* to) {
+    if (s.held_after == kNoStep || s.held_after + 1 >= s.held_to) return false;
+    *from = s.held_after + 1;
+    *to = s.held_to;
+    return true;
+  };
+  uint32_t from = 0, to = 0;
+  const bool holds = held(shape_, &from, &to);
+  int64_t between = shape_.between;
+  for (const Shape& p : pending_) {
+    // Neither may remove a step the other read, nor share its storage.
+    if (p.root == shape_.root) return Verdict::kUnknown;
+    if ((p.removes || shape_.removes) && p.first <= shape_.last && shape_.first <= p.last) {
+      return Verdict::kUnknown;
+    }
+    if (p.removes && shape_.held_after != kNoStep && p.first <= shape_.held_after &&
+        shape_.held_after <= p.last) {
+      return Verdict::kUnknown;
+    }
+    if (shape_.removes && p.held_after != kNoStep && shape_.first <= p.held_after &&
+        p.held_after <= shape_.last) {
+      return Verdict::kUnknown;
+    }
+    uint32_t p_from = 0, p_to = 0;
+    if (holds && between != kLowest && held(p, &p_from, &p_to) && p_from < to && from < p_to) {
+      between += p.bytes;
+    }
+  }
+  int64_t peak = pending_peak_;
+  if (holds && between != kLowest) peak = std::max(peak, between + shape_.bytes);
+  if (peak > budget) return Verdict::kUnknown;
+  shape_.known = true;
+  shape_.peak = peak;
+  shape_.added_cost = *added_cost;
+  return Verdict::kFits;
 }
 
 void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   prepared_ = r;
+  pending_.clear();
   const RegionalMemory::Part& part = memory.part(r);
   // A simulation shared with a copy of the region is read as it is, in the
   // copy's ids (a region's own copy of it would cost as much as the floors save).
@@ -217,9 +299,12 @@ int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak
   int64_t gap = kLowest;  // the whole groups' highest node
   const int64_t bytes = context_.bytes[root];
   const uint32_t last = OriginalLast(root);
+  int64_t between = kLowest;
   if (last != kNoStep && last < start) {
-    highest = std::max(highest, HighestBetween(last, start, &gap) + bytes);
+    between = HighestBetween(last, start, &gap);
+    highest = std::max(highest, between + bytes);
   }
+  RecordShape(start, end, /*removes=*/true, last, start, between, root);
   *added_cost = -cost;
   if (chain_floor != nullptr && gap != kLowest) {
     // Only storages whose last read is a step of the chain can end before
@@ -273,11 +358,14 @@ int64_t ResaveBounds::ByproductCeiling(TensorId t, int64_t step_peak, double* ad
   int64_t highest = step_peak;
   const uint32_t last = OriginalLast(t);
   if (last == kNoStep) return kHighest;
+  int64_t between = kLowest;
   if (last < made) {
     // `made` is a recompute step: the step after it is in its group.
     int64_t gap = kLowest;
-    highest = std::max(highest, HighestBetween(last, made + 1, &gap) + context_.bytes[t]);
+    between = HighestBetween(last, made + 1, &gap);
+    highest = std::max(highest, between + context_.bytes[t]);
   }
+  RecordShape(made, made, /*removes=*/false, last, made + 1, between, t);
   *added_cost = 0;
   return highest;
 }
@@ -305,7 +393,8 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // While the plan fits, a re-save fits when its own region stays within the
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
-  size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0, known = 0, scored = 0;
+  size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0, known = 0, scored = 0, pended = 0,
+         caught_up = 0;
   // Re-saves whose floor is over the budget are not simulated, nor, while
   // ranking, those whose ceiling is within it.
   ResaveBounds bounds(context);
@@ -316,7 +405,8 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   std::vector<uint32_t> failed_at(graph.tensors.size(), kNever);
   // Tries re-saving `t` (result.keep[t] set); false when it does not fit.
   // Otherwise *added_cost is the recompute cost it adds and, with
-  // `need_sim`, `trial` holds its simulation.
+  // `need_sim`, `trial` holds its simulation, unless bounds.CanPend():
+  // then the re-save can be left pending (ResaveBounds::Pend).
   auto try_resave = [&](TensorId t, bool need_sim, double* added_cost) {
     const size_t r = memory.RegionOf(t);
     if (failed_at[t] == version[r]) {
@@ -348,7 +438,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
         failed_at[t] = version[r];
         return false;
       case ResaveBounds::Verdict::kFits:
-        if (need_sim) break;
+        if (need_sim && !bounds.CanPend()) break;
         ++(bounds.exact() ? scored : ceilinged);
         return true;
       case ResaveBounds::Verdict::kUnknown:
@@ -379,35 +469,91 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       return a.tensor < b.tensor;
     });
     std::fill(region_changed.begin(), region_changed.end(), 0);
+    // Re-saves whose ceilings fit are applied to the plan and left pending
+    // (ResaveBounds::Pend); `pending_region`'s simulation catches up when a
+    // verdict needs it (flush) and at the end of the round.
+    size_t pending_region = SIZE_MAX;
+    auto flush = [&]() {
+      if (bounds.pending() == 0) return;
+      ++caught_up;
+      memory.Try(pending_region, result.keep, &trial);
+      if (verify &&
+          (trial.peak > bounds.pending_peak() || trial.added_cost != bounds.pending_cost())) {
+        throw std::logic_error("cleanup: " + std::to_string(bounds.pending()) +
+                               " pending re-saves were bounded by peak " +
+                               std::to_string(bounds.pending_peak()) + " at added cost " +
+                               std::to_string(bounds.pending_cost()) + " but simulate to peak " +
+                               std::to_string(trial.peak) + ", added cost " +
+                               std::to_string(trial.added_cost));
+      }
+      memory.Apply(&trial);
+      bounds.Forget();
+    };
     for (const Gain& gain : gains) {
-      result.keep[gain.tensor] = 1;
+      const TensorId t = gain.tensor;
+      const size_t r = memory.RegionOf(t);
+      result.keep[t] = 1;
+      double added_cost = 0;
+      bool fits = false, pend = false;
+      if (bounds.pending() != 0 && r == pending_region) {
+        fits = bounds.JudgePending(result.keep, t, budget_bytes, &added_cost) ==
+               ResaveBounds::Verdict::kFits;
+        pend = fits;
+        if (verify && fits) {
+          // On top of the pending re-saves, which `memory` has not seen.
+          memory.Try(r, result.keep, &verify_trial);
+          if (verify_trial.peak > budget_bytes ||
+              verify_trial.added_cost != bounds.pending_cost() + added_cost) {
+            throw std::logic_error("cleanup: re-saving '" + graph.tensors[t].name +
+                                   "' on top of pending re-saves was judged to fit at added "
+                                   "cost " + std::to_string(added_cost) +
+                                   " but simulates to peak " + std::to_string(verify_trial.peak) +
+                                   " (budget " + std::to_string(budget_bytes) + ")");
+          }
+        }
+      }
+      if (!pend) {
+        result.keep[t] = 0;
+        flush();
+        result.keep[t] = 1;
+        fits = try_resave(t, /*need_sim=*/true, &added_cost);
+        pend = fits && bounds.CanPend();
+      }
       // Keep a re-save only if it still fits and does not add recompute
       // (re-saving can only remove recompute steps, so this guards ties).
-      double added_cost = 0;
-      if (!try_resave(gain.tensor, /*need_sim=*/true, &added_cost) || added_cost > 0) {
-        result.keep[gain.tensor] = 0;
+      if (!fits || added_cost > 0) {
+        result.keep[t] = 0;
         continue;
       }
-      spdlog::debug("cleanup: re-save '{}' (cost {:+})", ShowName(graph.tensors[gain.tensor].name),
-                    trial.added_cost);
-      result.resaved.push_back(gain.tensor);
-      region_changed[trial.region] = 1;
-      ++version[trial.region];
-      memory.Apply(&trial);
-      bounds.Forget(trial.region);
+      spdlog::debug("cleanup: re-save '{}' (cost {:+})", ShowName(graph.tensors[t].name),
+                    added_cost);
+      result.resaved.push_back(t);
+      region_changed[r] = 1;
+      ++version[r];
+      if (pend) {
+        bounds.Pend();
+        pending_region = r;
+        ++pended;
+      } else {
+        memory.Apply(&trial);
+        bounds.Forget(r);
+      }
       changed = true;
     }
+    flush();
   }
   // The regions' figures are the step's (exactly: see RegionalMemory).
   result.peak_after = memory.peak();
   result.scored = scored;
+  result.pended = pended;
   result.cost_after = memory.cost();
   spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
                "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor, "
-               "{} ranked by a ceiling, {} scored by DropDelta, {} known not to fit ({:.3f} s)",
+               "{} ranked by a ceiling, {} scored by DropDelta, {} known not to fit, {} applied "
+               "without simulating ({} simulations to catch up) ({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,
                result.peak_before, result.peak_after, tried, memory.shared_trials(), floored,
-               ceilinged, scored, known, SecondsSince(started));
+               ceilinged, scored, known, pended, caught_up, SecondsSince(started));
   return result;
 }
 

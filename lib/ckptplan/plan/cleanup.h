@@ -28,6 +28,7 @@ struct CleanupResult {
   int64_t peak_before = 0, peak_after = 0;  ///< bytes
   double cost_before = 0, cost_after = 0;   ///< recompute cost
   size_t scored = 0;                        ///< re-saves DropDelta answered, not simulated
+  size_t pended = 0;  ///< re-saves applied on ceilings, simulated with others (ResaveBounds::Pend)
 };
 
 /// Re-saves dropped candidates of `keep`, most expensive recompute first
@@ -94,11 +95,37 @@ class ResaveBounds {
                 double* added_cost);
   /// Whether the last verdict of Judge came from DropDelta's exact score.
   bool exact() const { return exact_; }
-  /// The prepared region's simulation changed (or all regions' did).
+  /// The prepared region's simulation changed (or all regions' did). Its
+  /// pending re-saves (Pend) are forgotten with it.
   void Forget(size_t r) {
     if (r == prepared_) Forget();
   }
-  void Forget() { prepared_ = SIZE_MAX; }
+  void Forget() {
+    prepared_ = SIZE_MAX;
+    pending_.clear();
+  }
+
+  /// Re-saves applied to the plan but not yet to the region's simulation.
+  /// Where Judge's kFits came from a ceiling (or from DropDelta's score of a
+  /// re-save that also has one), Pend makes that re-save pending instead of
+  /// simulating it. A pending re-save removes its chain, and its storage
+  /// is held over the steps its ceiling read, and no step holds more; so
+  /// the ceiling of a later re-save whose chain and steps do not overlap a
+  /// pending one's holds with the bytes of the pending storages held over
+  /// its steps on top (JudgePending). Simulate the plan and Forget the
+  /// region before any other verdict: the floors and DropDelta's scores
+  /// read the simulation as it is.
+  bool CanPend() const { return shape_.known; }
+  void Pend();
+  /// kFits (then *added_cost is the recompute cost it adds, as a trial
+  /// would give it) or kUnknown, for re-saving `t` of the prepared region
+  /// on top of the pending re-saves; `keep` holds them all.
+  Verdict JudgePending(const SaveSet& keep, TensorId t, int64_t budget, double* added_cost);
+  size_t pending() const { return pending_.size(); }
+  /// Over the step's peak with the pending re-saves, and the recompute cost
+  /// they add, against the prepared simulation.
+  int64_t pending_peak() const { return pending_peak_; }
+  double pending_cost() const { return pending_cost_; }
 
   /// Reads region `r`'s current simulation; call again when it changes.
   void Prepare(const RegionalMemory& memory, size_t r);
@@ -166,6 +193,27 @@ class ResaveBounds {
   bool ceilings_ready_ = false;
   std::vector<int64_t> step_total_;
   std::vector<TensorId> roots_;           // of Ceiling: storages counted once
+
+  // What the last ceiling (Ceiling or ByproductCeiling, when it gave one)
+  // read: the steps first..last the re-save removes (`removes`), or for a
+  // by-product the step that makes its copy, which stays; the steps after
+  // held_after and before held_to, which hold the storage on top, and the
+  // most bytes at one of them (`between`, the lowest int64_t when there is
+  // none).
+  struct Shape {
+    bool known = false, removes = false;
+    uint32_t first = 0, last = 0, held_after = 0, held_to = 0;
+    int64_t between = 0, bytes = 0;
+    TensorId root = 0;
+    int64_t peak = 0;          // over the step's peak with the re-save
+    double added_cost = 0;
+  };
+  Shape shape_;
+  std::vector<Shape> pending_;
+  int64_t pending_peak_ = 0;
+  double pending_cost_ = 0;
+  void RecordShape(uint32_t first, uint32_t last, bool removes, uint32_t held_after,
+                   uint32_t held_to, int64_t between, TensorId root);
 };
 
 }  // namespace ckptplan

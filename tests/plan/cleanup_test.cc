@@ -285,7 +285,7 @@ TEST_CASE("property: every re-save the cleanup answers without simulating simula
   // root, concatenated steps) under random plans: verify mode simulates each
   // floor, ceiling and DropDelta score and throws on a verdict or cost it
   // does not bear out; the plan is the plain cleanup's.
-  size_t graphs = 0, scored = 0, pended = 0;
+  size_t graphs = 0, scored = 0, pended = 0, patched = 0;
   testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
     if (seed % 4 != 0 && name.rfind("transformer", 0) != 0) return;  // a quarter of the random ones
     ++graphs;
@@ -305,14 +305,16 @@ TEST_CASE("property: every re-save the cleanup answers without simulating simula
         CHECK(verified.keep == testing::PlainCleanup(graph, keep, budget));
         scored += verified.scored;
         pended += verified.pended;
+        patched += verified.patched;
       }
     }
   });
   MESSAGE(graphs << " graphs, " << scored << " re-saves scored by DropDelta, " << pended
-                 << " applied without simulating");
+                 << " applied without simulating, " << patched << " from DropDelta's patch");
   CHECK(graphs > 30);
   CHECK(scored > 50);
   CHECK(pended > 50);
+  CHECK(patched > 50);
 }
 
 }  // namespace

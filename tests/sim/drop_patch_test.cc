@@ -21,6 +21,9 @@ struct Counts {
   size_t scored = 0;   // saved candidates asked about
   size_t patched = 0;  // patches checked against a simulation
   size_t pulling = 0;  // of those, more than one run of steps inserted
+  size_t resaves = 0;           // dropped candidates asked about
+  size_t resaves_patched = 0;   // re-save patches checked against a simulation
+  size_t resaves_in_chain = 0;  // of those, the run went from inside a longer chain
 };
 
 // Field by field, with CHECKs of their own (not SimResultDifference, which
@@ -114,6 +117,34 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
       CAPTURE(range.end);
       CheckSame(patched, simulated);
     }
+    // Re-saves: PatchResave answers only where ScoreResave does.
+    for (TensorId t : context.candidates) {
+      const NodeId p = graph.tensors[t].producer;
+      if (keep[t] || p < range.first || p >= range.end) continue;
+      ++counts->resaves;
+      CHECK_FALSE(delta.PatchResave(t, detailed, &patched));
+      const bool known = delta.ScoreResave(t).known;
+      if (!delta.PatchResave(t, options, &patched)) continue;
+      REQUIRE(known);
+      ++counts->resaves_patched;
+      SaveSet resaved = keep;
+      resaved[t] = 1;
+      const SimResult simulated = Simulate(context, resaved, options);
+      // A run taken from inside a chain for another tensor: a step that
+      // stays follows the gone run inside one chain.
+      for (size_t s = 0; s + 1 < base.steps.size(); ++s) {
+        if (base.steps[s].node == graph.tensors[t].producer && base.steps[s].recompute &&
+            base.steps[s + 1].recompute && !base.steps[s + 1].starts_chain) {
+          ++counts->resaves_in_chain;
+          break;
+        }
+      }
+      CAPTURE(what);
+      CAPTURE(graph.tensors[t].name);
+      CAPTURE(range.first);
+      CAPTURE(range.end);
+      CheckSame(patched, simulated);
+    }
   }
 }
 
@@ -140,6 +171,11 @@ TEST_CASE("drops DropDelta patches into a simulation simulate to the same simula
   CHECK(counts.patched > 2000);
   CHECK(counts.patched * 4 > counts.scored);
   CHECK(counts.pulling > 100);
+  MESSAGE("DropDelta patched " << counts.resaves_patched << " of " << counts.resaves
+                               << " re-saves, " << counts.resaves_in_chain
+                               << " of them a run from inside a longer chain");
+  CHECK(counts.resaves_patched > 2000);
+  CHECK(counts.resaves_in_chain > 100);
 }
 
 TEST_CASE("SimResultDifference names the first field that differs") {

@@ -73,6 +73,17 @@ ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const Sa
   return shape_.peak <= budget ? Verdict::kFits : Verdict::kExceeds;
 }
 
+bool ResaveBounds::Patch(const RegionalMemory& memory, TensorId t, RegionalMemory::Trial* trial) {
+  const size_t r = memory.RegionOf(t);
+  if (!exact_ || !delta_ready_ || prepared_ != r || tensor_shift_ != 0 ||
+      memory.part(r).shape.copies != 1 ||
+      !delta_->PatchResave(t, memory.OptionsFor(r), trial->sim.own())) {
+    return false;
+  }
+  memory.Take(r, trial);
+  return true;
+}
+
 void ResaveBounds::RecordShape(uint32_t first, uint32_t last, bool removes, uint32_t held_after,
                                uint32_t held_to, int64_t between, TensorId root) {
   shape_.known = true;
@@ -394,7 +405,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // budget: a region no re-save changed in a round has none in the next.
   std::vector<uint8_t> region_changed(memory.size(), 1);
   size_t rounds = 0, tried = 0, floored = 0, ceilinged = 0, known = 0, scored = 0, pended = 0,
-         caught_up = 0;
+         caught_up = 0, patched = 0;
   // Re-saves whose floor is over the budget are not simulated, nor, while
   // ranking, those whose ceiling is within it.
   ResaveBounds bounds(context);
@@ -438,7 +449,23 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
         failed_at[t] = version[r];
         return false;
       case ResaveBounds::Verdict::kFits:
-        if (need_sim && !bounds.CanPend()) break;
+        if (need_sim && !bounds.CanPend()) {
+          if (!bounds.Patch(memory, t, &trial)) break;
+          // The patch must give the score's figures, and with `verify` the
+          // simulation itself.
+          std::string difference;
+          if (trial.peak > budget_bytes || trial.added_cost != *added_cost) {
+            difference = "its figures";
+          } else if (verify) {
+            difference = SimResultDifference(verify_trial.sim.full(), trial.sim.full());
+          }
+          if (!difference.empty()) {
+            throw std::logic_error("cleanup: DropDelta's patch of re-saving '" +
+                                   graph.tensors[t].name + "' differs from its simulation in " +
+                                   difference);
+          }
+          ++patched;
+        }
         ++(bounds.exact() ? scored : ceilinged);
         return true;
       case ResaveBounds::Verdict::kUnknown:
@@ -546,14 +573,15 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   result.peak_after = memory.peak();
   result.scored = scored;
   result.pended = pended;
+  result.patched = patched;
   result.cost_after = memory.cost();
   spdlog::info("cleanup: {} re-saved in {} rounds, recompute cost {} -> {}, peak {} -> {} bytes; "
                "{} re-saves tried ({} answered by a copy of the region), {} ruled out by a floor, "
                "{} ranked by a ceiling, {} scored by DropDelta, {} known not to fit, {} applied "
-               "without simulating ({} simulations to catch up) ({:.3f} s)",
+               "without simulating ({} simulations to catch up), {} patched ({:.3f} s)",
                result.resaved.size(), rounds, result.cost_before, result.cost_after,
                result.peak_before, result.peak_after, tried, memory.shared_trials(), floored,
-               ceilinged, scored, known, pended, caught_up, SecondsSince(started));
+               ceilinged, scored, known, pended, caught_up, patched, SecondsSince(started));
   return result;
 }
 

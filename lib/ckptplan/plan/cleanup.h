@@ -29,6 +29,7 @@ struct CleanupResult {
   double cost_before = 0, cost_after = 0;   ///< recompute cost
   size_t scored = 0;                        ///< re-saves DropDelta answered, not simulated
   size_t pended = 0;  ///< re-saves applied on ceilings, simulated with others (ResaveBounds::Pend)
+  size_t patched = 0;  ///< re-saves applied from DropDelta's patch, not simulated
 };
 
 /// Re-saves dropped candidates of `keep`, most expensive recompute first
@@ -95,6 +96,10 @@ class ResaveBounds {
                 double* added_cost);
   /// Whether the last verdict of Judge came from DropDelta's exact score.
   bool exact() const { return exact_; }
+  /// After such a kFits for `t`: its simulation, worked out from the
+  /// prepared one (DropDelta::PatchResave), into *trial as memory.Try would
+  /// give it; false where not handled (then simulate).
+  bool Patch(const RegionalMemory& memory, TensorId t, RegionalMemory::Trial* trial);
   /// The prepared region's simulation changed (or all regions' did). Its
   /// pending re-saves (Pend) are forgotten with it.
   void Forget(size_t r) {

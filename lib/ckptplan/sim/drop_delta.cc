@@ -121,6 +121,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
   const Result unknown;
   const SimResult& sim = *sim_;
   scored_.tensor = kNoId;
+  resaved_ = kNoId;
   lifetimes_.clear();
   const StepFacts& facts = *facts_;
   if (!context_.exact_costs || !Saved(t) || facts.FirstRead(t) == kNone) return unknown;

@@ -109,6 +109,12 @@ class DropDelta {
   /// is unknown or `options` are not such; callers then simulate. `out`
   /// must not be the indexed simulation.
   bool Patch(TensorId t, const SimOptions& options, SimResult* out);
+  /// The same for re-saving dropped candidate `t` (ScoreResave(t)), where
+  /// the re-save only takes steps away or keeps them all (no moved nodes):
+  /// those steps and the storages they made go, the totals move by the
+  /// score's range changes, and the storages whose last read moves get it.
+  /// `keep` as for ScoreResave. False where not handled.
+  bool PatchResave(TensorId t, const SimOptions& options, SimResult* out);
 
   /// Last reads found through the root's readers rather than a short walk
   /// back over the steps (LastKeptRead), since construction. For tests.
@@ -234,6 +240,13 @@ class DropDelta {
   Scored scored_;
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;
   std::vector<uint32_t> new_step_;  // Patch: per old step, its index after; kNone when it goes
+  // The last ScoreResave, when PatchResave can write it out: the tensor
+  // (kNoId: none) and the cost it adds; lifetimes_ holds the old storages
+  // whose last read moves, as for Score.
+  TensorId resaved_ = kNoId;
+  double resave_cost_ = 0;
+  std::vector<uint32_t> buffer_index_;  // PatchResave: per old storage, its index after
+  bool SameRange(const SimOptions& options, const SimResult* out) const;
   // ScoreResave's moved chains (MovedChain): their steps' keys, and the
   // reads after the old chain of what it alone made, as (step, tensor).
   std::vector<int64_t> moved_keys_;

@@ -20,13 +20,16 @@
 
 namespace ckptplan {
 
-bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
+bool DropDelta::SameRange(const SimOptions& options, const SimResult* out) const {
   const NodeId end = std::min<size_t>(options.end_node, context_.graph.nodes.size());
   const NodeId first = std::min(options.first_node, end);
-  if (options.record_details || options.record_categories || options.approx_options != nullptr ||
-      first != first_ || end != end_ || out == sim_) {
-    return false;
-  }
+  return !options.record_details && !options.record_categories &&
+         options.approx_options == nullptr && first == first_ && end == end_ && out != sim_;
+}
+
+bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
+  const NodeId end = end_, first = first_;
+  if (!SameRange(options, out)) return false;
   if (!Score(t).known) return false;
   const SimResult& sim = *sim_;
   const int64_t a = scored_.a;
@@ -215,6 +218,108 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   out->recomputes.clear();
   // Costs are exact (Score answers only then): any order of sums is equal.
   out->recompute_cost = sim.recompute_cost + scored_.added_cost;
+  out->step_cost = sim.step_cost;
+  out->resident = sim.resident;
+  out->peak_breakdown = {};
+  return true;
+}
+
+// The re-save's patch: the steps that go are one run (deleted_, or none),
+// and no step comes in, so every old step that stays keeps its order and
+// its chain, and each storage not made by a step that goes stays, in order.
+bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* out) {
+  if (!SameRange(options, out)) return false;
+  if (!ScoreResave(t).known || resaved_ != t) return false;
+  const SimResult& sim = *sim_;
+  const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
+  const uint32_t gone_first = deleted_.empty() ? num_old : deleted_.front();
+  const uint32_t gone_end = deleted_.empty() ? num_old : deleted_.back() + 1;
+  if (gone_end - gone_first != deleted_.size()) return false;
+  // What the steps that go made is read after them only as t (ScoreResave
+  // checked the storages; a view they made, read later, re-runs its node).
+  for (uint32_t s = gone_first; s < gone_end; ++s) {
+    const NodeId node = sim.steps[s].node;
+    for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
+      const TensorId x = context_.ids[i];
+      if (x == t || !context_.forward_produced[x] || context_.resident_root[x] || Saved(x)) continue;
+      const uint32_t use = facts_->LastUse(x);
+      if (use != kNone && use >= gone_end) return false;
+    }
+  }
+  OldStepEvents();
+  std::sort(events_.begin(), events_.end());
+
+  // Steps and totals. A recompute step after the run that goes starts a
+  // chain where the step before the run is not a recompute step of its
+  // chain (the run was the chain's start).
+  const uint32_t num_new = num_old - static_cast<uint32_t>(deleted_.size());
+  ReserveSteps(out->steps, num_new);
+  out->steps.resize(num_new);
+  ReserveSteps(out->total, num_new);
+  out->total.resize(num_new);
+  Step* const steps = out->steps.data();
+  int64_t* const totals = out->total.data();
+  PeakTracker peaks(out, first_, end_, 0);
+  new_step_.resize(num_old);
+  size_t event = 0;
+  int64_t running = 0;
+  uint32_t n = 0;
+  for (uint32_t s = 0; s < num_old; ++s) {
+    if (s >= gone_first && s < gone_end) {
+      new_step_[s] = kNone;
+      continue;
+    }
+    for (; event < events_.size() && events_[event].first <= s; ++event) {
+      running += events_[event].second;
+    }
+    Step& step = steps[n];
+    step = sim.steps[s];
+    if (s == gone_end && step.recompute) step.starts_chain |= sim.steps[gone_first].starts_chain;
+    totals[n] = sim.total[s] + running;
+    peaks.Add(n, step, totals[n]);
+    new_step_[s] = n++;
+  }
+  if (n != num_new) return false;
+
+  // Storages: the old ones but those the steps that go made, then the last
+  // reads that move, with the categories they give (ForwardStorageCategory).
+  out->buffers.clear();
+  out->buffers.reserve(sim.buffers.size());
+  size_t unsettled = 0;  // last read at a step that goes
+  std::vector<uint32_t>& index = buffer_index_;  // per old storage, its index after; kNone: goes
+  index.resize(sim.buffers.size());
+  for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
+    const Buffer& buffer = sim.buffers[b];
+    if (new_step_[buffer.first_step] == kNone) {
+      index[b] = kNone;
+      continue;
+    }
+    index[b] = static_cast<uint32_t>(out->buffers.size());
+    Buffer& copy = out->buffers.emplace_back(buffer);
+    copy.first_step = new_step_[buffer.first_step];
+    copy.last_step = new_step_[buffer.last_step];
+    unsettled += copy.last_step == kNone;
+  }
+  for (const auto& [b, position] : lifetimes_) {
+    if ((position & kKeyMask) != kKeyHalf || index[b] == kNone) return false;
+    Buffer& buffer = out->buffers[index[b]];
+    unsettled -= buffer.last_step == kNone;
+    buffer.last_step = new_step_[position >> kKeyShift];
+    if (buffer.last_step == kNone || buffer.category == Category::kGradients) return false;
+    const NodeId reader = context_.last_reader[buffer.root];
+    if (!whole_ && reader != kNoId && reader >= end_) return false;  // lives to the end
+    if ((buffer.category == Category::kTemporaries ||
+         buffer.category == Category::kSavedActivations) &&
+        context_.forward_produced[buffer.root]) {
+      buffer.category = ForwardStorageCategory(context_, out->steps[buffer.last_step]);
+    }
+  }
+  if (unsettled != 0) return false;
+
+  peaks.Finish();
+  out->by_category.clear();
+  out->recomputes.clear();
+  out->recompute_cost = sim.recompute_cost + resave_cost_;
   out->step_cost = sim.step_cost;
   out->resident = sim.resident;
   out->peak_breakdown = {};

@@ -246,7 +246,16 @@ class DropDelta {
   TensorId resaved_ = kNoId;
   double resave_cost_ = 0;
   std::vector<uint32_t> buffer_index_;  // PatchResave: per old storage, its index after
+  // Patch and PatchResave: whether `options` simulate the indexed range as
+  // it was simulated, into another SimResult; out's steps and totals sized;
+  // its figures the steps do not give, from the indexed simulation's.
   bool SameRange(const SimOptions& options, const SimResult* out) const;
+  static void SizeSteps(uint32_t num_steps, SimResult* out);
+  void FinishPatch(double added_cost, SimResult* out) const;
+  // A storage's last read moves to `last_step` of `out`, with the category
+  // it gives; false where that is not handled (kNone, gradients, a storage
+  // read after the range).
+  bool MoveLastRead(uint32_t last_step, const SimResult& out, Buffer* buffer) const;
   // ScoreResave's moved chains (MovedChain): their steps' keys, and the
   // reads after the old chain of what it alone made, as (step, tensor).
   std::vector<int64_t> moved_keys_;

@@ -27,6 +27,37 @@ bool DropDelta::SameRange(const SimOptions& options, const SimResult* out) const
          options.approx_options == nullptr && first == first_ && end == end_ && out != sim_;
 }
 
+void DropDelta::SizeSteps(uint32_t num_steps, SimResult* out) {
+  ReserveSteps(out->steps, num_steps);
+  out->steps.resize(num_steps);
+  ReserveSteps(out->total, num_steps);
+  out->total.resize(num_steps);
+}
+
+void DropDelta::FinishPatch(double added_cost, SimResult* out) const {
+  const SimResult& sim = *sim_;
+  out->by_category.clear();
+  out->recomputes.clear();
+  // Costs are exact (Score answers only then): any order of sums is equal.
+  out->recompute_cost = sim.recompute_cost + added_cost;
+  out->step_cost = sim.step_cost;
+  out->resident = sim.resident;
+  out->peak_breakdown = {};
+}
+
+bool DropDelta::MoveLastRead(uint32_t last_step, const SimResult& out, Buffer* buffer) const {
+  buffer->last_step = last_step;
+  if (last_step == kNone || buffer->category == Category::kGradients) return false;
+  const NodeId reader = context_.last_reader[buffer->root];
+  if (!whole_ && reader != kNoId && reader >= end_) return false;  // lives to the end
+  if ((buffer->category == Category::kTemporaries ||
+       buffer->category == Category::kSavedActivations) &&
+      context_.forward_produced[buffer->root]) {
+    buffer->category = ForwardStorageCategory(context_, out.steps[last_step]);
+  }
+  return true;
+}
+
 bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   const NodeId end = end_, first = first_;
   if (!SameRange(options, out)) return false;
@@ -64,10 +95,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   constexpr uint32_t kNewChain = kNone - 1;
   const uint32_t num_new = num_old + static_cast<uint32_t>(m) -
                            static_cast<uint32_t>(deleted_.size());
-  ReserveSteps(out->steps, num_new);
-  out->steps.resize(num_new);
-  ReserveSteps(out->total, num_new);
-  out->total.resize(num_new);
+  SizeSteps(num_new, out);
   Step* const steps = out->steps.data();
   int64_t* const totals = out->total.data();
   PeakTracker peaks(out, first, end, 0);
@@ -200,27 +228,13 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
                            (std::lower_bound(moved_.begin(), moved_.end(), b) - moved_.begin());
     Buffer& buffer = out->buffers[index];
     unsettled -= buffer.last_step == kNone;
-    buffer.last_step = step_at(position);
-    if (buffer.last_step == kNone || buffer.category == Category::kGradients) return false;
-    const NodeId reader = context_.last_reader[buffer.root];
-    if (!whole_ && reader != kNoId && reader >= end_) return false;  // lives to the end
-    if ((buffer.category == Category::kTemporaries ||
-         buffer.category == Category::kSavedActivations) &&
-        context_.forward_produced[buffer.root]) {
-      buffer.category = ForwardStorageCategory(context_, out->steps[buffer.last_step]);
-    }
+    if (!MoveLastRead(step_at(position), *out, &buffer)) return false;
   }
 
   if (unsettled != 0) return false;  // a read that goes, not placed by Score
 
   peaks.Finish();
-  out->by_category.clear();
-  out->recomputes.clear();
-  // Costs are exact (Score answers only then): any order of sums is equal.
-  out->recompute_cost = sim.recompute_cost + scored_.added_cost;
-  out->step_cost = sim.step_cost;
-  out->resident = sim.resident;
-  out->peak_breakdown = {};
+  FinishPatch(scored_.added_cost, out);
   return true;
 }
 
@@ -253,10 +267,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   // chain where the step before the run is not a recompute step of its
   // chain (the run was the chain's start).
   const uint32_t num_new = num_old - static_cast<uint32_t>(deleted_.size());
-  ReserveSteps(out->steps, num_new);
-  out->steps.resize(num_new);
-  ReserveSteps(out->total, num_new);
-  out->total.resize(num_new);
+  SizeSteps(num_new, out);
   Step* const steps = out->steps.data();
   int64_t* const totals = out->total.data();
   PeakTracker peaks(out, first_, end_, 0);
@@ -304,25 +315,12 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     if ((position & kKeyMask) != kKeyHalf || index[b] == kNone) return false;
     Buffer& buffer = out->buffers[index[b]];
     unsettled -= buffer.last_step == kNone;
-    buffer.last_step = new_step_[position >> kKeyShift];
-    if (buffer.last_step == kNone || buffer.category == Category::kGradients) return false;
-    const NodeId reader = context_.last_reader[buffer.root];
-    if (!whole_ && reader != kNoId && reader >= end_) return false;  // lives to the end
-    if ((buffer.category == Category::kTemporaries ||
-         buffer.category == Category::kSavedActivations) &&
-        context_.forward_produced[buffer.root]) {
-      buffer.category = ForwardStorageCategory(context_, out->steps[buffer.last_step]);
-    }
+    if (!MoveLastRead(new_step_[position >> kKeyShift], *out, &buffer)) return false;
   }
   if (unsettled != 0) return false;
 
   peaks.Finish();
-  out->by_category.clear();
-  out->recomputes.clear();
-  out->recompute_cost = sim.recompute_cost + resave_cost_;
-  out->step_cost = sim.step_cost;
-  out->resident = sim.resident;
-  out->peak_breakdown = {};
+  FinishPatch(resave_cost_, out);
   return true;
 }
 

@@ -36,11 +36,16 @@
 //    its node peaks and categories go through PeakTracker and
 //    ForwardStorageCategory, below, which Simulate uses too); resave_delta.cc
 //    (DropDelta::ScoreResave: the run of steps a re-saved tensor's chain
-//    takes away, found by the steps it ran in and their starts).
+//    takes away, found by the steps it ran in and their starts); drop_patch.cc
+//    PatchResave (the steps after that run goes: the one after it starts a
+//    chain when the run did; a view the run made and a later step reads
+//    re-runs its node, so that case is simulated).
 //  - Sum of live storages + the running node's workspace + resident state:
 //    regions.h (a region's node peaks differ from the step's by a plan-free
 //    offset); incremental.cc bounds (a drop lowers node peaks only where a
-//    storage it frees was live); cleanup.cc floors and ceilings;
+//    storage it frees was live); cleanup.cc floors and ceilings, and
+//    JudgePending (re-saves applied but not simulated add their storages'
+//    bytes over the steps each holds it, and take only their chains away);
 //    drop_delta.h (a step's bytes as range adds over the old totals; what
 //    lives across a place between two steps).
 //  - Allocated at the producer's step, freed after the last read, aliases

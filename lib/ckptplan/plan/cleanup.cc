@@ -497,13 +497,12 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     });
     std::fill(region_changed.begin(), region_changed.end(), 0);
     // Re-saves whose ceilings fit are applied to the plan and left pending
-    // (ResaveBounds::Pend); `pending_region`'s simulation catches up when a
+    // (ResaveBounds::Pend); their region's simulation catches up when a
     // verdict needs it (flush) and at the end of the round.
-    size_t pending_region = SIZE_MAX;
     auto flush = [&]() {
       if (bounds.pending() == 0) return;
       ++caught_up;
-      memory.Try(pending_region, result.keep, &trial);
+      memory.Try(bounds.prepared(), result.keep, &trial);
       if (verify &&
           (trial.peak > bounds.pending_peak() || trial.added_cost != bounds.pending_cost())) {
         throw std::logic_error("cleanup: " + std::to_string(bounds.pending()) +
@@ -522,7 +521,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       result.keep[t] = 1;
       double added_cost = 0;
       bool fits = false, pend = false;
-      if (bounds.pending() != 0 && r == pending_region) {
+      if (bounds.pending() != 0 && r == bounds.prepared()) {
         fits = bounds.JudgePending(result.keep, t, budget_bytes, &added_cost) ==
                ResaveBounds::Verdict::kFits;
         pend = fits;
@@ -559,7 +558,6 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       ++version[r];
       if (pend) {
         bounds.Pend();
-        pending_region = r;
         ++pended;
       } else {
         memory.Apply(&trial);

@@ -127,6 +127,8 @@ class ResaveBounds {
   /// on top of the pending re-saves; `keep` holds them all.
   Verdict JudgePending(const SaveSet& keep, TensorId t, int64_t budget, double* added_cost);
   size_t pending() const { return pending_.size(); }
+  /// The region prepared, whose re-saves are pending (SIZE_MAX: none).
+  size_t prepared() const { return prepared_; }
   /// Over the step's peak with the pending re-saves, and the recompute cost
   /// they add, against the prepared simulation.
   int64_t pending_peak() const { return pending_peak_; }

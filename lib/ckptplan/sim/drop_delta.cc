@@ -399,11 +399,7 @@ DropDelta::Result DropDelta::Score(TensorId t) {
     uint32_t kept;
     if (!LastKeptRead(b, &kept)) return unknown;
     const int64_t last = std::max(latest, Key(kept));
-    const int64_t before = Key(buffer.last_step);
-    const int64_t bytes = context_.bytes[buffer.root];
-    if (last > before) changes_.push_back({before + 1, last, bytes});
-    if (last < before) changes_.push_back({last + 1, before, -bytes});
-    if (last != before) lifetimes_.push_back({b, last});
+    LastReadMoves(b, Key(buffer.last_step), last, context_.bytes[buffer.root]);
   }
 
   // The old steps that stay: piecewise-constant changes over range maxima.
@@ -457,8 +453,7 @@ DropDelta::Result DropDelta::ScoreByproduct(TensorId t, uint32_t made, uint32_t 
   lifetimes_.clear();
   const Buffer& buffer = sim.buffers[copy];
   if (last_use > buffer.last_step) {
-    changes_.push_back({Key(buffer.last_step) + 1, Key(last_use), context_.bytes[t]});
-    lifetimes_.push_back({copy, Key(last_use)});
+    LastReadMoves(copy, Key(buffer.last_step), Key(last_use), context_.bytes[t]);
   }
   if (!OriginalDies(t, original)) return unknown;
   scored_ = {t, static_cast<int64_t>(sim.steps.size()), false, 0, 0.0};  // no chain
@@ -494,10 +489,7 @@ bool DropDelta::OriginalDies(TensorId t, uint32_t original) {
     if (b == original && at != kLost) last = std::max(last, at);
   }
   const int64_t before = Key(buffer.last_step);
-  if (last < before) {
-    changes_.push_back({last + 1, before, -context_.bytes[buffer.root]});
-    lifetimes_.push_back({original, last});
-  }
+  if (last < before) LastReadMoves(original, before, last, context_.bytes[buffer.root]);
   return true;
 }
 

@@ -145,6 +145,14 @@ class DropDelta {
                   uint32_t made_last);
   Result ScoreResaveKeepingSteps(TensorId t, uint32_t copy, uint32_t original);
   static int64_t Key(int64_t s) { return (s << kKeyShift) | kKeyHalf; }  // old step s
+  // Storage `b`, of `bytes`, is last read at position `after` instead of
+  // `before` (keys): the positions between gain or lose its bytes
+  // (changes_), and its new last read is kept for the patches (lifetimes_).
+  void LastReadMoves(uint32_t b, int64_t before, int64_t after, int64_t bytes) {
+    if (after > before) changes_.push_back({before + 1, after, bytes});
+    if (after < before) changes_.push_back({after + 1, before, -bytes});
+    if (after != before) lifetimes_.push_back({b, after});
+  }
   // The bytes live across the place right before old step `a` (a chain's
   // steps inserted there start from them), offsets not added.
   int64_t Across(uint32_t a) const {
@@ -240,11 +248,10 @@ class DropDelta {
   Scored scored_;
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;
   std::vector<uint32_t> new_step_;  // Patch: per old step, its index after; kNone when it goes
-  // The last ScoreResave, when PatchResave can write it out: the tensor
-  // (kNoId: none) and the cost it adds; lifetimes_ holds the old storages
-  // whose last read moves, as for Score.
+  // The tensor of the last ScoreResave when PatchResave can write it out
+  // (kNoId: none); lifetimes_ holds the old storages whose last read moves,
+  // as for Score.
   TensorId resaved_ = kNoId;
-  double resave_cost_ = 0;
   std::vector<uint32_t> buffer_index_;  // PatchResave: per old storage, its index after
   // Patch and PatchResave: whether `options` simulate the indexed range as
   // it was simulated, into another SimResult; out's steps and totals sized;

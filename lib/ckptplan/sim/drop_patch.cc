@@ -243,7 +243,8 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
 // its chain, and each storage not made by a step that goes stays, in order.
 bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* out) {
   if (!SameRange(options, out)) return false;
-  if (!ScoreResave(t).known || resaved_ != t) return false;
+  const Result scored = ScoreResave(t);
+  if (!scored.known || resaved_ != t) return false;
   const SimResult& sim = *sim_;
   const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
   const uint32_t gone_first = deleted_.empty() ? num_old : deleted_.front();
@@ -320,7 +321,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   if (unsettled != 0) return false;
 
   peaks.Finish();
-  FinishPatch(resave_cost_, out);
+  FinishPatch(scored.added_cost, out);
   return true;
 }
 

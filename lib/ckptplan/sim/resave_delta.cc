@@ -211,20 +211,17 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     uint32_t through, other;
     if (!SplitReads(copy, t, &through, &other)) return unknown;
     if (through != kNone && through > original_buffer.last_step) {
-      changes_.push_back({Key(original_buffer.last_step) + 1, Key(through), bytes});
-      lifetimes_.push_back({original, Key(through)});
+      LastReadMoves(original, Key(original_buffer.last_step), Key(through), bytes);
     }
     const uint32_t kept = other == kNone ? copy_buffer.first_step : other;
     if (kept < copy_buffer.last_step) {
-      changes_.push_back({Key(kept) + 1, Key(copy_buffer.last_step), -bytes});
-      lifetimes_.push_back({copy, Key(kept)});
+      LastReadMoves(copy, Key(copy_buffer.last_step), Key(kept), bytes);
     }
   } else if (!reads_original) {
     // The copy goes; its reads read the original, which lives on to them.
     changes_.push_back({Key(copy_buffer.first_step), Key(copy_buffer.last_step), -bytes});
     if (copy_buffer.last_step > original_buffer.last_step) {
-      changes_.push_back({Key(original_buffer.last_step) + 1, Key(copy_buffer.last_step), bytes});
-      lifetimes_.push_back({original, Key(copy_buffer.last_step)});
+      LastReadMoves(original, Key(original_buffer.last_step), Key(copy_buffer.last_step), bytes);
     }
   }
   // The moved nodes' storages leave their old spans for their new ones.
@@ -245,11 +242,8 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     const Buffer& buffer = sim.buffers[b];
     uint32_t kept;
     if (!LastKeptRead(b, &kept)) return unknown;
-    const int64_t new_last = std::max(Key(kept), latest), before = Key(buffer.last_step);
-    const int64_t bytes_read = context_.bytes[buffer.root];
-    if (new_last < before) changes_.push_back({new_last + 1, before, -bytes_read});
-    if (new_last > before) changes_.push_back({before + 1, new_last, bytes_read});
-    if (new_last != before) lifetimes_.push_back({b, new_last});
+    LastReadMoves(b, Key(buffer.last_step), std::max(Key(kept), latest),
+                  context_.bytes[buffer.root]);
   }
   // The old steps that stay, through range maxima, and the moved nodes' new
   // steps: what lives across their place, plus the changes there.
@@ -268,10 +262,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   result.known = true;
   result.region_max = highest;
   result.added_cost = -cost;
-  if (chain_.empty()) {  // PatchResave writes out what only takes steps away
-    resaved_ = t;
-    resave_cost_ = result.added_cost;
-  }
+  if (chain_.empty()) resaved_ = t;  // PatchResave writes out what only takes steps away
   return result;
 }
 
@@ -491,20 +482,13 @@ DropDelta::Result DropDelta::ScoreResaveKeepingSteps(TensorId t, uint32_t copy,
   const uint32_t original_last = sim.buffers[original].last_step;
   deleted_.clear();
   changes_.clear();
-  if (copy_last > made) {
-    changes_.push_back({Key(made) + 1, Key(copy_last), -bytes});
-    lifetimes_.push_back({copy, Key(made)});
-  }
-  if (copy_last > original_last) {
-    changes_.push_back({Key(original_last) + 1, Key(copy_last), bytes});
-    lifetimes_.push_back({original, Key(copy_last)});
-  }
+  if (copy_last > made) LastReadMoves(copy, Key(copy_last), Key(made), bytes);
+  if (copy_last > original_last) LastReadMoves(original, Key(original_last), Key(copy_last), bytes);
   Result result;
   result.known = true;
   result.region_max = KeptStepsMax();
   result.added_cost = 0;
   resaved_ = t;
-  resave_cost_ = 0;
   return result;
 }
 

@@ -1,12 +1,16 @@
 // StepFacts on a hand-made graph: groups, storages, non-forward reads (a
 // view a backward node takes among them), families and last forward reads,
 // worked out by hand; a second fill forgets the first; DropDelta scores the
-// same from shared facts as from its own.
+// same from shared facts as from its own; facts kept between fills of
+// corpus graphs' ranges equal fresh ones.
 #include "ckptplan/sim/step_facts.h"
 
 #include <doctest/doctest.h>
 
+#include <random>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/simulator.h"
@@ -167,6 +171,71 @@ TEST_CASE("step facts: DropDelta scores the same from shared facts as from its o
     known += a.known;
   }
   CHECK(known > 0);
+}
+
+// Every fact of `a` equals `b`'s, both filled from `sim`; counts the
+// nodes and tensors that differ (one CHECK each, not one per fact: the test
+// compares millions).
+void CheckSameFacts(const SimContext& context, const StepFacts& a, const StepFacts& b,
+                    const SimResult& sim) {
+  for (uint32_t s = 0; s < sim.steps.size(); ++s) REQUIRE(a.Group(s) == b.Group(s));
+  auto node_facts = [](const StepFacts& f, NodeId n) {
+    return std::vector<uint32_t>{f.OwnStep(n), f.GroupBegin(n), f.RerunStep(n), f.RerunGroup(n)};
+  };
+  auto tensor_facts = [&](const StepFacts& f, TensorId t) {
+    return std::vector<uint32_t>{
+        f.Original(t), f.Copy(t), f.FirstRead(t), f.LastRead(t), f.LastOwnRead(t),
+        f.RecomputeRead(t), f.AliasLastRead(t), f.AliasFirstMade(t), f.OddRoot(t), f.LastUse(t),
+        context.is_candidate[t] ? f.OtherSavedUse(t) : 0};
+  };
+  for (NodeId n = a.first(); n < a.end(); ++n) {
+    if (node_facts(a, n) != node_facts(b, n)) CHECK_MESSAGE(false, "node " << n);
+  }
+  for (TensorId t = 0; t < context.graph.tensors.size(); ++t) {
+    if (tensor_facts(a, t) != tensor_facts(b, t)) {
+      CHECK_MESSAGE(false, "tensor " << context.graph.tensors[t].name);
+    }
+  }
+}
+
+TEST_CASE("step facts kept between fills equal a fresh fill's") {
+  // One StepFacts fills the regions and the whole step of each corpus graph
+  // under random plans, in a random order with repeats: a range read again
+  // reuses its own steps' reads, a new range reads them anew. Each fill
+  // must give what a fresh StepFacts gives.
+  size_t fills = 0, reused = 0;
+  testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
+    CAPTURE(name);
+    const SimContext context(graph);
+    const std::vector<Region> ranges = testing::RegionsAndStep(context);
+    StepFacts kept(context);
+    NodeId last_first = kNoId, last_end = kNoId;
+    testing::ForEachRandomPlan(context, seed, [&](const SaveSet& keep, std::mt19937_64& random) {
+      for (int i = 0; i < 2; ++i) {
+        const Region& range = ranges[random() % ranges.size()];
+        SimOptions options;
+        options.record_details = false;
+        options.first_node = range.first;
+        options.end_node = range.end;
+        const SimResult sim = Simulate(context, keep, options);
+        StepFacts fresh(context);
+        for (StepFacts* facts : {&kept, &fresh}) {
+          facts->Fill(sim, range.first, range.end);
+          facts->FillReads();
+          facts->FillSaved(keep);
+        }
+        reused += range.first == last_first && range.end == last_end;
+        last_first = range.first;
+        last_end = range.end;
+        ++fills;
+        CheckSameFacts(context, kept, fresh, sim);
+      }
+    });
+  });
+  CHECK(fills > 1000);
+  CHECK(reused > 100);
+  CHECK(fills - reused > 100);
+  MESSAGE(fills << " fills, " << reused << " of them of the range filled just before");
 }
 
 }  // namespace

@@ -28,6 +28,7 @@ StepFacts::StepFacts(const SimContext& context) : context_(context) {
   reads_.resize(num_tensors);
   alias_reads_.resize(num_tensors);
   families_.resize(num_tensors);
+  own_reads_.resize(num_tensors);
   view_base_.resize(num_tensors);
   std::vector<uint8_t> candidate_root(num_tensors, 0);
   for (TensorId t : context.candidates) candidate_root[context.root[t]] = 1;
@@ -80,6 +81,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
   group_.resize(num_steps);
   // Recompute steps belong to the group of the node that follows them.
   uint32_t begin = 0;
+  recompute_steps_.clear();
   for (uint32_t s = 0; s < num_steps; ++s) {
     const Step& step = sim.steps[s];
     if (step.recompute) continue;
@@ -91,6 +93,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
       rerun.rerun = i;
       rerun.rerun_group = step.node;
       group_[i] = step.node;
+      recompute_steps_.push_back(i);
     }
     group_[s] = step.node;
     begin = s + 1;
@@ -105,18 +108,16 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
 
 void StepFacts::FillReads() {
   reads_ready_ = true;
+  if (!own_ready_ || own_first_ != first_ || own_end_ != end_) FillOwnReads();
   const SimResult& sim = *sim_;
   const TensorId* ids = context_.ids.data();
-  for (uint32_t s = 0; s < sim.steps.size(); ++s) {
-    const Step& step = sim.steps[s];
-    if (!step.recompute && context_.node_forward[step.node]) continue;
-    for (uint32_t i = context_.inputs_begin[step.node]; i < context_.outputs_begin[step.node];
-         ++i) {
+  for (const uint32_t s : recompute_steps_) {
+    const NodeId node = sim.steps[s].node;
+    for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
       const TensorId x = ids[i];
       // Reads are asked of forward tensors only (candidates, what re-run
-      // forward nodes make and read); a backward node's other inputs
-      // (gradients, resident state) count only as views of forward ones.
-      // forward_produced first: a byte a tensor, denser than view_base_.
+      // forward nodes make and read); other inputs count only as views of
+      // forward ones.
       if (!context_.forward_produced[x]) {
         if (view_base_[x] != x) AliasRead(x, s);
         continue;
@@ -127,13 +128,60 @@ void StepFacts::FillReads() {
         read_.push_back(x);
       }
       reads.last = s;
-      if (step.recompute) {
-        reads.recompute = kYes;
-      } else {
-        reads.last_own = s;
-      }
+      reads.recompute = kYes;
     }
   }
+}
+
+// The reads by the own steps of the range's non-forward nodes, by node: no
+// plan changes them.
+void StepFacts::FillOwnReads() {
+  ResetEntries(own_read_, ResetOneByOne(), own_reads_);
+  own_read_.clear();
+  own_ready_ = true;
+  own_first_ = first_;
+  own_end_ = end_;
+  const TensorId* ids = context_.ids.data();
+  for (NodeId n = first_; n < end_; ++n) {
+    if (context_.node_forward[n]) continue;
+    for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+      const TensorId x = ids[i];
+      // As in FillReads; forward_produced first: a byte a tensor, denser
+      // than view_base_.
+      if (!context_.forward_produced[x]) {
+        if (view_base_[x] != x) OwnAliasRead(x, n);
+        continue;
+      }
+      OwnReads& reads = own_reads_[x];
+      if (reads.first == kNoId) {
+        reads.first = n;
+        own_read_.push_back(x);
+      }
+      reads.last = n;
+    }
+  }
+}
+
+// AliasRead for the own step of non-forward node `n`, by node.
+void StepFacts::OwnAliasRead(TensorId x, NodeId n) {
+  const TensorId base = view_base_[x];
+  if (base == kNoId) {
+    const TensorId root = context_.root[x];
+    if (own_reads_[root].odd != kYes) {
+      own_reads_[root].odd = kYes;
+      own_read_.push_back(root);
+    }
+    return;
+  }
+  const NodeId maker = context_.producer[x];
+  const NodeId made = maker >= first_ && maker < end_ ? maker + 1 : 0;
+  OwnReads& alias = own_reads_[base];
+  if (alias.alias_last == kNoId) {
+    own_read_.push_back(base);
+    alias.alias_made = made;
+  }
+  alias.alias_last = n;
+  alias.alias_made = std::min(alias.alias_made, made);
 }
 
 // A non-forward read of `x`, which no forward node made: a view a backward
@@ -165,7 +213,7 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
 void StepFacts::FillSaved(const SaveSet& keep) {
   saved_ready_ = true;
   if (last_forward_read_.empty()) last_forward_read_ = LastForwardReads(context_);
-  for (const std::vector<TensorId>* list : {&read_, &alias_read_}) {
+  for (const std::vector<TensorId>* list : {&own_read_, &read_, &alias_read_}) {
     for (TensorId x : *list) AddToFamily(keep, x);
   }
 }

@@ -21,7 +21,10 @@
 // FillSaved), into memory reused between fills; a fill resets only the
 // entries the previous one set (all of them when those are many: a fill
 // over vectors costs less then), so small regions of a large graph cost what
-// they read. Tensor and node ids are those of the simulation read (a
+// they read. The reads by non-forward nodes' own steps are kept by node, as
+// no plan changes which node reads what: FillReads reads them again only
+// for a new range of nodes, and otherwise only the recompute steps' reads;
+// a read's step is then its node's own step in the current fill. Tensor and node ids are those of the simulation read (a
 // region's copy may share its simulation: cleanup reads it in the copy's
 // ids). tests/sim/step_facts_test.cc works the facts out by hand.
 #ifndef CKPTPLAN_STEP_FACTS_H_
@@ -85,28 +88,33 @@ class StepFacts {
 
   // Non-forward reads (FillReads) of forward tensor `t` (one a forward node
   // made; kNone for others), as steps; kNone when there is none.
-  uint32_t FirstRead(TensorId t) const { return reads_[t].first; }
-  uint32_t LastRead(TensorId t) const { return reads_[t].last; }
+  uint32_t FirstRead(TensorId t) const {
+    return std::min(StepOf(own_reads_[t].first), reads_[t].first);  // kNone is the largest
+  }
+  uint32_t LastRead(TensorId t) const { return Later(StepOf(own_reads_[t].last), reads_[t].last); }
   /// The last by a group's own step (a non-forward node's).
-  uint32_t LastOwnRead(TensorId t) const { return reads_[t].last_own; }
+  uint32_t LastOwnRead(TensorId t) const { return StepOf(own_reads_[t].last); }
   bool RecomputeRead(TensorId t) const { return reads_[t].recompute == kYes; }
   /// Through views non-forward nodes took of forward tensor `t`: the last
   /// step reading such a view, and the first step making one (0 for one
   /// made before the range).
-  uint32_t AliasLastRead(TensorId t) const { return alias_reads_[t].last; }
-  uint32_t AliasFirstMade(TensorId t) const { return alias_reads_[t].first_made; }
+  uint32_t AliasLastRead(TensorId t) const {
+    return Later(StepOf(own_reads_[t].alias_last), alias_reads_[t].last);
+  }
+  uint32_t AliasFirstMade(TensorId t) const {
+    const NodeId made = own_reads_[t].alias_made;
+    const uint32_t own = made == kNoId ? kNone : made == 0 ? 0 : StepOf(made - 1);
+    return std::min(own, alias_reads_[t].first_made);
+  }
   /// A non-forward step reads a tensor of `root`, a root some candidate
   /// shares, that neither a forward node made nor views one: what the speed
   /// code does not place. False for the roots no candidate shares.
-  bool OddRoot(TensorId root) const { return reads_[root].odd == kYes; }
+  bool OddRoot(TensorId root) const {
+    return own_reads_[root].odd == kYes || reads_[root].odd == kYes;
+  }
   /// The last non-forward read of `t` or of a view a non-forward node took
   /// of it.
-  uint32_t LastUse(TensorId t) const {
-    const uint32_t alias = alias_reads_[t].last, last = reads_[t].last;
-    if (alias == kNone) return last;
-    if (last == kNone) return alias;
-    return std::max(last, alias);
-  }
+  uint32_t LastUse(TensorId t) const { return Later(LastRead(t), AliasLastRead(t)); }
 
   // Saved candidates (FillSaved).
   /// The latest LastUse of the saved candidates sharing t's root other than
@@ -120,7 +128,17 @@ class StepFacts {
   NodeId LastForwardRead(TensorId root) const { return last_forward_read_[root]; }
 
  private:
+  // A node's own step; kNone for kNoId.
+  uint32_t StepOf(NodeId n) const { return n == kNoId ? kNone : nodes_[n - first_].own; }
+  // The later of two steps, either of them kNone for none.
+  static uint32_t Later(uint32_t a, uint32_t b) {
+    if (a == kNone) return b;
+    if (b == kNone) return a;
+    return std::max(a, b);
+  }
+  void FillOwnReads();
   void AliasRead(TensorId x, uint32_t step);
+  void OwnAliasRead(TensorId x, NodeId n);
   void AddToFamily(const SaveSet& keep, TensorId x);
 
   struct NodeSteps {  // per node of the range; all ones when empty, as below
@@ -135,12 +153,21 @@ class StepFacts {
   struct Storages {
     uint32_t original = kNone, copy = kNone;
   };
+  // The recompute steps' reads (by step) ...
   struct Reads {
-    uint32_t first = kNone, last = kNone, last_own = kNone;
+    uint32_t first = kNone, last = kNone;
     uint8_t recompute = kNo, odd = kNo;  // odd: OddRoot, for roots
   };
   struct AliasReads {
     uint32_t last = kNone, first_made = kNone;
+  };
+  // ... and the non-forward nodes' (by node, of the range FillOwnReads read):
+  // the first and last reading node, and for views of the tensor the last
+  // node reading one and the first node making one, plus one (0: a node
+  // before the range).
+  struct OwnReads {
+    NodeId first = kNoId, last = kNoId, alias_last = kNoId, alias_made = kNoId;
+    uint8_t odd = kNo;
   };
   // Per root, over saved candidates: the two latest LastUse, and whose the first is.
   struct Family {
@@ -162,6 +189,12 @@ class StepFacts {
   std::vector<Reads> reads_;
   std::vector<AliasReads> alias_reads_;
   std::vector<Family> families_;
+  // Per tensor, the own steps' reads of nodes [own_first_, own_end_), reset
+  // only when the range changes.
+  bool own_ready_ = false;
+  NodeId own_first_ = 0, own_end_ = 0;
+  std::vector<OwnReads> own_reads_;
+  std::vector<uint32_t> recompute_steps_;  // of the fill, in order
   // Per tensor, plan-free: the forward tensor a non-forward read of it
   // reads the storage of: itself when forward-made or resident, the nearest
   // forward-made one it views, kNoId for none (its root is odd) when a
@@ -172,6 +205,7 @@ class StepFacts {
   std::vector<TensorId> read_;          // tensors with a read entry, odd roots
   std::vector<TensorId> alias_read_;    // tensors with an alias entry
   std::vector<TensorId> family_roots_;  // roots with a family entry
+  std::vector<TensorId> own_read_;      // tensors with an own-read entry, odd roots
 };
 
 }  // namespace ckptplan

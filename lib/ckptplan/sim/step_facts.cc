@@ -62,8 +62,17 @@ void ResetEntries(std::vector<TensorId>& touched, size_t one_by_one, std::vector
 
 void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
   const size_t one_by_one = ResetOneByOne();
-  ResetEntries(stored_, one_by_one, storages_);
-  stored_.clear();
+  // No plan changes which storages the nodes' own steps make, nor that each
+  // node has an own step: a fill of the range filled before overwrites
+  // those entries, and resets only the recompute steps' (copies, re-runs).
+  const bool same_range = filled_ && first == first_ && end == end_;
+  filled_ = true;
+  if (!same_range) {
+    ResetEntries(stored_, one_by_one, storages_);
+    stored_.clear();
+  }
+  for (TensorId t : copied_) storages_[t].copy = kNone;
+  copied_.clear();
   ResetEntries(read_, one_by_one, reads_);
   read_.clear();
   ResetEntries(alias_read_, one_by_one, alias_reads_);
@@ -75,8 +84,16 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
   first_ = first;
   end_ = end;
   const size_t num_steps = sim.steps.size();
-  nodes_.resize(end - first);
-  std::memset(static_cast<void*>(nodes_.data()), 0xff, nodes_.size() * sizeof(NodeSteps));
+  if (same_range) {
+    for (const NodeId n : rerun_nodes_) {
+      nodes_[n - first].rerun = kNone;
+      nodes_[n - first].rerun_group = kNoId;
+    }
+  } else {
+    nodes_.resize(end - first);
+    std::memset(static_cast<void*>(nodes_.data()), 0xff, nodes_.size() * sizeof(NodeSteps));
+  }
+  rerun_nodes_.clear();
   ReserveSteps(group_, num_steps);
   group_.resize(num_steps);
   // Recompute steps belong to the group of the node that follows them.
@@ -94,6 +111,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
       rerun.rerun_group = step.node;
       group_[i] = step.node;
       recompute_steps_.push_back(i);
+      rerun_nodes_.push_back(sim.steps[i].node);
     }
     group_[s] = step.node;
     begin = s + 1;
@@ -101,8 +119,13 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
   for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
     const Buffer& buffer = sim.buffers[b];
     Storages& storages = storages_[buffer.root];
-    (sim.steps[buffer.first_step].recompute ? storages.copy : storages.original) = b;
-    stored_.push_back(buffer.root);
+    if (sim.steps[buffer.first_step].recompute) {
+      storages.copy = b;
+      copied_.push_back(buffer.root);
+    } else {
+      storages.original = b;
+      if (!same_range) stored_.push_back(buffer.root);
+    }
   }
 }
 
@@ -160,6 +183,11 @@ void StepFacts::FillOwnReads() {
       reads.last = n;
     }
   }
+  // FillSaved asks only about candidates.
+  own_read_candidates_.clear();
+  for (TensorId x : own_read_) {
+    if (context_.is_candidate[x]) own_read_candidates_.push_back(x);
+  }
 }
 
 // AliasRead for the own step of non-forward node `n`, by node.
@@ -213,7 +241,7 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
 void StepFacts::FillSaved(const SaveSet& keep) {
   saved_ready_ = true;
   if (last_forward_read_.empty()) last_forward_read_ = LastForwardReads(context_);
-  for (const std::vector<TensorId>* list : {&own_read_, &read_, &alias_read_}) {
+  for (const std::vector<TensorId>* list : {&own_read_candidates_, &read_, &alias_read_}) {
     for (TensorId x : *list) AddToFamily(keep, x);
   }
 }

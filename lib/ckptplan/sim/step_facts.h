@@ -201,11 +201,15 @@ class StepFacts {
   // candidate shares its root, else itself.
   std::vector<TensorId> view_base_;
   std::vector<NodeId> last_forward_read_;  // LastForwardReads, on the first FillSaved
-  std::vector<TensorId> stored_;        // tensors with a storage entry
+  bool filled_ = false;
+  std::vector<TensorId> stored_;        // tensors with an original's entry
+  std::vector<TensorId> copied_;        // tensors with a copy's entry
+  std::vector<NodeId> rerun_nodes_;     // nodes with a re-run entry
   std::vector<TensorId> read_;          // tensors with a read entry, odd roots
   std::vector<TensorId> alias_read_;    // tensors with an alias entry
   std::vector<TensorId> family_roots_;  // roots with a family entry
   std::vector<TensorId> own_read_;      // tensors with an own-read entry, odd roots
+  std::vector<TensorId> own_read_candidates_;  // the candidates among them
 };
 
 }  // namespace ckptplan

@@ -257,5 +257,40 @@ TEST_CASE("a re-save whose moved node re-runs inside a later chain scores its st
   CheckResave(graph, keep, t, 10 + 8 + 4 + 50 + 100 + 1000, -1);
 }
 
+TEST_CASE("a re-save whose run is inside a longer chain that reads what the run made scores it") {
+  // g_bwd's chain for y runs m, h, c and g, depth first (g reads t and q,
+  // in that order; h and c read p). t's run is m and h, but c, later in the
+  // same chain, reads the copy of p that m made. Re-saving t: the chain,
+  // replayed depth first, skips h (t is saved) and re-runs m for p right
+  // before c.
+  const Phase kF = Phase::kForward, kB = Phase::kBackward;
+  const Graph graph = testing::GraphBuilder()
+                          .Tensor("x", 10, TensorKind::kInput)
+                          .Tensor("a", 8).Tensor("p", 100).Tensor("t", 4).Tensor("q", 20)
+                          .Tensor("y", 30).Tensor("l", 1).Tensor("dl", 4).Tensor("dy", 4)
+                          .Tensor("dp", 4)
+                          .Node("fa", "relu", kF, {"x"}, {"a"}, 1)
+                          .Node("m", "mm", kF, {"a"}, {"p"}, 1, /*workspace_bytes=*/1000)
+                          .Node("h", "mul", kF, {"p"}, {"t"}, 1)
+                          .Node("c", "pow", kF, {"p"}, {"q"}, 1)
+                          .Node("g", "mul", kF, {"t", "q"}, {"y"}, 1)
+                          .Node("loss", "sum", kF, {"y"}, {"l"}, 1)
+                          .Node("loss_bwd", "sum_bwd", kB, {"l"}, {"dl"}, 1)
+                          .Node("g_bwd", "mul_bwd", kB, {"dl", "y"}, {"dy"}, 1)
+                          .Node("h_bwd", "mul_bwd", kB, {"dy", "t"}, {"dp"}, 1)
+                          .Node("fa_bwd", "relu_bwd", kB, {"dp", "a"}, {}, 1)
+                          .Build();
+  SaveSet keep = SaveAll(graph);
+  const TensorId t = testing::Id(graph, "t");
+  keep[t] = keep[testing::Id(graph, "y")] = 0;
+  // By hand, at m's step in the replayed chain (before c): x 10 (an input:
+  // all step) + a 8 (saved) + dl 4 (read by g_bwd) + t 4 (saved now: its
+  // original lives to h_bwd) + p's copy 100 + workspace 1000 = 1126. Before
+  // the re-save that step was 1122 (t's original had died after g); the
+  // highest old step that stays, forward m, is 10 + 8 + 100 + 1000 = 1118.
+  // m still runs; h's cost (1) is saved.
+  CheckResave(graph, keep, t, 10 + 8 + 4 + 4 + 100 + 1000, -1);
+}
+
 }  // namespace
 }  // namespace ckptplan

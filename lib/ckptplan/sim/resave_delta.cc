@@ -323,8 +323,13 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
   // old_end): its nodes come as its old steps, in order, and moved ones go
   // before the next of them.
   auto depth_first = [&](TensorId trigger, uint32_t old_begin, uint32_t old_end, uint32_t at) {
-    uint32_t next_old = old_begin;
-    auto in_old = [&](uint32_t s) { return s != kNone && s >= old_begin && s < old_end; };
+    // A replay of the chain t's run is in skips the run: its nodes are
+    // moved or go.
+    auto in_old = [&](uint32_t s) {
+      return s != kNone && s >= old_begin && s < old_end && (s < begin || s > last);
+    };
+    auto skip_run = [&](uint32_t s) { return s == begin && old_begin < old_end ? last + 1 : s; };
+    uint32_t next_old = skip_run(old_begin);
     auto needed = [&](TensorId y) {
       return mark_[y] != epoch_ && (missing(y) || in_old(CopyMadeAt(y, t)));
     };
@@ -356,7 +361,7 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
       }
       if (in_old(facts.RerunStep(p))) {
         if (facts.RerunStep(p) != next_old) return false;
-        ++next_old;
+        next_old = skip_run(next_old + 1);
         continue;
       }
       const uint32_t where = old_begin < old_end ? next_old : at;
@@ -384,7 +389,6 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
              !sim.steps[chain_end].starts_chain) {
         ++chain_end;
       }
-      if (chain_begin <= last) return false;
       const NodeId group = facts.Group(step), chain_last = sim.steps[chain_end - 1].node;
       TensorId target = kNoId;
       for (uint32_t i = context_.inputs_begin[group]; i < context_.outputs_begin[group]; ++i) {

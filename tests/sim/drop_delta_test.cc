@@ -292,5 +292,45 @@ TEST_CASE("a re-save whose run is inside a longer chain that reads what the run 
   CheckResave(graph, keep, t, 10 + 8 + 4 + 4 + 100 + 1000, -1);
 }
 
+TEST_CASE("a re-save of a view whose root's copy other views read later moves the copy's maker") {
+  // t and k view r. With both dropped, bt's chain runs m and vt, making r's
+  // copy; bk's chain runs vk on that copy, and bt2 reads t (the copy) last.
+  // Re-saving t: bt and bt2 read r's original, and m re-runs for the copy
+  // in bk's chain, before vk; the copy then dies at bk.
+  const Phase kF = Phase::kForward, kB = Phase::kBackward;
+  const Graph graph = testing::GraphBuilder()
+                          .Tensor("x", 10, TensorKind::kInput)
+                          .Tensor("a", 8).Tensor("r", 100)
+                          .Tensor("t", 100, TensorKind::kActivation, "r")
+                          .Tensor("k", 100, TensorKind::kActivation, "r")
+                          .Tensor("y", 4).Tensor("l", 1).Tensor("dl", 4).Tensor("dt", 40)
+                          .Tensor("dk", 4).Tensor("dt2", 4)
+                          .Node("fa", "relu", kF, {"x"}, {"a"}, 1)
+                          .Node("m", "mm", kF, {"a"}, {"r"}, 1, /*workspace_bytes=*/1000)
+                          .Node("vt", "view", kF, {"r"}, {"t"}, 0)
+                          .Node("vk", "view", kF, {"r"}, {"k"}, 0)
+                          .Node("g", "mul", kF, {"t", "k"}, {"y"}, 1)
+                          .Node("loss", "sum", kF, {"y"}, {"l"}, 1)
+                          .Node("loss_bwd", "sum_bwd", kB, {"l"}, {"dl"}, 1)
+                          .Node("bt", "mul_bwd", kB, {"dl", "t"}, {"dt"}, 1)
+                          .Node("bk", "mul_bwd", kB, {"dt", "k"}, {"dk"}, 1)
+                          .Node("bt2", "mul_bwd", kB, {"dk", "t"}, {"dt2"}, 1,
+                                /*workspace_bytes=*/1100)
+                          .Node("fa_bwd", "relu_bwd", kB, {"dt2", "a"}, {}, 1)
+                          .Build();
+  SaveSet keep = SaveAll(graph);
+  const TensorId t = testing::Id(graph, "t");
+  keep[t] = keep[testing::Id(graph, "k")] = 0;
+  // By hand, at m's new step (in bk's group, before vk): x 10 (an input: all
+  // step) + a 8 (saved) + r's original 100 (read through t up to bt2) + dt
+  // 40 (made by bt, read by bk) + r's copy 100 + workspace 1000 = 1258.
+  // bt2's step: x 10 + a 8 + r's original 100 + dk 4 + dt2 4 + workspace
+  // 1100 = 1226 (the copy died at bk: 1326 if it lived on to t's reads).
+  // The old chain's m step, which goes, was x 10 + a 8 + dl 4 + 100 + 1000
+  // = 1122; forward m, which stays, is 10 + 8 + 100 + 1000 = 1118.
+  // m still runs; vt's cost (0) is saved.
+  CheckResave(graph, keep, t, 10 + 8 + 100 + 40 + 100 + 1000, 0);
+}
+
 }  // namespace
 }  // namespace ckptplan

@@ -93,7 +93,10 @@ class DropDelta {
   /// missing is one): the steps stay, t's copy dies at its step and the
   /// original lives to t's last read. And where the steps that go made what
   /// is read after them (MovedChain): the nodes making it re-run as a chain
-  /// of their own before its next reader, the inverse of a drop's pull.
+  /// of their own before its next reader, or inside a later chain (the one
+  /// t's steps were in, too) replayed depth first, the inverse of a drop's
+  /// pull. What is read after them may be the root's copy t, a view, read
+  /// through: the reads through t then read the original.
   /// The plan indexed may mark `t` saved (cleanup tries re-saves so): it is
   /// read as dropped. Families (StepFacts::FillSaved) are not read.
   Result ScoreResave(TensorId t);

@@ -20,10 +20,13 @@
 // that go made storages read after them, the nodes that make what is read
 // re-run later, before or inside its next readers (MovedChain): their steps
 // go there, what they read lives to them, and what they make lives from
-// them. Anything else (a next reader in the old chain's own group, an
-// enclosing chain that reads what the removed steps made) is reported
-// unknown, and callers simulate. tests/sim/drop_delta_test.cc checks every
-// known answer against a simulation of the re-save.
+// them. Such a reader may be a later step of the chain the removed steps
+// were in: that chain is replayed without them. A view's copy of its root
+// that other tensors read after the chain is one of those storages: t's
+// reads read the original, and the copy's makers re-run for the others.
+// Anything else (a next reader in the old chain's own group, say) is
+// reported unknown, and callers simulate. tests/sim/drop_delta_test.cc
+// checks every known answer against a simulation of the re-save.
 #include "ckptplan/sim/drop_delta.h"
 
 #include <algorithm>
@@ -107,13 +110,17 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   if (copy_before && root == t) return unknown;
   deleted_.clear();
   for (uint32_t s = begin; s <= last; ++s) deleted_.push_back(s);
-  // Reads of the copy after the chain read the original once t is saved:
-  // each must be a read of t or of a view of it (a root's tensors all view
-  // the root, so only a view's copy needs the check).
-  if (!reads_original && !copy_before && root != t) {
-    uint32_t through, other;
-    if (!SplitReads(copy, t, &through, &other) || other != kNone) return unknown;
+  // Reads of the copy after the chain through t read the original once t
+  // is saved (a root's tensors all view the root, so only a view's copy
+  // needs the check). Other reads after it need the copy again: the nodes
+  // that made it re-run for them (MovedChain), and it lives from there to
+  // the last of them.
+  uint32_t through_copy = kNone, other_copy = kNone;
+  if (!reads_original && !copy_before && root != t &&
+      !SplitReads(copy, t, &through_copy, &other_copy)) {
+    return unknown;
   }
+  const bool copy_moves = other_copy != kNone;
   // What the chain made (buffers come in the order of their first steps):
   // nothing but t's copy may be read after it.
   const auto made_begin =
@@ -129,7 +136,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   const uint32_t made_last = static_cast<uint32_t>(made_end - sim.buffers.begin());
   bool escapes = false;
   for (uint32_t b = made_first; b < made_last; ++b) {
-    escapes = escapes || (b != copy && sim.buffers[b].last_step > last);
+    escapes = escapes || ((b != copy || copy_moves) && sim.buffers[b].last_step > last);
   }
   chain_.clear();
   if (escapes && (copy_before || !MovedChain(t, begin, last, made_first, made_last))) {
@@ -150,12 +157,13 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     const Buffer& buffer = sim.buffers[b];
     const int64_t k = moved_index(sim.steps[buffer.first_step].node);
     if (k < 0) {
-      if (b != copy && buffer.last_step > last) return unknown;  // read after, not made again
+      if ((b != copy || copy_moves) && buffer.last_step > last) return unknown;  // read after, not made again
       continue;
     }
-    if (b == copy) return unknown;
+    if (b == copy && !copy_moves) return unknown;
+    const uint32_t last_read = b == copy ? other_copy : buffer.last_step;
     made_.push_back({context_.bytes[buffer.root], moved_key(k),
-                     buffer.last_step > last ? Key(buffer.last_step) : moved_key(k), b});
+                     last_read > last ? Key(last_read) : moved_key(k), b});
   }
   // The storages the chain read from before it, and its cost.
   double cost = 0;
@@ -173,7 +181,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
         if (!OldStorage(ids[i], /*forward_read=*/false, &storage)) return unknown;
         if (storage == kNone) continue;
         storage &= ~kExisting;
-        if (storage == original || storage == copy) return unknown;
+        if (storage == original || (storage == copy && !copy_moves)) return unknown;
         if (sim.buffers[storage].first_step < begin) {
           extended_.push_back({storage, moved_key(k)});
           continue;
@@ -216,6 +224,12 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     const uint32_t kept = other == kNone ? copy_buffer.first_step : other;
     if (kept < copy_buffer.last_step) {
       LastReadMoves(copy, Key(copy_buffer.last_step), Key(kept), bytes);
+    }
+  } else if (copy_moves) {
+    // The reads through t read the original, which lives on to them; the
+    // copy moves with the nodes that make it (below).
+    if (through_copy != kNone && through_copy > original_buffer.last_step) {
+      LastReadMoves(original, Key(original_buffer.last_step), Key(through_copy), bytes);
     }
   } else if (!reads_original) {
     // The copy goes; its reads read the original, which lives on to them.

@@ -48,14 +48,20 @@ constexpr size_t kSecondStartLimit = 10'000;
 // only where nothing else fits.
 constexpr size_t kCleanupNodeSteps = 1'000'000;
 constexpr size_t kCleanupNodeStepsPerNode = 16;
-// The greedy from the second start runs where the graph has at most
-// kSecondStartLimit candidates and candidates x the largest region's nodes
-// (about what the greedy costs: a drop scored or simulated per candidate, in
-// its region) is at most this. On one deep region of 10^4 nodes or more it
-// costs up to several times the first start's greedy and ended at the same
-// plan wherever we looked (transformers of 69 and 208 layers, a stack of
-// 1,000 blocks, random layered DAGs of 9,508 and 28,535 nodes; 50% and 80% of
-// save-all).
+// The extra greedy runs (from the second start, and from the best segment
+// plan when none fits) run where the graph has at most kSecondStartLimit
+// candidates and candidates x the largest region's nodes (about what the
+// greedy costs: a drop scored or simulated per candidate, in its region) is at
+// most this. On one deep region of 10^4 nodes or more they cost up to several
+// times the first start's greedy and did not give the plan chosen wherever we
+// looked:
+// - the second start ended at the first's plan (transformers of 69 and 208
+//   layers, a stack of 1,000 blocks, random layered DAGs of 9,508 and 28,535
+//   nodes; 50% and 80% of save-all);
+// - the greedy from segments ended above the min-cut start's greedy or the
+//   segment plan itself (transformers of 7 and 69 layers, the stack, random
+//   DAGs of 1,031, 9,508 and 28,535 nodes; 25% to 60% of save-all). On the
+//   28,535-node DAG at 50% it took 29 s of the default search's 38 s.
 constexpr size_t kSecondStartNodeSteps = 10'000'000;
 
 class Candidates {
@@ -249,9 +255,10 @@ SaveSet Greedy(const SimContext& context, const SaveSet& start, const PlannerOpt
   return IncrementalPlan(context, start, greedy).keep;
 }
 
-// Every-k-th: the fitting segment plan of least cost, else the lowest peak.
+// Every-k-th: the fitting segment plan of least cost, else the lowest peak
+// (and, when `greedy_from_best`, the greedy from it).
 void AddBestSegments(const SimContext& context, const PlannerOptions& options,
-                     Candidates* candidates) {
+                     bool greedy_from_best, Candidates* candidates) {
   const Graph& graph = context.graph;
   const SegmentPlans plans(context);
   // Compared raw; only the chosen one is cleaned up (by `candidates`).
@@ -268,7 +275,9 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
   const PlannerResult& best = segments.best();
   if (best.keep.empty()) return;
   candidates->AddBaseline(best.keep, best.method);
-  if (!best.fits) candidates->Add(Greedy(context, best.keep, options), "greedy from " + best.method);
+  if (!best.fits && greedy_from_best) {
+    candidates->Add(Greedy(context, best.keep, options), "greedy from " + best.method);
+  }
 }
 
 PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& options) {
@@ -282,10 +291,9 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
     largest_region = std::max<size_t>(largest_region, region.end - region.first);
   }
   std::vector<std::string> starts{options.start};
-  if (num_candidates <= kSecondStartLimit &&
-      num_candidates * largest_region <= kSecondStartNodeSteps) {
-    starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
-  }
+  const bool extra_greedy = num_candidates <= kSecondStartLimit &&
+                            num_candidates * largest_region <= kSecondStartNodeSteps;
+  if (extra_greedy) starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
   std::vector<SaveSet> start_sets;
   for (const std::string& start : starts) {
     const auto since = std::chrono::steady_clock::now();
@@ -299,7 +307,7 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
     candidates.Add(Greedy(context, set, options), "greedy from " + start, since);
     start_sets.push_back(std::move(set));
   }
-  AddBestSegments(context, options, &candidates);
+  AddBestSegments(context, options, extra_greedy, &candidates);
   candidates.Add(SaveAll(graph), "save-all");
   candidates.AddBaseline(ScopeCheckpointPlan(context), "scope-checkpoint");
   candidates.AddBaseline(SqrtSegmentsPlan(context), "sqrt-segments");

@@ -121,6 +121,32 @@ TEST_CASE("planner: start sets") {
   CHECK_THROWS_AS(StartSet(graph, "random", DefaultRecomputePolicy()), InputError);
 }
 
+TEST_CASE("planner: the extra greedy runs only where a greedy is cheap") {
+  // One deep region: `generate transformer --layers 69`, the benchmark's 10^4-node graph.
+  TransformerOptions deep;
+  deep.layers = 69;
+  const Graph deep_graph = TransformerGraph(deep);
+  const SimContext deep_context(deep_graph);
+  REQUIRE(deep_context.regions().size() == 1);
+  // 1,662 candidates x 9,950 nodes in its one region = 16,536,900 > 10^7, so neither the
+  // second start nor the lowest-peak segment plan gets a greedy.
+  CHECK(deep_context.candidates.size() * deep_graph.nodes.size() > 10'000'000u);
+  CHECK_FALSE(RunsExtraGreedies(deep_context));
+  // 23 microbatches of 3 layers: 1,794 candidates (<= 10,000) and regions of a few hundred
+  // nodes, under the 5,574 that 1,794 x nodes <= 10^7 allows, so both extra greedies run.
+  TransformerOptions micro;
+  micro.layers = 3;
+  micro.microbatches = 23;
+  const Graph micro_graph = TransformerGraph(micro);
+  const SimContext micro_context(micro_graph);
+  CHECK(micro_context.regions().size() >= 23);
+  CHECK(micro_context.candidates.size() <= 10'000u);
+  CHECK(RunsExtraGreedies(micro_context));
+  // A small graph: both run.
+  const Graph block = TransformerBlock();
+  CHECK(RunsExtraGreedies(SimContext(block)));
+}
+
 TEST_CASE("planner: CLI strategies, starts and the infeasible message") {
   using testing::RunCli;
   const std::string graph = "sample_graphs/transformer_block.json";

@@ -280,19 +280,24 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
   }
 }
 
+// Nodes of the largest region: single flips (local search) and greedy drops
+// simulate their region (the whole step when costs are not exact integers;
+// see RegionalMemory).
+size_t LargestRegion(const SimContext& context) {
+  size_t largest = context.exact_costs ? 1 : context.graph.nodes.size();
+  for (const Region& region : context.regions()) {
+    largest = std::max<size_t>(largest, region.end - region.first);
+  }
+  return largest;
+}
+
 PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& options) {
   const Graph& graph = context.graph;
   Candidates candidates(context, options);
   const size_t num_candidates = context.candidates.size();
-  // Single flips (local search) and greedy drops simulate their region (the
-  // whole step when costs are not exact integers; see RegionalMemory).
-  size_t largest_region = context.exact_costs ? 1 : graph.nodes.size();
-  for (const Region& region : context.regions()) {
-    largest_region = std::max<size_t>(largest_region, region.end - region.first);
-  }
+  const size_t largest_region = LargestRegion(context);
   std::vector<std::string> starts{options.start};
-  const bool extra_greedy = num_candidates <= kSecondStartLimit &&
-                            num_candidates * largest_region <= kSecondStartNodeSteps;
+  const bool extra_greedy = RunsExtraGreedies(context);
   if (extra_greedy) starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
   std::vector<SaveSet> start_sets;
   for (const std::string& start : starts) {
@@ -343,6 +348,12 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
 }
 
 }  // namespace
+
+bool RunsExtraGreedies(const SimContext& context) {
+  const size_t num_candidates = context.candidates.size();
+  return num_candidates <= kSecondStartLimit &&
+         num_candidates * LargestRegion(context) <= kSecondStartNodeSteps;
+}
 
 SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePolicy& policy) {
   return StartSet(SimContext(graph), start, policy);

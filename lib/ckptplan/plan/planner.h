@@ -2,11 +2,11 @@
 // fitting plan among several searches and the baselines.
 //
 // The default strategy runs the greedy (selector.h) from the --start set and,
-// on graphs of at most 10,000 candidates whose candidates x largest region's
-// nodes is at most 10^7, from the other start (min-cut, mincut.h, and
+// where RunsExtraGreedies, from the other start (min-cut, mincut.h, and
 // save-all), takes the best every-k-th segment plan (k = 1..64,
 // fewer on graphs of over 15,625 nodes, down to 2 over 500,000; when none
-// fits, also the greedy from the lowest-peak one) and the baselines
+// fits and RunsExtraGreedies, also the greedy from the lowest-peak one) and
+// the baselines
 // (strategies.h), and cleans each
 // fitting plan up (cleanup.h): a baseline's only where that costs at most
 // max(1e6, 16 x nodes) node-steps of trials (one shared with a copy of its
@@ -61,6 +61,13 @@ SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePo
 /// The same, reusing `context` (see SimContext).
 SaveSet StartSet(const SimContext& context, const std::string& start,
                  const RecomputePolicy& policy);
+
+/// Whether the default strategy runs the greedy from the second start and
+/// from the lowest-peak segment plan: on graphs of at most 10,000 candidates
+/// whose candidates x largest region's nodes is at most 10^7 (a greedy costs
+/// about that many node-steps; on one deep region it cost several times the
+/// first greedy and gave the same or a worse plan).
+bool RunsExtraGreedies(const SimContext& context);
 
 /// Plans `graph` for options.budget_bytes with options.strategy.
 PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options);

@@ -3,6 +3,28 @@
 #include <cstring>
 
 namespace ckptplan {
+namespace {
+
+// For each input x of `node`: read(x) where a forward node made x (reads are
+// asked of forward tensors only: candidates, what re-run forward nodes make
+// and read), alias(x) where x is another tensor's view (it counts only as a
+// view of a forward one). forward_produced first: a byte a tensor, denser
+// than view_base.
+template <typename Read, typename Alias>
+void ForEachRead(const SimContext& context, const std::vector<TensorId>& view_base, NodeId node,
+                 Read read, Alias alias) {
+  const TensorId* ids = context.ids.data();
+  for (uint32_t i = context.inputs_begin[node]; i < context.outputs_begin[node]; ++i) {
+    const TensorId x = ids[i];
+    if (context.forward_produced[x]) {
+      read(x);
+    } else if (view_base[x] != x) {
+      alias(x);
+    }
+  }
+}
+
+}  // namespace
 
 std::vector<NodeId> LastForwardReads(const SimContext& context) {
   const size_t num_tensors = context.graph.tensors.size();
@@ -133,26 +155,19 @@ void StepFacts::FillReads() {
   reads_ready_ = true;
   if (!own_ready_ || own_first_ != first_ || own_end_ != end_) FillOwnReads();
   const SimResult& sim = *sim_;
-  const TensorId* ids = context_.ids.data();
   for (const uint32_t s : recompute_steps_) {
-    const NodeId node = sim.steps[s].node;
-    for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
-      const TensorId x = ids[i];
-      // Reads are asked of forward tensors only (candidates, what re-run
-      // forward nodes make and read); other inputs count only as views of
-      // forward ones.
-      if (!context_.forward_produced[x]) {
-        if (view_base_[x] != x) AliasRead(x, s);
-        continue;
-      }
-      Reads& reads = reads_[x];
-      if (reads.first == kNone) {
-        reads.first = s;
-        read_.push_back(x);
-      }
-      reads.last = s;
-      reads.recompute = kYes;
-    }
+    ForEachRead(
+        context_, view_base_, sim.steps[s].node,
+        [&](TensorId x) {
+          Reads& reads = reads_[x];
+          if (reads.first == kNone) {
+            reads.first = s;
+            read_.push_back(x);
+          }
+          reads.last = s;
+          reads.recompute = kYes;
+        },
+        [&](TensorId x) { AliasRead(x, s); });
   }
 }
 
@@ -164,24 +179,19 @@ void StepFacts::FillOwnReads() {
   own_ready_ = true;
   own_first_ = first_;
   own_end_ = end_;
-  const TensorId* ids = context_.ids.data();
   for (NodeId n = first_; n < end_; ++n) {
     if (context_.node_forward[n]) continue;
-    for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
-      const TensorId x = ids[i];
-      // As in FillReads; forward_produced first: a byte a tensor, denser
-      // than view_base_.
-      if (!context_.forward_produced[x]) {
-        if (view_base_[x] != x) OwnAliasRead(x, n);
-        continue;
-      }
-      OwnReads& reads = own_reads_[x];
-      if (reads.first == kNoId) {
-        reads.first = n;
-        own_read_.push_back(x);
-      }
-      reads.last = n;
-    }
+    ForEachRead(
+        context_, view_base_, n,
+        [&](TensorId x) {
+          OwnReads& reads = own_reads_[x];
+          if (reads.first == kNoId) {
+            reads.first = n;
+            own_read_.push_back(x);
+          }
+          reads.last = n;
+        },
+        [&](TensorId x) { OwnAliasRead(x, n); });
   }
   // FillSaved asks only about candidates.
   own_read_candidates_.clear();

@@ -157,7 +157,8 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     const Buffer& buffer = sim.buffers[b];
     const int64_t k = moved_index(sim.steps[buffer.first_step].node);
     if (k < 0) {
-      if ((b != copy || copy_moves) && buffer.last_step > last) return unknown;  // read after, not made again
+      // Read after the chain and not made again.
+      if ((b != copy || copy_moves) && buffer.last_step > last) return unknown;
       continue;
     }
     if (b == copy && !copy_moves) return unknown;

@@ -24,9 +24,10 @@
 // they read. The reads by non-forward nodes' own steps are kept by node, as
 // no plan changes which node reads what: FillReads reads them again only
 // for a new range of nodes, and otherwise only the recompute steps' reads;
-// a read's step is then its node's own step in the current fill. Tensor and node ids are those of the simulation read (a
-// region's copy may share its simulation: cleanup reads it in the copy's
-// ids). tests/sim/step_facts_test.cc works the facts out by hand.
+// a read's step is then its node's own step in the current fill. Tensor and
+// node ids are those of the simulation read (a region's copy may share its
+// simulation: cleanup reads it in the copy's ids).
+// tests/sim/step_facts_test.cc works the facts out by hand.
 #ifndef CKPTPLAN_STEP_FACTS_H_
 #define CKPTPLAN_STEP_FACTS_H_
 

@@ -291,13 +291,19 @@ size_t LargestRegion(const SimContext& context) {
   return largest;
 }
 
+// RunsExtraGreedies, from the figures PlanDefault has at hand.
+bool ExtraGreediesRun(size_t num_candidates, size_t largest_region) {
+  return num_candidates <= kSecondStartLimit &&
+         num_candidates * largest_region <= kSecondStartNodeSteps;
+}
+
 PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& options) {
   const Graph& graph = context.graph;
   Candidates candidates(context, options);
   const size_t num_candidates = context.candidates.size();
   const size_t largest_region = LargestRegion(context);
   std::vector<std::string> starts{options.start};
-  const bool extra_greedy = RunsExtraGreedies(context);
+  const bool extra_greedy = ExtraGreediesRun(num_candidates, largest_region);
   if (extra_greedy) starts.push_back(options.start == "mincut" ? "save-all" : "mincut");
   std::vector<SaveSet> start_sets;
   for (const std::string& start : starts) {
@@ -350,9 +356,7 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
 }  // namespace
 
 bool RunsExtraGreedies(const SimContext& context) {
-  const size_t num_candidates = context.candidates.size();
-  return num_candidates <= kSecondStartLimit &&
-         num_candidates * LargestRegion(context) <= kSecondStartNodeSteps;
+  return ExtraGreediesRun(context.candidates.size(), LargestRegion(context));
 }
 
 SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePolicy& policy) {

@@ -52,8 +52,16 @@ StepFacts::StepFacts(const SimContext& context) : context_(context) {
   families_.resize(num_tensors);
   own_reads_.resize(num_tensors);
   view_base_.resize(num_tensors);
+  // Candidates per root, saturating at 2.
   std::vector<uint8_t> candidate_root(num_tensors, 0);
-  for (TensorId t : context.candidates) candidate_root[context.root[t]] = 1;
+  for (TensorId t : context.candidates) {
+    uint8_t& count = candidate_root[context.root[t]];
+    count = std::min<uint8_t>(count + 1, 2);
+  }
+  // A family is asked of a candidate's root only for the other candidates
+  // sharing it (OtherSavedUse): a root with one candidate needs none.
+  family_member_.assign(num_tensors, 0);
+  for (TensorId t : context.candidates) family_member_[t] = candidate_root[context.root[t]] > 1;
   for (TensorId x = 0; x < num_tensors; ++x) {
     TensorId base = x;
     if (!context.resident_root[x]) {
@@ -196,7 +204,7 @@ void StepFacts::FillOwnReads() {
   // FillSaved asks only about candidates.
   own_read_candidates_.clear();
   for (TensorId x : own_read_) {
-    if (context_.is_candidate[x]) own_read_candidates_.push_back(x);
+    if (family_member_[x]) own_read_candidates_.push_back(x);
   }
 }
 
@@ -259,7 +267,7 @@ void StepFacts::FillSaved(const SaveSet& keep) {
 // Counts saved candidate `x`'s LastUse in its root's family; a tensor listed
 // twice counts once.
 void StepFacts::AddToFamily(const SaveSet& keep, TensorId x) {
-  if (!context_.is_candidate[x] || !keep[x]) return;
+  if (!family_member_[x] || !keep[x]) return;
   const uint32_t last = LastUse(x);
   if (last == kNone) return;
   const TensorId root = context_.root[x];

@@ -210,7 +210,10 @@ class StepFacts {
   std::vector<TensorId> alias_read_;    // tensors with an alias entry
   std::vector<TensorId> family_roots_;  // roots with a family entry
   std::vector<TensorId> own_read_;      // tensors with an own-read entry, odd roots
-  std::vector<TensorId> own_read_candidates_;  // the candidates among them
+  std::vector<TensorId> own_read_candidates_;  // the family members among them
+  // Per tensor: a candidate whose root another candidate shares; the
+  // families count only these.
+  std::vector<uint8_t> family_member_;
 };
 
 }  // namespace ckptplan

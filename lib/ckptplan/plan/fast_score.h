@@ -72,6 +72,9 @@ class FastDropScorer {
   bool Apply(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
              const FastScore& score, bool verify, RegionalMemory::Trial* trial,
              RegionalMemory::Trial* verify_trial);
+  /// After an Apply that returned true: what its trial's simulation keeps of
+  /// the region's (DropDelta::patched_prefix).
+  SimPrefix patched_prefix() const { return delta_ ? delta_->patched_prefix() : SimPrefix{}; }
 
  private:
   static constexpr size_t kNone = SIZE_MAX;

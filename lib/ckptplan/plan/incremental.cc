@@ -85,14 +85,16 @@ struct View {
   int64_t max_own_total = kLowest;     // most bytes at a node's own step
 };
 
+// `same`: what the region's simulation keeps of the one `facts` were filled
+// from last (StepFacts::Fill).
 void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t peak,
-               StepFacts* facts, View* view) {
+               SimPrefix same, StepFacts* facts, View* view) {
   const SimResult& sim = region.sim.full();
   const NodeId first = region.range.first;
   const size_t num_nodes = region.range.end - first;
   view->first = first;
   view->peak = peak;
-  facts->Fill(sim, first, region.range.end);
+  facts->Fill(sim, first, region.range.end, same);
   facts->FillReads();
   facts->FillSaved(keep);
   view->facts = facts;
@@ -285,7 +287,15 @@ class RegionSearch {
     const int64_t peak = memory.peak();
     const uint32_t search = searches_++;
     ++stats_.searches;
-    BuildView(keep, region, peak, &facts_, &view_);
+    // The region's simulation is the patch of the one the facts hold when
+    // the drop applied last was this region's, patched, and nothing was
+    // filled since.
+    SimPrefix same;
+    if (applied_.region == r && applied_.fills == facts_.fills()) same = applied_.prefix;
+    applied_ = {};
+    patched_ = {};
+    BuildView(keep, region, peak, same, &facts_, &view_);
+    if (options_.verify && (same.steps > 0 || same.buffers > 0)) VerifyFacts(region, keep);
     scorer_.Forget();
     Bounds(region, keep, memory.Outside(r));
     DropChoice best;
@@ -381,6 +391,7 @@ class RegionSearch {
       // score is of tier 0).
       if (scorer_.Apply(memory, r, keep, best.tensor, best_score, options_.verify, best_trial,
                         &verify_trial_)) {
+        patched_ = {r, best.tensor, facts_.fills(), scorer_.patched_prefix()};
         ++stats_.patched;
         stats_.simulations += options_.verify;
       } else {
@@ -394,7 +405,28 @@ class RegionSearch {
     return best;
   }
 
+  // The caller applied the drop of `t` in region `r`, from the trial the
+  // search that chose it filled.
+  void Applied(size_t r, TensorId t) {
+    if (patched_.region == r && patched_.tensor == t) applied_ = patched_;
+    patched_ = {};
+  }
+
  private:
+  // Verify mode: throws std::logic_error unless the facts, filled reading
+  // only what the last patch changed, equal a whole fill's.
+  void VerifyFacts(const RegionalMemory::Part& region, const SaveSet& keep) {
+    StepFacts whole(context_);
+    whole.Fill(region.sim.full(), region.range.first, region.range.end);
+    whole.FillReads();
+    whole.FillSaved(keep);
+    const std::string difference = StepFactsDifference(facts_, whole);
+    if (!difference.empty()) {
+      throw std::logic_error("incremental: the step facts filled after a patch differ from a "
+                             "whole fill in " + difference);
+    }
+  }
+
   // Simulates dropping saved candidate `t` of region `r` into *trial and
   // scores it as the reference does.
   DropChoice TryDrop(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
@@ -638,6 +670,16 @@ class RegionSearch {
   RegionalMemory::Trial trial_;  // reused: fresh memory for every simulation is slow
   std::vector<uint32_t> tried_at_;  // per tensor: search that simulated its drop
   uint32_t searches_ = 0;
+  // A drop whose trial is a patch: the region, the tensor, the facts' fills
+  // when they held the simulation patched, and what the patch kept of it.
+  struct Patched {
+    size_t region = SIZE_MAX;
+    TensorId tensor = kNoId;
+    uint64_t fills = 0;
+    SimPrefix prefix;
+  };
+  Patched patched_;  // the last search's, until applied
+  Patched applied_;  // applied since the last search
 };
 
 // The best drop of one region as last computed, valid while the region's
@@ -795,6 +837,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
       ++counters.simulations;
     }
     memory.Apply(&chosen);
+    search.Applied(best_region, best.tensor);
     chosen_region = SIZE_MAX;
     ++version[best_region];
     spdlog::debug("incremental: drop '{}' (peak {} -> {})", ShowName(graph.tensors[best.tensor].name),

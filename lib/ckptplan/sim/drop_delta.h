@@ -112,6 +112,9 @@ class DropDelta {
   /// is unknown or `options` are not such; callers then simulate. `out`
   /// must not be the indexed simulation.
   bool Patch(TensorId t, const SimOptions& options, SimResult* out);
+  /// After a Patch that returned true: the part of *out that is as in the
+  /// indexed simulation (StepFacts::Fill need not read it again); else empty.
+  SimPrefix patched_prefix() const { return patched_prefix_; }
   /// The same for re-saving dropped candidate `t` (ScoreResave(t)), where
   /// the re-save only takes steps away or keeps them all (no moved nodes):
   /// those steps and the storages they made go, the totals move by the
@@ -249,6 +252,7 @@ class DropDelta {
     double added_cost = 0;
   };
   Scored scored_;
+  SimPrefix patched_prefix_;  // of the last Patch
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;
   std::vector<uint32_t> new_step_;  // Patch: per old step, its index after; kNone when it goes
   // The tensor of the last ScoreResave when PatchResave can write it out

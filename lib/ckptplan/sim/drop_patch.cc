@@ -59,6 +59,7 @@ bool DropDelta::MoveLastRead(uint32_t last_step, const SimResult& out, Buffer* b
 }
 
 bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
+  patched_prefix_ = {};
   const NodeId end = end_, first = first_;
   if (!SameRange(options, out)) return false;
   if (!Score(t).known) return false;
@@ -235,6 +236,12 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
 
   peaks.Finish();
   FinishPatch(scored_.added_cost, out);
+  // Steps before the chain's place and storages made before it are as they
+  // were (steps that go come after it, as do their storages).
+  patched_prefix_.steps = static_cast<uint32_t>(a);
+  if (!deleted_.empty()) patched_prefix_.steps = std::min(patched_prefix_.steps, deleted_.front());
+  patched_prefix_.buffers = inserted;
+  if (!moved_.empty()) patched_prefix_.buffers = std::min(patched_prefix_.buffers, moved_.front());
   return true;
 }
 

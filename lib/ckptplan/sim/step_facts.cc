@@ -90,19 +90,30 @@ void ResetEntries(std::vector<TensorId>& touched, size_t one_by_one, std::vector
 
 }  // namespace
 
-void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
+void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix same) {
   const size_t one_by_one = ResetOneByOne();
   // No plan changes which storages the nodes' own steps make, nor that each
   // node has an own step: a fill of the range filled before overwrites
   // those entries, and resets only the recompute steps' (copies, re-runs).
   const bool same_range = filled_ && first == first_ && end == end_;
+  if (!same_range) same = {};
+  same.steps = std::min<uint32_t>(
+      same.steps, static_cast<uint32_t>(std::min(group_.size(), sim.steps.size())));
+  same.buffers = std::min<uint32_t>(same.buffers, static_cast<uint32_t>(sim.buffers.size()));
+  ++fills_;
   filled_ = true;
   if (!same_range) {
     ResetEntries(stored_, one_by_one, storages_);
     stored_.clear();
   }
-  for (TensorId t : copied_) storages_[t].copy = kNone;
-  copied_.clear();
+  // Copies: those of the storages kept stay, in order.
+  size_t kept_copies = 0;
+  for (size_t i = 0; i < copied_.size(); ++i) {
+    storages_[copied_[i].first].copy = kNone;
+    if (copied_[i].second < same.buffers) copied_[kept_copies++] = copied_[i];
+  }
+  copied_.resize(kept_copies);
+  for (const auto& [t, b] : copied_) storages_[t].copy = b;
   ResetEntries(read_, one_by_one, reads_);
   read_.clear();
   ResetEntries(alias_read_, one_by_one, alias_reads_);
@@ -114,22 +125,34 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
   first_ = first;
   end_ = end;
   const size_t num_steps = sim.steps.size();
+  // The steps kept and the groups they end are read as they were: the loop
+  // starts at the first group not ended among them.
+  uint32_t begin = 0;
+  if (same.steps > 0) {
+    const uint32_t last = same.steps - 1;
+    begin = sim.steps[last].recompute ? nodes_[group_[last] - first].begin : same.steps;
+  }
   if (same_range) {
-    for (const NodeId n : rerun_nodes_) {
-      nodes_[n - first].rerun = kNone;
-      nodes_[n - first].rerun_group = kNoId;
+    // Re-runs are listed in step order: those from `begin` on go.
+    while (!rerun_nodes_.empty() && nodes_[rerun_nodes_.back() - first].rerun >= begin) {
+      NodeSteps& node = nodes_[rerun_nodes_.back() - first];
+      node.rerun = kNone;
+      node.rerun_group = kNoId;
+      rerun_nodes_.pop_back();
+    }
+    while (!recompute_steps_.empty() && recompute_steps_.back() >= begin) {
+      recompute_steps_.pop_back();
     }
   } else {
     nodes_.resize(end - first);
     std::memset(static_cast<void*>(nodes_.data()), 0xff, nodes_.size() * sizeof(NodeSteps));
+    rerun_nodes_.clear();
+    recompute_steps_.clear();
   }
-  rerun_nodes_.clear();
   ReserveSteps(group_, num_steps);
   group_.resize(num_steps);
   // Recompute steps belong to the group of the node that follows them.
-  uint32_t begin = 0;
-  recompute_steps_.clear();
-  for (uint32_t s = 0; s < num_steps; ++s) {
+  for (uint32_t s = begin; s < num_steps; ++s) {
     const Step& step = sim.steps[s];
     if (step.recompute) continue;
     NodeSteps& node = nodes_[step.node - first];
@@ -146,12 +169,12 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end) {
     group_[s] = step.node;
     begin = s + 1;
   }
-  for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
+  for (uint32_t b = same.buffers; b < sim.buffers.size(); ++b) {
     const Buffer& buffer = sim.buffers[b];
     Storages& storages = storages_[buffer.root];
     if (sim.steps[buffer.first_step].recompute) {
       storages.copy = b;
-      copied_.push_back(buffer.root);
+      copied_.push_back({buffer.root, b});
     } else {
       storages.original = b;
       if (!same_range) stored_.push_back(buffer.root);
@@ -281,6 +304,39 @@ void StepFacts::AddToFamily(const SaveSet& keep, TensorId x) {
   } else if (family.second == kNone || last > family.second) {
     family.second = last;
   }
+}
+
+std::string StepFactsDifference(const StepFacts& a, const StepFacts& b) {
+  if (a.first() != b.first() || a.end() != b.end()) return "their range";
+  const size_t num_steps = a.sim()->steps.size();
+  if (b.sim()->steps.size() != num_steps) return "their step count";
+  for (uint32_t s = 0; s < num_steps; ++s) {
+    if (a.Group(s) != b.Group(s)) return "the group of step " + std::to_string(s);
+  }
+  for (NodeId n = a.first(); n < a.end(); ++n) {
+    if (a.OwnStep(n) != b.OwnStep(n) || a.GroupBegin(n) != b.GroupBegin(n) ||
+        a.RerunStep(n) != b.RerunStep(n) || a.RerunGroup(n) != b.RerunGroup(n)) {
+      return "the steps of node " + std::to_string(n);
+    }
+  }
+  const bool reads = a.reads_ready() && b.reads_ready();
+  const bool saved = a.saved_ready() && b.saved_ready();
+  const SimContext& context = a.context();
+  for (TensorId t = 0; t < context.graph.tensors.size(); ++t) {
+    const std::string name = " of tensor '" + context.graph.tensors[t].name + "'";
+    if (a.Original(t) != b.Original(t) || a.Copy(t) != b.Copy(t)) return "the storages" + name;
+    if (reads && (a.FirstRead(t) != b.FirstRead(t) || a.LastRead(t) != b.LastRead(t) ||
+                  a.LastOwnRead(t) != b.LastOwnRead(t) ||
+                  a.RecomputeRead(t) != b.RecomputeRead(t) ||
+                  a.AliasLastRead(t) != b.AliasLastRead(t) ||
+                  a.AliasFirstMade(t) != b.AliasFirstMade(t) || a.OddRoot(t) != b.OddRoot(t))) {
+      return "the reads" + name;
+    }
+    if (saved && context.is_candidate[t] && a.OtherSavedUse(t) != b.OtherSavedUse(t)) {
+      return "the family" + name;
+    }
+  }
+  return "";
 }
 
 }  // namespace ckptplan

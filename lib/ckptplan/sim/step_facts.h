@@ -33,6 +33,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
@@ -45,6 +47,15 @@ namespace ckptplan {
 /// forward-produced one. 0 for roots no forward node touches.
 std::vector<NodeId> LastForwardReads(const SimContext& context);
 
+/// The first `steps` steps (their nodes, which are recompute steps) and the
+/// first `buffers` storages (roots, first steps) of a simulation that are
+/// those of another simulation of the same range: after a drop, the steps
+/// before its chain's place and the storages made before it
+/// (DropDelta::Patch). StepFacts::Fill reads only the rest.
+struct SimPrefix {
+  uint32_t steps = 0, buffers = 0;
+};
+
 class StepFacts {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;  ///< no such step or storage
@@ -53,14 +64,20 @@ class StepFacts {
 
   /// Reads the steps and storages of `sim`, the simulation of nodes
   /// [first, end), which must outlive the reads that follow. Forgets the
-  /// parts read before.
-  void Fill(const SimResult& sim, NodeId first, NodeId end);
+  /// parts read before. `same`: the part of `sim` that is as in the
+  /// simulation filled last, which is not read again (ignored unless that
+  /// fill was of the same range).
+  void Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix same = {});
+  /// Fills since construction: a SimPrefix holds only while none follows
+  /// the fill of the simulation it was taken from.
+  uint64_t fills() const { return fills_; }
   /// Reads the non-forward reads of the filled simulation.
   void FillReads();
   /// Reads the families of the saved candidates under plan `keep` (the plan
   /// simulated), after FillReads.
   void FillSaved(const SaveSet& keep);
 
+  const SimContext& context() const { return context_; }
   const SimResult* sim() const { return sim_; }
   NodeId first() const { return first_; }
   NodeId end() const { return end_; }
@@ -203,8 +220,9 @@ class StepFacts {
   std::vector<TensorId> view_base_;
   std::vector<NodeId> last_forward_read_;  // LastForwardReads, on the first FillSaved
   bool filled_ = false;
+  uint64_t fills_ = 0;
   std::vector<TensorId> stored_;        // tensors with an original's entry
-  std::vector<TensorId> copied_;        // tensors with a copy's entry
+  std::vector<std::pair<TensorId, uint32_t>> copied_;  // tensors with a copy's entry, its storage
   std::vector<NodeId> rerun_nodes_;     // nodes with a re-run entry
   std::vector<TensorId> read_;          // tensors with a read entry, odd roots
   std::vector<TensorId> alias_read_;    // tensors with an alias entry
@@ -215,6 +233,11 @@ class StepFacts {
   // families count only these.
   std::vector<uint8_t> family_member_;
 };
+
+/// Where two StepFacts, filled (with reads and, when both are, families)
+/// from simulations of the same range, first differ, through every accessor;
+/// empty when they do not. For verify modes and tests.
+std::string StepFactsDifference(const StepFacts& a, const StepFacts& b);
 
 }  // namespace ckptplan
 

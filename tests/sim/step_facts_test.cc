@@ -281,6 +281,18 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
         const SimPrefix same = delta.patched_prefix();
         CAPTURE(graph.tensors[patched].name);
         ++patches;
+        // The prefix is one the two simulations share: the same steps
+        // (node, recompute or not) and storages (root, first step).
+        REQUIRE(same.steps <= std::min(now.steps.size(), next.steps.size()));
+        REQUIRE(same.buffers <= std::min(now.buffers.size(), next.buffers.size()));
+        for (uint32_t i = 0; i < same.steps; ++i) {
+          REQUIRE(now.steps[i].node == next.steps[i].node);
+          REQUIRE(now.steps[i].recompute == next.steps[i].recompute);
+        }
+        for (uint32_t b = 0; b < same.buffers; ++b) {
+          REQUIRE(now.buffers[b].root == next.buffers[b].root);
+          REQUIRE(now.buffers[b].first_step == next.buffers[b].first_step);
+        }
         kept_steps += same.steps;
         total_steps += next.steps.size();
         // A prefix that also covers the first own step the patch changed (a

@@ -145,6 +145,18 @@ void ForEachDropCorpusGraph(Visit&& visit) {
     visit(Concatenate({RandomStep(seed, 2), RandomStep(seed + 1, 3)}), seed,
           "concatenated " + std::to_string(seed));
   }
+  // Gradients not in the graph (a JSON graph without gradient tensors):
+  // their bytes start at the first backward node's own step.
+  for (uint64_t seed = 400; seed < 420; ++seed) {
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 3 + static_cast<int>(seed % 5);
+    options.width = 1 + static_cast<int>(seed % 3);
+    options.max_inputs = 1 + static_cast<int>(seed % 3);
+    Graph graph = RandomTrainingGraph(options);
+    graph.training.implicit_gradient_bytes = 50 * static_cast<int64_t>(seed % 7 + 1);
+    visit(graph, seed, "random " + std::to_string(seed) + ", implicit gradients");
+  }
 }
 
 // The cleanup as cleanup.h states it, re-simulating the whole step for every

@@ -50,13 +50,14 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
     }
   }
   value_.Finish();
-  born_.assign(num_steps, 0);
-  for (const Buffer& buffer : sim.buffers) born_[buffer.first_step] += context_.bytes[buffer.root];
   const int64_t implicit = context_.graph.training.implicit_gradient_bytes;
   const NodeId first_backward = context_.first_non_forward;
+  implicit_step_ = StepFacts::kNone;
+  implicit_bytes_ = 0;
   if (implicit > 0 && first_backward != kNoId && first_backward >= first && first_backward < end &&
       facts.OwnStep(first_backward) != kNone) {
-    born_[facts.OwnStep(first_backward)] += implicit;
+    implicit_step_ = facts.OwnStep(first_backward);
+    implicit_bytes_ = implicit;
   }
 }
 

@@ -163,7 +163,17 @@ class DropDelta {
   // steps inserted there start from them), offsets not added.
   int64_t Across(uint32_t a) const {
     return sim_->total[a] - std::max<int64_t>(context_.node_workspace[sim_->steps[a].node], 0) -
-           born_[a];
+           BornAt(a);
+  }
+  // The bytes that start at old step `a`: its storages (made in step order,
+  // so found by binary search) and the implicit gradients at their step.
+  int64_t BornAt(uint32_t a) const {
+    const std::vector<Buffer>& buffers = sim_->buffers;
+    auto it = std::partition_point(buffers.begin(), buffers.end(),
+                                   [a](const Buffer& buffer) { return buffer.first_step < a; });
+    int64_t bytes = a == implicit_step_ ? implicit_bytes_ : 0;
+    for (; it != buffers.end() && it->first_step == a; ++it) bytes += context_.bytes[it->root];
+    return bytes;
   }
   // The old step whose re-run made the copy that non-forward reads of `x`
   // read (its producer's re-run), `resaved` read as dropped; kNone where
@@ -212,7 +222,8 @@ class DropDelta {
   std::vector<int64_t> offset_;        // per step: its group's node offset; empty: all 0
   int64_t OffsetAt(int64_t s) const { return offset_.empty() ? 0 : offset_[s]; }
   RangeMax value_;                     // per step: total + offset
-  std::vector<int64_t> born_;          // per step: bytes that start at it
+  uint32_t implicit_step_ = StepFacts::kNone;  // the step implicit gradients start at
+  int64_t implicit_bytes_ = 0;
   // Per storage root, the nodes reading a tensor of it (IndexRootReaders, at
   // construction): readers_[readers_begin_[root], readers_begin_[root + 1]).
   std::vector<uint32_t> readers_begin_;

@@ -265,7 +265,24 @@ class DropDelta {
   Scored scored_;
   SimPrefix patched_prefix_;  // of the last Patch
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;
-  std::vector<uint32_t> new_step_;  // Patch: per old step, its index after; kNone when it goes
+  // PatchResave: per old step, its index after; kNone when it goes.
+  std::vector<uint32_t> new_step_;
+  // Patch: an old step's index after the drop, from where the chain's `m`
+  // steps come in (before old step `a`) and the old steps that go
+  // (`deleted`, sorted), without a per-step array; kNone for one that goes.
+  struct StepMap {
+    uint32_t a, m;
+    const std::vector<uint32_t>* deleted;
+    uint32_t operator()(uint32_t s) const {
+      uint32_t gone = 0;  // deleted steps before s
+      if (!deleted->empty() && s >= deleted->front()) {
+        auto it = std::lower_bound(deleted->begin(), deleted->end(), s);
+        if (it != deleted->end() && *it == s) return kNone;
+        gone = static_cast<uint32_t>(it - deleted->begin());
+      }
+      return s - gone + (s >= a ? m : 0);
+    }
+  };
   // The tensor of the last ScoreResave when PatchResave can write it out
   // (kNoId: none); lifetimes_ holds the old storages whose last read moves,
   // as for Score.

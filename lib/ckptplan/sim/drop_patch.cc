@@ -100,7 +100,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   Step* const steps = out->steps.data();
   int64_t* const totals = out->total.data();
   PeakTracker peaks(out, first, end, 0);
-  new_step_.resize(num_old);
+  const StepMap new_step{static_cast<uint32_t>(a), static_cast<uint32_t>(m), &deleted_};
   uint32_t n = 0;                   // the next step after the drop
   uint32_t previous_chain = kNone;  // of the step emitted last; kNone: not a recompute step
   auto emit = [&](NodeId node, bool recompute, uint32_t chain, int64_t total) {
@@ -134,11 +134,9 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     if (sim.steps[s].starts_chain) old_chain = s;
     if (deleted < deleted_.size() && deleted_[deleted] == s) {
       ++deleted;
-      new_step_[s] = kNone;
       ++s;
       continue;
     }
-    new_step_[s] = n;
     emit(sim.steps[s].node, sim.steps[s].recompute, old_chain, sim.total[s] + running);
     // The run after s: up to the next event, step that goes or the chain.
     uint32_t stop = num_old;
@@ -154,7 +152,6 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     const int64_t* old_totals = sim.total.data() + s;
     for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + running;
     for (uint32_t i = 0; i < length; ++i) {
-      new_step_[s + i] = n + i;
       peaks.Add(n + i, steps[n + i], totals[n + i]);
       if (steps[n + i].starts_chain) old_chain = s + i;
     }
@@ -167,7 +164,9 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
 
   // A position's step after the drop; kNone for a step that goes.
   auto step_at = [&](int64_t position) -> uint32_t {
-    if ((position & kKeyMask) == kKeyHalf) return new_step_[position >> kKeyShift];
+    if ((position & kKeyMask) == kKeyHalf) {
+      return new_step(static_cast<uint32_t>(position >> kKeyShift));
+    }
     const int64_t k = position & kKeyMask;
     if ((position >> kKeyShift) != a || k >= m) return kNone;
     return static_cast<uint32_t>(a + k);
@@ -180,16 +179,29 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
       std::partition_point(sim.buffers.begin(), sim.buffers.end(),
                            [&](const Buffer& buffer) { return buffer.first_step < a; }) -
       sim.buffers.begin());
-  out->buffers.clear();
-  out->buffers.reserve(num_buffers + made_.size());
+  // Written through a pointer, the vector sized first: its end is not
+  // stored back at every storage (most of the patch's storages are copies).
+  if (moved_.size() > num_buffers) return false;
+  const size_t num_new_buffers = num_buffers + made_.size() - moved_.size();
+  out->buffers.resize(num_new_buffers);
+  Buffer* const new_buffers = out->buffers.data();
+  size_t written = 0;
+  auto add_buffer = [&]() -> Buffer* {
+    return written < num_new_buffers ? &new_buffers[written++] : nullptr;
+  };
   size_t unsettled = 0;  // old storages last read at a step that goes
   auto copy_old = [&](const Buffer& buffer) {
-    Buffer& copy = out->buffers.emplace_back(buffer);
-    copy.first_step = new_step_[buffer.first_step];
-    copy.last_step = new_step_[buffer.last_step];
-    unsettled += copy.last_step == kNone;
+    Buffer* copy = add_buffer();
+    if (copy == nullptr) return false;
+    *copy = buffer;
+    copy->first_step = new_step(buffer.first_step);
+    copy->last_step = new_step(buffer.last_step);
+    unsettled += copy->last_step == kNone;
+    return true;
   };
-  for (uint32_t b = 0; b < inserted; ++b) copy_old(sim.buffers[b]);
+  for (uint32_t b = 0; b < inserted; ++b) {
+    if (!copy_old(sim.buffers[b])) return false;
+  }
   size_t made = 0;
   for (int64_t k = 0; k < m; ++k) {
     const NodeId p = chain_[k];
@@ -197,12 +209,13 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
       const TensorId x = context_.ids[i];
       if (context_.made[x] != SimContext::Made::kActivation) continue;
       if (made == made_.size() || made_[made].first != block_key(k)) return false;
-      Buffer& buffer = out->buffers.emplace_back();
-      buffer.root = x;
-      buffer.category = Category::kRecomputed;
-      buffer.first_step = static_cast<uint32_t>(a + k);
-      buffer.last_step = step_at(made_[made].last);
-      if (buffer.last_step == kNone) return false;
+      Buffer* buffer = add_buffer();
+      if (buffer == nullptr) return false;
+      buffer->root = x;
+      buffer->category = Category::kRecomputed;
+      buffer->first_step = static_cast<uint32_t>(a + k);
+      buffer->last_step = step_at(made_[made].last);
+      if (buffer->last_step == kNone) return false;
       ++made;
     }
   }
@@ -210,19 +223,19 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   size_t moved = 0;
   for (uint32_t b = inserted; b < num_buffers; ++b) {
     const Buffer& buffer = sim.buffers[b];
-    if (new_step_[buffer.first_step] == kNone) {
+    if (new_step(buffer.first_step) == kNone) {
       if (moved == moved_.size() || moved_[moved] != b) return false;
       ++moved;
       continue;
     }
-    copy_old(buffer);
+    if (!copy_old(buffer)) return false;
   }
-  if (moved != moved_.size()) return false;
+  if (moved != moved_.size() || written != num_new_buffers) return false;
   // The old storages whose last read moves, and their categories from the
   // new last read (ForwardStorageCategory, as Simulate settles them).
   for (const auto& [b, position] : lifetimes_) {
     const Buffer& old = sim.buffers[b];
-    if (new_step_[old.first_step] == kNone) return false;
+    if (new_step(old.first_step) == kNone) return false;
     const size_t index =
         b < inserted ? b
                      : b + made_.size() -

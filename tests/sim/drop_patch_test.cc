@@ -24,6 +24,7 @@ struct Counts {
   size_t resaves = 0;           // dropped candidates asked about
   size_t resaves_patched = 0;   // re-save patches checked against a simulation
   size_t resaves_in_chain = 0;  // of those, the run went from inside a longer chain
+  size_t resaves_moving = 0;    // of those, more than one run of steps taken away
 };
 
 // Field by field, with CHECKs of their own (not SimResultDifference, which
@@ -78,6 +79,29 @@ bool OneRunInserted(const SimResult& before, const SimResult& after) {
   return prefix + suffix == n;
 }
 
+// Whether a node re-run in both simulations is re-run in another group (the
+// node whose own step comes next) in `after`: a re-save that moves nodes.
+bool RerunMoves(const SimResult& before, const SimResult& after, size_t num_nodes) {
+  auto groups = [&](const SimResult& sim) {
+    std::vector<NodeId> group(num_nodes, kNoId);
+    std::vector<NodeId> pending;
+    for (const Step& step : sim.steps) {
+      if (step.recompute) {
+        pending.push_back(step.node);
+        continue;
+      }
+      for (NodeId n : pending) group[n] = step.node;
+      pending.clear();
+    }
+    return group;
+  };
+  const std::vector<NodeId> a = groups(before), b = groups(after);
+  for (size_t n = 0; n < num_nodes; ++n) {
+    if (a[n] != kNoId && b[n] != kNoId && a[n] != b[n]) return true;
+  }
+  return false;
+}
+
 // Patches every saved droppable candidate of every region (and of the whole
 // step) under `keep` that DropDelta handles, and checks each against a
 // simulation of the drop; the same DropDelta serves every candidate of a
@@ -130,6 +154,9 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
       SaveSet resaved = keep;
       resaved[t] = 1;
       const SimResult simulated = Simulate(context, resaved, options);
+      // Nodes of the run that go re-run later (DropDelta::MovedChain): the
+      // steps before are not the steps after with one run inserted.
+      counts->resaves_moving += RerunMoves(base, simulated, graph.nodes.size());
       // A run taken from inside a chain for another tensor: a step that
       // stays follows the gone run inside one chain.
       for (size_t s = 0; s + 1 < base.steps.size(); ++s) {
@@ -173,9 +200,11 @@ TEST_CASE("drops DropDelta patches into a simulation simulate to the same simula
   CHECK(counts.pulling > 100);
   MESSAGE("DropDelta patched " << counts.resaves_patched << " of " << counts.resaves
                                << " re-saves, " << counts.resaves_in_chain
-                               << " of them a run from inside a longer chain");
+                               << " of them a run from inside a longer chain, "
+                               << counts.resaves_moving << " moving nodes to later readers");
   CHECK(counts.resaves_patched > 2000);
   CHECK(counts.resaves_in_chain > 100);
+  CHECK(counts.resaves_moving > 100);
 }
 
 TEST_CASE("SimResultDifference names the first field that differs") {

@@ -115,11 +115,12 @@ class DropDelta {
   /// After a Patch that returned true: the part of *out that is as in the
   /// indexed simulation (StepFacts::Fill need not read it again); else empty.
   SimPrefix patched_prefix() const { return patched_prefix_; }
-  /// The same for re-saving dropped candidate `t` (ScoreResave(t)), where
-  /// the re-save only takes steps away or keeps them all (no moved nodes):
-  /// those steps and the storages they made go, the totals move by the
-  /// score's range changes, and the storages whose last read moves get it.
-  /// `keep` as for ScoreResave. False where not handled.
+  /// The same for re-saving dropped candidate `t` (ScoreResave(t)): the
+  /// steps that go and the storages they made go, the nodes that re-run for
+  /// later readers (MovedChain) come in as chains at their places with
+  /// their storages, the totals move by the score's range changes, and the
+  /// storages whose last read moves get it. `keep` as for ScoreResave.
+  /// False where not handled (moved nodes inside a later chain's replay).
   bool PatchResave(TensorId t, const SimOptions& options, SimResult* out);
 
   /// Last reads found through the root's readers rather than a short walk
@@ -301,7 +302,16 @@ class DropDelta {
   // ScoreResave's moved chains (MovedChain): their steps' keys, and the
   // reads after the old chain of what it alone made, as (step, tensor).
   std::vector<int64_t> moved_keys_;
+  // Per moved step: whether it starts a chain (the first of a chain made
+  // for a reader's missing input); and whether any went inside a later
+  // chain replayed (PatchResave does not write those out).
+  std::vector<uint8_t> moved_starts_;
+  bool moved_replayed_ = false;
   std::vector<std::pair<uint32_t, TensorId>> reads_after_;
+  // PatchResave where the re-save moves nodes (MovedChain, chain_ not empty).
+  bool PatchMovedResave(TensorId t, const Result& scored, SimResult* out);
+  std::vector<int64_t> moved_total_;    // its working memory
+  std::vector<uint32_t> moved_step_, made_order_;
 };
 
 /// Where two simulations first differ, field by field (steps, storages,

@@ -277,7 +277,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   result.known = true;
   result.region_max = highest;
   result.added_cost = -cost;
-  if (chain_.empty()) resaved_ = t;  // PatchResave writes out what only takes steps away
+  resaved_ = t;  // PatchResave writes it out (moved nodes: PatchMovedResave)
   return result;
 }
 
@@ -330,6 +330,8 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
   }
   constexpr size_t kMostMoved = 64;
   moved_keys_.clear();
+  moved_starts_.clear();
+  moved_replayed_ = false;
   uint32_t place = last;  // of the moved step last placed
   int64_t next_key = 0;   // the next one's there
   // Depth first from `trigger`, as Builder::MaterializeForTensor runs it:
@@ -345,6 +347,7 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
     };
     auto skip_run = [&](uint32_t s) { return s == begin && old_begin < old_end ? last + 1 : s; };
     uint32_t next_old = skip_run(old_begin);
+    bool starts = old_begin >= old_end;  // the next node moved starts a chain
     auto needed = [&](TensorId y) {
       return mark_[y] != epoch_ && (missing(y) || in_old(CopyMadeAt(y, t)));
     };
@@ -387,6 +390,9 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
       place = where;
       pulled_[p - first_] = epoch_;
       moved_keys_.push_back((static_cast<int64_t>(place) << kKeyShift) | next_key++);
+      moved_starts_.push_back(starts);
+      moved_replayed_ = moved_replayed_ || old_begin < old_end;
+      starts = false;
       chain_.push_back(p);
     }
     return next_old == old_end;

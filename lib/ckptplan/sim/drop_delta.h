@@ -308,9 +308,9 @@ class DropDelta {
   std::vector<uint8_t> moved_starts_;
   bool moved_replayed_ = false;
   std::vector<std::pair<uint32_t, TensorId>> reads_after_;
-  // PatchResave where the re-save moves nodes (MovedChain, chain_ not empty).
-  bool PatchMovedResave(TensorId t, const Result& scored, SimResult* out);
-  std::vector<int64_t> moved_total_;    // its working memory
+  // PatchResave's working memory for moved steps: totals, new steps, and
+  // the order of their storages.
+  std::vector<int64_t> moved_total_;
   std::vector<uint32_t> moved_step_, made_order_;
 };
 

@@ -7,8 +7,8 @@
 // bytes live at each position. Patch writes them out: the steps in their new
 // order, each old step's total moved by the changes over it and each chain
 // step's total from what lives across its place (as Score's maxima), and
-// the storages in the order Simulate makes them (PatchResave and
-// PatchMovedResave write a re-save out the same way). Node peaks and the peak come
+// the storages in the order Simulate makes them (PatchResave writes a
+// re-save out the same way). Node peaks and the peak come
 // from the totals through Simulate's PeakTracker, the categories of storages
 // whose last read moves through its ForwardStorageCategory (simulator.h). It
 // restates no clause of the memory rule Score does not:
@@ -259,116 +259,33 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   return true;
 }
 
-// The re-save's patch: the steps that go are one run (deleted_, or none),
-// and no step comes in, so every old step that stays keeps its order and
-// its chain, and each storage not made by a step that goes stays, in order.
+// The re-save's patch: the steps that go are one run (deleted_, or none:
+// the steps stay), and the nodes of the run that make what is read after
+// it (MovedChain: chain_, moved_keys_, moved_starts_) re-run in chains of
+// their own before its later readers, making their storages there
+// (made_); without them, like PatchResave of a run that only goes. Like a
+// drop's patch with the chain in several places: old steps keep their
+// order and chains, each moved step's total is what lives across its place
+// plus the changes over its key, and the storages come in the order of
+// their new first steps (the run's own go with it). Moved nodes inside a
+// later chain's replay are not written out.
 bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* out) {
   if (!SameRange(options, out)) return false;
   const Result scored = ScoreResave(t);
   if (!scored.known || resaved_ != t) return false;
-  if (!chain_.empty()) return PatchMovedResave(t, scored, out);
   const SimResult& sim = *sim_;
   const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
+  // Moved nodes' keys, chain starts and storages are MovedChain's, read
+  // only where it moved some (chain_).
+  const size_t m = chain_.size();
+  if (m > 0 && (moved_replayed_ || deleted_.empty() || moved_starts_.size() != m ||
+                moved_keys_.size() != m ||
+                !std::is_sorted(moved_keys_.begin(), moved_keys_.end()))) {
+    return false;
+  }
   const uint32_t gone_first = deleted_.empty() ? num_old : deleted_.front();
   const uint32_t gone_end = deleted_.empty() ? num_old : deleted_.back() + 1;
   if (gone_end - gone_first != deleted_.size()) return false;
-  // What the steps that go made is read after them only as t (ScoreResave
-  // checked the storages; a view they made, read later, re-runs its node).
-  for (uint32_t s = gone_first; s < gone_end; ++s) {
-    const NodeId node = sim.steps[s].node;
-    for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
-      const TensorId x = context_.ids[i];
-      if (x == t || !context_.forward_produced[x] || context_.resident_root[x] || Saved(x)) continue;
-      const uint32_t use = facts_->LastUse(x);
-      if (use != kNone && use >= gone_end) return false;
-    }
-  }
-  OldStepEvents();
-  std::sort(events_.begin(), events_.end());
-
-  // Steps and totals. A recompute step after the run that goes starts a
-  // chain where the step before the run is not a recompute step of its
-  // chain (the run was the chain's start).
-  const uint32_t num_new = num_old - static_cast<uint32_t>(deleted_.size());
-  SizeSteps(num_new, out);
-  Step* const steps = out->steps.data();
-  int64_t* const totals = out->total.data();
-  PeakTracker peaks(out, first_, end_, 0);
-  new_step_.resize(num_old);
-  size_t event = 0;
-  int64_t running = 0;
-  uint32_t n = 0;
-  for (uint32_t s = 0; s < num_old; ++s) {
-    if (s >= gone_first && s < gone_end) {
-      new_step_[s] = kNone;
-      continue;
-    }
-    for (; event < events_.size() && events_[event].first <= s; ++event) {
-      running += events_[event].second;
-    }
-    Step& step = steps[n];
-    step = sim.steps[s];
-    if (s == gone_end && step.recompute) step.starts_chain |= sim.steps[gone_first].starts_chain;
-    totals[n] = sim.total[s] + running;
-    peaks.Add(n, step, totals[n]);
-    new_step_[s] = n++;
-  }
-  if (n != num_new) return false;
-
-  // Storages: the old ones but those the steps that go made, then the last
-  // reads that move, with the categories they give (ForwardStorageCategory).
-  out->buffers.clear();
-  out->buffers.reserve(sim.buffers.size());
-  size_t unsettled = 0;  // last read at a step that goes
-  std::vector<uint32_t>& index = buffer_index_;  // per old storage, its index after; kNone: goes
-  index.resize(sim.buffers.size());
-  for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
-    const Buffer& buffer = sim.buffers[b];
-    if (new_step_[buffer.first_step] == kNone) {
-      index[b] = kNone;
-      continue;
-    }
-    index[b] = static_cast<uint32_t>(out->buffers.size());
-    Buffer& copy = out->buffers.emplace_back(buffer);
-    copy.first_step = new_step_[buffer.first_step];
-    copy.last_step = new_step_[buffer.last_step];
-    unsettled += copy.last_step == kNone;
-  }
-  for (const auto& [b, position] : lifetimes_) {
-    if ((position & kKeyMask) != kKeyHalf || index[b] == kNone) return false;
-    Buffer& buffer = out->buffers[index[b]];
-    unsettled -= buffer.last_step == kNone;
-    if (!MoveLastRead(new_step_[position >> kKeyShift], *out, &buffer)) return false;
-  }
-  if (unsettled != 0) return false;
-
-  peaks.Finish();
-  FinishPatch(scored.added_cost, out);
-  return true;
-}
-
-// A re-save whose removed run made what is read after it (MovedChain): the
-// run [begin, last] goes, and the nodes making what is read re-run in
-// chains of their own before its later readers, at the places ScoreResave
-// found (chain_, moved_keys_, one chain per reader's missing input,
-// moved_starts_), making their storages there (made_). Like a drop's patch
-// with the chain in several places and the steps that go before them:
-// old steps keep their order and chains, each moved step's total is what
-// lives across its place plus the changes over its key, and the storages
-// come in the order of their new first steps (the run's own go with it).
-// Moved nodes inside a later chain's replay are not written out.
-bool DropDelta::PatchMovedResave(TensorId t, const Result& scored, SimResult* out) {
-  const SimResult& sim = *sim_;
-  const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
-  if (moved_replayed_ || deleted_.empty() || moved_starts_.size() != chain_.size() ||
-      moved_keys_.size() != chain_.size() ||
-      !std::is_sorted(moved_keys_.begin(), moved_keys_.end())) {
-    return false;
-  }
-  const uint32_t gone_first = deleted_.front();
-  const uint32_t gone_end = deleted_.back() + 1;
-  if (gone_end - gone_first != deleted_.size()) return false;
-  const size_t m = chain_.size();
   auto place_of = [&](size_t j) { return static_cast<uint32_t>(moved_keys_[j] >> kKeyShift); };
   // Each place past the run, before an old step that does not go on a chain.
   for (size_t j = 0; j < m; ++j) {
@@ -449,6 +366,7 @@ bool DropDelta::PatchMovedResave(TensorId t, const Result& scored, SimResult* ou
   // A position's step after the re-save; kNone for one that goes.
   auto step_at = [&](int64_t position) -> uint32_t {
     if ((position & kKeyMask) == kKeyHalf) return new_step_[position >> kKeyShift];
+    if (m == 0) return kNone;
     auto it = std::lower_bound(moved_keys_.begin(), moved_keys_.end(), position);
     if (it == moved_keys_.end() || *it != position) return kNone;
     return moved_step[it - moved_keys_.begin()];
@@ -457,14 +375,14 @@ bool DropDelta::PatchMovedResave(TensorId t, const Result& scored, SimResult* ou
   // Storages, in the order of their first steps: the old ones but those the
   // run made, and the moved nodes' (made_, by key and then as made before).
   std::vector<uint32_t>& order = made_order_;
-  order.resize(made_.size());
+  order.resize(m > 0 ? made_.size() : 0);
   for (uint32_t i = 0; i < made_.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
     if (made_[x].first != made_[y].first) return made_[x].first < made_[y].first;
     return made_[x].moved < made_[y].moved;
   });
   out->buffers.clear();
-  out->buffers.reserve(sim.buffers.size() + made_.size());
+  out->buffers.reserve(sim.buffers.size() + order.size());
   std::vector<uint32_t>& index = buffer_index_;  // per old storage, its index after; kNone: goes
   index.resize(sim.buffers.size());
   size_t unsettled = 0, next_made = 0;

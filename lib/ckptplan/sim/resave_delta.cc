@@ -38,6 +38,8 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   scored_.tensor = kNoId;  // no Patch from this
   resaved_ = kNoId;        // nor PatchResave, until known
   lifetimes_.clear();
+  chain_.clear();          // the nodes moved (MovedChain), none so far
+  made_.clear();
   const SimResult& sim = *sim_;
   const StepFacts& facts = *facts_;
   if (!context_.exact_costs || !context_.is_candidate[t]) return unknown;
@@ -277,7 +279,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   result.known = true;
   result.region_max = highest;
   result.added_cost = -cost;
-  resaved_ = t;  // PatchResave writes it out (moved nodes: PatchMovedResave)
+  resaved_ = t;  // PatchResave writes it out
   return result;
 }
 

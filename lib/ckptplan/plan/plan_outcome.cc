@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <stdexcept>
+#include <string>
 
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/size.h"
@@ -29,6 +31,13 @@ PlanOutcome ComputePlan(const Graph& graph, const PlannerOptions& options, bool 
   outcome.save_all = SimulateRecorded(graph, SaveAll(graph), options.reserve_bytes, per_step);
   outcome.simulate_seconds = SecondsSince(clock);
   outcome.planned = SimulateRecorded(graph, outcome.found.keep, options.reserve_bytes, per_step);
+  // The searches' figures come from patched and regional simulations; a plan
+  // whose peak they got wrong is a bug, and its "fits" cannot be trusted.
+  if (outcome.planned.peak_bytes != outcome.found.peak) {
+    throw std::logic_error("planner: the plan found (" + outcome.found.method + ") peaks at " +
+                           std::to_string(outcome.found.peak) + " bytes as searched but " +
+                           std::to_string(outcome.planned.peak_bytes) + " bytes simulated");
+  }
   if (outcome.found.fits) return outcome;
   const LowerBound& bound = outcome.bound;
   const int64_t budget_bytes = options.budget_bytes;

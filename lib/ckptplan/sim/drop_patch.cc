@@ -261,14 +261,13 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
 
 // The re-save's patch: the steps that go are one run (deleted_, or none:
 // the steps stay), and the nodes of the run that make what is read after
-// it (MovedChain: chain_, moved_keys_, moved_starts_) re-run in chains of
-// their own before its later readers, making their storages there
-// (made_); without them, like PatchResave of a run that only goes. Like a
-// drop's patch with the chain in several places: old steps keep their
-// order and chains, each moved step's total is what lives across its place
-// plus the changes over its key, and the storages come in the order of
-// their new first steps (the run's own go with it). Moved nodes inside a
-// later chain's replay are not written out.
+// it, if any (MovedChain: chain_, moved_keys_, moved_starts_), re-run in
+// chains of their own before its later readers, making their storages
+// there (made_). Like a drop's patch with the chain in several places: old
+// steps keep their order and chains, each moved step's total is what lives
+// across its place plus the changes over its key, and the storages come in
+// the order of their new first steps (the run's own go with it). Moved
+// nodes inside a later chain's replay are not written out.
 bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* out) {
   if (!SameRange(options, out)) return false;
   const Result scored = ScoreResave(t);
@@ -357,6 +356,8 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     }
     Step& step = steps[n];
     step = sim.steps[s];
+    // A recompute step right after the run starts a chain where the run
+    // started one (the step before the run is not of the same chain).
     if (s == gone_end && step.recompute) step.starts_chain |= sim.steps[gone_first].starts_chain;
     totals[n] = sim.total[s] + running;
     peaks.Add(n, step, totals[n]);

@@ -24,7 +24,7 @@ struct Counts {
   size_t resaves = 0;           // dropped candidates asked about
   size_t resaves_patched = 0;   // re-save patches checked against a simulation
   size_t resaves_in_chain = 0;  // of those, the run went from inside a longer chain
-  size_t resaves_moving = 0;    // of those, more than one run of steps taken away
+  size_t resaves_moving = 0;    // of those, nodes of the run re-run for later readers
 };
 
 // Field by field, with CHECKs of their own (not SimResultDifference, which
@@ -154,8 +154,8 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
       SaveSet resaved = keep;
       resaved[t] = 1;
       const SimResult simulated = Simulate(context, resaved, options);
-      // Nodes of the run that go re-run later (DropDelta::MovedChain): the
-      // steps before are not the steps after with one run inserted.
+      // Nodes of the run that go re-run for later readers
+      // (DropDelta::MovedChain): in another group than before.
       counts->resaves_moving += RerunMoves(base, simulated, graph.nodes.size());
       // A run taken from inside a chain for another tensor: a step that
       // stays follows the gone run inside one chain.

@@ -308,8 +308,9 @@ class DropDelta {
   std::vector<uint8_t> moved_starts_;
   bool moved_replayed_ = false;
   std::vector<std::pair<uint32_t, TensorId>> reads_after_;
-  // PatchResave's working memory for moved steps: totals, new steps, and
-  // the order of their storages.
+  // Per moved step, its total after the re-save, offsets not added
+  // (ScoreResave); PatchResave's working memory: the moved steps' indices
+  // after it, and the order of their storages.
   std::vector<int64_t> moved_total_;
   std::vector<uint32_t> moved_step_, made_order_;
 };

@@ -278,7 +278,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   // only where it moved some (chain_).
   const size_t m = chain_.size();
   if (m > 0 && (moved_replayed_ || deleted_.empty() || moved_starts_.size() != m ||
-                moved_keys_.size() != m ||
+                moved_keys_.size() != m || moved_total_.size() != m ||
                 !std::is_sorted(moved_keys_.begin(), moved_keys_.end()))) {
     return false;
   }
@@ -312,17 +312,6 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   }
   OldStepEvents();
   std::sort(events_.begin(), events_.end());
-  // The moved steps' totals: what lives across their place, plus the
-  // changes over their keys, plus their workspace.
-  std::vector<int64_t>& moved_total = moved_total_;
-  moved_total.assign(m, 0);
-  for (size_t j = 0; j < m; ++j) {
-    int64_t total = Across(place_of(j)) + std::max<int64_t>(context_.node_workspace[chain_[j]], 0);
-    for (const Change& change : changes_) {
-      if (change.lo <= moved_keys_[j] && moved_keys_[j] <= change.hi) total += change.bytes;
-    }
-    moved_total[j] = total;
-  }
 
   // Steps and totals.
   const uint32_t num_new =
@@ -337,15 +326,19 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   size_t event = 0, j = 0;
   int64_t running = 0;
   uint32_t n = 0;
+  auto emit = [&](const Step& step, int64_t total) {
+    steps[n] = step;
+    totals[n] = total;
+    peaks.Add(n, step, total);
+    return n++;
+  };
   for (uint32_t s = 0; s < num_old; ++s) {
     for (; j < m && place_of(j) == s; ++j) {
-      Step& step = steps[n];
+      Step step;
       step.node = chain_[j];
       step.recompute = true;
       step.starts_chain = moved_starts_[j] != 0;
-      totals[n] = moved_total[j];
-      peaks.Add(n, step, totals[n]);
-      moved_step[j] = n++;
+      moved_step[j] = emit(step, moved_total_[j]);
     }
     if (s >= gone_first && s < gone_end) {
       new_step_[s] = kNone;
@@ -354,14 +347,11 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     for (; event < events_.size() && events_[event].first <= s; ++event) {
       running += events_[event].second;
     }
-    Step& step = steps[n];
-    step = sim.steps[s];
+    Step step = sim.steps[s];
     // A recompute step right after the run starts a chain where the run
     // started one (the step before the run is not of the same chain).
     if (s == gone_end && step.recompute) step.starts_chain |= sim.steps[gone_first].starts_chain;
-    totals[n] = sim.total[s] + running;
-    peaks.Add(n, step, totals[n]);
-    new_step_[s] = n++;
+    new_step_[s] = emit(step, sim.total[s] + running);
   }
   if (n != num_new || j != m) return false;
   // A position's step after the re-save; kNone for one that goes.
@@ -377,7 +367,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   // run made, and the moved nodes' (made_, by key and then as made before).
   std::vector<uint32_t>& order = made_order_;
   order.resize(m > 0 ? made_.size() : 0);
-  for (uint32_t i = 0; i < made_.size(); ++i) order[i] = i;
+  for (uint32_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
     if (made_[x].first != made_[y].first) return made_[x].first < made_[y].first;
     return made_[x].moved < made_[y].moved;

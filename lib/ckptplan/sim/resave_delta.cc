@@ -264,16 +264,18 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   }
   // The old steps that stay, through range maxima, and the moved nodes' new
   // steps: what lives across their place, plus the changes there.
+  // Each moved step's total is kept for PatchResave (moved_total_).
   int64_t highest = KeptStepsMax();
+  moved_total_.clear();
   for (size_t k = 0; k < chain_.size(); ++k) {
     const int64_t key = moved_key(static_cast<int64_t>(k));
     const uint32_t a = static_cast<uint32_t>(key >> kKeyShift);
-    int64_t at_step =
-        Across(a) + OffsetAt(a) + std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
+    int64_t total = Across(a) + std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
     for (const Change& change : changes_) {
-      if (change.lo <= key && key <= change.hi) at_step += change.bytes;
+      if (change.lo <= key && key <= change.hi) total += change.bytes;
     }
-    highest = std::max(highest, at_step);
+    moved_total_.push_back(total);
+    highest = std::max(highest, total + OffsetAt(a));
   }
   Result result;
   result.known = true;

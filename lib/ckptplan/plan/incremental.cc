@@ -189,8 +189,10 @@ class ChainWalker {
   // Walks from now on see the plan `keep` of `candidates`: a walk goes on
   // through a recomputable tensor unless it is saved.
   void SetPlan(const SaveSet& keep, const std::vector<TensorId>& candidates) {
-    for (TensorId t : candidates) passable_[t] = info_.recomputable[t] && !keep[t];
+    for (TensorId t : candidates) Set(keep, t);
   }
+  // The same for one candidate whose bit changed.
+  void Set(const SaveSet& keep, TensorId t) { passable_[t] = info_.recomputable[t] && !keep[t]; }
 
   struct Chain {
     double cost = 0;             // of the nodes added to the recompute set
@@ -200,6 +202,10 @@ class ChainWalker {
     // node at or after the pulled range reads (they stay live through it).
     int64_t pulled_inputs = 0;
     size_t pulled_nodes = 0;
+    // The same inputs' bytes, none left out (saturating): no less than
+    // pulled_inputs. Lazy keys read it.
+    int64_t pulled_raw = 0;
+    NodeId lowest = kNoId;       // the lowest node the walk reached
   };
 
   // View::Slot gives the slots; the recompute set is closed under this walk,
@@ -230,10 +236,10 @@ class ChainWalker {
     // reads at or after the last group they leave is live throughout.
     const NodeId pulled_end = std::max(view.FirstUse(t), chain.last_slot);
     for (TensorId in : pulled_) {
+      const int64_t bytes = context_.bytes[context_.root[in]];
+      chain.pulled_raw = SaturatingAdd(chain.pulled_raw, bytes);
       const NodeId last = view.LastNodeUse(in);
-      if (last == kNoId || last < pulled_end) {
-        chain.pulled_inputs += context_.bytes[context_.root[in]];
-      }
+      if (last == kNoId || last < pulled_end) chain.pulled_inputs += bytes;
     }
     return chain;
   }
@@ -242,6 +248,7 @@ class ChainWalker {
   void Visit(NodeId n, const View& view, Chain* chain) {
     if (mark_[n] == epoch_) return;
     mark_[n] = epoch_;
+    chain->lowest = std::min(chain->lowest, n);
     const NodeId slot = view.Slot(n);
     if (slot != kNoId) {
       chain->pulls = true;
@@ -297,7 +304,9 @@ class RegionSearch {
     BuildView(keep, region, peak, same, &facts_, &view_);
     if (options_.verify && (same.steps > 0 || same.buffers > 0)) VerifyFacts(region, keep);
     scorer_.Forget();
-    Bounds(region, keep, memory.Outside(r));
+    const int64_t outside_region = memory.Outside(r);
+    const bool lazy = LazyKeys(memory);
+    if (!lazy) Bounds(region, keep, outside_region);
     DropChoice best;
     bool best_fast = false;  // scored by DropDelta: *best_trial not filled
     FastScore score, best_score;
@@ -306,6 +315,29 @@ class RegionSearch {
     // scored or a loose bound tightened, the best is found by a scan; then
     // only the bounds that may beat it stay, as a heap: most searches score
     // one drop, and a heap of every bound cost more than the rest of the choice.
+    // Scores the drop of `t`, whose bound of `tier` came first, into `best`.
+    auto try_one = [&](TensorId t, const Bound& bound, int tier) {
+      tried_at_[t] = search;
+      // Scored without simulating where DropDelta handles the drop, the
+      // first one too, and the chosen drop's trial is then its patch.
+      // (Simulating the first, most often the one chosen, cost 3% to 6%
+      // more on a traced GPT-2 and a 96-layer transformer.)
+      bool fast = false;
+      DropChoice choice = ScoreFast(memory, r, keep, t, best, &score, &fast);
+      if (!fast) choice = TryDrop(memory, r, keep, t, &trial_);
+      spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
+                    context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
+                    choice.score, choice.freed);
+      if (choice.tensor != kNoId && choice.BetterThan(best)) {
+        best = choice;
+        best_fast = fast;
+        if (fast) {
+          best_score = score;
+        } else {
+          std::swap(*best_trial, trial_);
+        }
+      }
+    };
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
       bool heap = false;
@@ -329,7 +361,7 @@ class RegionSearch {
         const TensorId t = bound.tensor;
         if (tried_at_[t] == search) continue;
         if (bound.loose) {
-          Bound tight = Tighten(region, memory.Outside(r), t, tier);
+          Bound tight = Tighten(region, outside_region, t, tier);
           if (tight.freed <= 0) continue;
           bounds[size++] = tight;
           if (heap) {
@@ -344,26 +376,7 @@ class RegionSearch {
           }
           continue;
         }
-        tried_at_[t] = search;
-        // Scored without simulating where DropDelta handles the drop, the
-        // first one too, and the chosen drop's trial is then its patch.
-        // (Simulating the first, most often the one chosen, cost 3% to 6%
-        // more on a traced GPT-2 and a 96-layer transformer.)
-        bool fast = false;
-        DropChoice choice = ScoreFast(memory, r, keep, t, best, &score, &fast);
-        if (!fast) choice = TryDrop(memory, r, keep, t, &trial_);
-        spdlog::trace("incremental: try '{}': bound tier {} score {} freed {}; got tier {} score {} freed {}",
-                      context_.graph.tensors[t].name, tier, bound.score, bound.freed, choice.tier,
-                      choice.score, choice.freed);
-        if (choice.tensor != kNoId && choice.BetterThan(best)) {
-          best = choice;
-          best_fast = fast;
-          if (fast) {
-            best_score = score;
-          } else {
-            std::swap(*best_trial, trial_);
-          }
-        }
+        try_one(t, bound, tier);
       }
     };
     if (!options_.prune) {
@@ -378,12 +391,22 @@ class RegionSearch {
       }
       return best;
     }
-    try_bounds(tier0_, 0);
-    // When nothing lowers the peak, every tier-0 bound was simulated and
-    // `best` already holds the best tier-1 drop among them.
-    if (best.tensor == kNoId || best.tier != 0) {
-      Tier1Bounds(region, memory.Outside(r));
-      try_bounds(tier1_, 1);
+    // With lazy keys, tier-0 bounds are taken from the keys first; where no
+    // drop of tier 0 comes of them, every candidate is bounded as without.
+    bool decided = false;
+    if (lazy) {
+      PrepareKeys(region, keep);
+      decided = LazyTier0(region, keep, outside_region, search, best, try_one);
+      if (!decided) Bounds(region, keep, outside_region);
+    }
+    if (!decided) {
+      try_bounds(tier0_, 0);
+      // When nothing lowers the peak, every tier-0 bound was simulated and
+      // `best` already holds the best tier-1 drop among them.
+      if (best.tensor == kNoId || best.tier != 0) {
+        Tier1Bounds(region, outside_region);
+        try_bounds(tier1_, 1);
+      }
     }
     if (best.tensor != kNoId && best_fast) {
       // The caller applies the trial: from DropDelta's patch, or simulate
@@ -410,9 +433,193 @@ class RegionSearch {
   void Applied(size_t r, TensorId t) {
     if (patched_.region == r && patched_.tensor == t) applied_ = patched_;
     patched_ = {};
+    if (keys_ready_) pending_.push_back(t);
   }
 
  private:
+  // Lazy keys. A search bounds every saved candidate of its region, but most
+  // searches score one drop, the first bound; on one region the bounds are
+  // most of a search (36% to 42% of the greedy on a 10^5-node transformer).
+  // Instead each candidate has a key, no more than its tier-0 bound's score in
+  // any search until the key is renewed: its walk's cost over the most bytes
+  // BoundsOf can credit it (its storage's; with a pull, also the pulled
+  // inputs and how far the peak is above every node's own step). Searches
+  // bound candidates in key order, only while a key may beat the best drop
+  // scored or come before the next bound. A walk changes only where a node
+  // it reaches is re-run anew or reads a tensor dropped anew: a drop renews
+  // the keys of the candidates whose walks span the nodes its own walk
+  // reaches up to the last forward reader of the tensor dropped. One region
+  // (the walks stay in it), exact costs (a bound's slack is then 0), pruning
+  // on. The choice is the same: a candidate never bounded has a key that
+  // cannot beat the drop chosen (verify mode checks each key).
+  bool LazyKeys(const RegionalMemory& memory) const {
+    return options_.prune && options_.lazy_keys && context_.exact_costs && memory.size() == 1;
+  }
+
+  struct KeyEntry {
+    double key;
+    int64_t most;      // the most bytes the drop can free at the peak
+    uint32_t index;    // in the region's candidates (in id order)
+    uint32_t version;  // key_version_ when pushed; an older one is stale
+    // As a bound: no real choice of the candidate is better.
+    Bound Optimistic(TensorId t) const { return {t, key, most, false}; }
+  };
+  // The heap's order: BoundBefore's, of the entries as bounds.
+  static bool KeyAfter(const KeyEntry& a, const KeyEntry& b) {
+    if (a.key != b.key) return a.key > b.key;
+    if (a.most != b.most) return a.most < b.most;
+    return a.index > b.index;
+  }
+
+  // Renews the keys the drops applied since the last search changed, or
+  // keys every candidate on the first search.
+  void PrepareKeys(const RegionalMemory::Part& region, const SaveSet& keep) {
+    const std::vector<TensorId>& candidates = region.candidates;
+    const size_t n = candidates.size();
+    const int64_t above_own =
+        view_.max_own_total == kLowest ? kUnbounded : std::max<int64_t>(0, view_.peak - view_.max_own_total);
+    auto renew = [&](uint32_t i) {
+      if (!key_dirty_[i]) dirty_.push_back(i);
+      key_dirty_[i] = 1;
+    };
+    if (!keys_ready_) {
+      keys_ready_ = true;
+      walker_.SetPlan(keep, candidates);
+      key_version_.assign(n, 0);
+      key_value_.assign(n, 0.0);
+      key_most_.assign(n, kUnbounded);
+      key_lo_.assign(n, kNoId);
+      key_hi_.assign(n, 0);
+      key_pulls_.assign(n, 0);
+      key_dirty_.assign(n, 0);
+      key_heap_.clear();
+      dirty_.clear();
+      pending_.clear();
+      above_own_ = above_own;
+      for (uint32_t i = 0; i < n; ++i) renew(i);
+    } else {
+      for (TensorId u : pending_) {
+        walker_.Set(keep, u);
+        // The nodes u's walk reaches (those its chain re-runs among them) and
+        // u's forward readers, whose walks now go on through u.
+        const ChainWalker::Chain span = walker_.Walk(u, view_, SIZE_MAX);
+        const NodeId lo = span.lowest;
+        const NodeId hi = std::max(context_.producer[u],
+                                   view_.facts->LastForwardRead(context_.root[u]));
+        for (uint32_t i = 0; i < n; ++i) {
+          if (key_lo_[i] != kNoId && key_lo_[i] <= hi && key_hi_[i] >= lo) renew(i);
+        }
+      }
+      pending_.clear();
+      if (above_own > above_own_) {
+        above_own_ = above_own;
+        for (uint32_t i = 0; i < n; ++i) {
+          if (key_pulls_[i]) renew(i);
+        }
+      }
+    }
+    for (uint32_t i : dirty_) {
+      key_dirty_[i] = 0;
+      const TensorId t = candidates[i];
+      if (!keep[t] || context_.pinned[t]) continue;
+      ++stats_.keyed;
+      const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
+      double key = 0;
+      int64_t most = kUnbounded;
+      if (chain.pulled_inputs == kUnbounded) {
+        // A walk that gave up: 0 is a key whatever changes.
+        key_lo_[i] = kNoId;
+        key_pulls_[i] = 0;
+      } else {
+        // BoundsOf's freed0: at most own_bytes (the storage's bytes); with a
+        // pull at most the peak less the highest own step, plus own_bytes
+        // and the pulled inputs.
+        most = context_.bytes[context_.root[t]];
+        if (chain.pulls) most = SaturatingAdd(SaturatingAdd(most, chain.pulled_raw), above_own_);
+        key = most > 0 ? std::max(0.0, chain.cost) / static_cast<double>(most)
+                       : std::numeric_limits<double>::infinity();
+        key_lo_[i] = chain.lowest;
+        key_hi_[i] = context_.producer[t];
+        key_pulls_[i] = chain.pulls;
+      }
+      key_value_[i] = key;
+      key_most_[i] = most;
+      key_heap_.push_back({key, most, i, ++key_version_[i]});
+      std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
+    }
+    dirty_.clear();
+    if (key_heap_.size() > 2 * n + 64) {  // stale entries: drop them
+      key_heap_.erase(std::remove_if(key_heap_.begin(), key_heap_.end(),
+                                     [&](const KeyEntry& e) {
+                                       return e.version != key_version_[e.index] ||
+                                              !keep[candidates[e.index]];
+                                     }),
+                      key_heap_.end());
+      std::make_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
+    }
+  }
+
+  // Tier-0 bounds in key order, each scored by `try_one` when it comes first
+  // and may beat `best` (try_bounds' rule). True when `best` is then a drop
+  // of tier 0, which no candidate left unbounded can beat; false leaves the
+  // search to bound every candidate.
+  template <typename Try>
+  bool LazyTier0(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region,
+                 uint32_t search, const DropChoice& best, Try&& try_one) {
+    const std::vector<TensorId>& candidates = region.candidates;
+    auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
+    std::vector<Bound>& bounds = tier0_;  // a heap, best first
+    bounds.clear();
+    popped_.clear();
+    for (;;) {
+      while (!key_heap_.empty()) {
+        const KeyEntry top = key_heap_.front();
+        const TensorId t = candidates[top.index];
+        const bool stale = top.version != key_version_[top.index] || !keep[t] || context_.pinned[t];
+        if (!stale) {
+          const Bound optimistic = top.Optimistic(t);
+          if (best.tensor != kNoId && !MayBeat(optimistic, 0, best)) break;
+          if (!bounds.empty() && BoundBefore(bounds.front(), optimistic)) break;
+        }
+        std::pop_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
+        key_heap_.pop_back();
+        if (stale) continue;
+        popped_.push_back(top);
+        ++stats_.bounded;
+        const ChainWalker::Chain chain = walker_.Walk(t, view_, kShortPulledWalk);
+        Bound bound0;
+        BoundsOf(region, t, chain, outside_region, &bound0, nullptr);
+        bound0.loose = chain.pulled_inputs == kUnbounded;
+        if (bound0.freed > 0) {
+          bounds.push_back(bound0);
+          std::push_heap(bounds.begin(), bounds.end(), after);
+        }
+      }
+      if (bounds.empty()) break;
+      std::pop_heap(bounds.begin(), bounds.end(), after);
+      const Bound bound = bounds.back();
+      bounds.pop_back();
+      // A key left cannot beat `best` either: it cannot, or comes after.
+      if (best.tensor != kNoId && !MayBeat(bound, 0, best)) break;
+      if (tried_at_[bound.tensor] == search) continue;
+      if (bound.loose) {
+        const Bound tight = Tighten(region, outside_region, bound.tensor, 0);
+        if (tight.freed > 0) {
+          bounds.push_back(tight);
+          std::push_heap(bounds.begin(), bounds.end(), after);
+        }
+        continue;
+      }
+      try_one(bound.tensor, bound, 0);
+    }
+    // The keys bounded hold for later searches as they are.
+    for (const KeyEntry& entry : popped_) {
+      key_heap_.push_back(entry);
+      std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
+    }
+    return best.tensor != kNoId && best.tier == 0;
+  }
+
   // Verify mode: throws std::logic_error unless the facts, filled reading
   // only what the last patch changed, equal a whole fill's.
   void VerifyFacts(const RegionalMemory::Part& region, const SaveSet& keep) {
@@ -487,12 +694,24 @@ class RegionSearch {
     PrepareTier1(region, &view_);
     const int64_t outside_region = memory.Outside(r);
     const double slack = context_.exact_costs ? 0.0 : 1e-9;
-    for (TensorId t : region.candidates) {
-      if (!keep[t] || context_.pinned[t] || tried_at_[t] == search) continue;  // pinned: never dropped
-      const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
+    const bool lazy = keys_ready_ && LazyKeys(memory);
+    for (uint32_t i = 0; i < region.candidates.size(); ++i) {
+      const TensorId t = region.candidates[i];
+      if (!keep[t] || context_.pinned[t]) continue;  // pinned: never dropped
       Bound bounds[2];
       const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
       BoundsOf(region, t, chain, outside_region, &bounds[0], &bounds[1]);
+      // A lazy key is no better than the tier-0 bound (and so than the drop).
+      if (lazy && bounds[0].freed > 0 &&
+          (bounds[0].score < key_value_[i] || bounds[0].freed > key_most_[i])) {
+        throw std::logic_error("incremental: the lazy key of '" + context_.graph.tensors[t].name +
+                               "' (" + std::to_string(key_value_[i]) + ", " +
+                               std::to_string(key_most_[i]) + " bytes) beats its bound (" +
+                               std::to_string(bounds[0].score) + ", " +
+                               std::to_string(bounds[0].freed) + " bytes)");
+      }
+      if (tried_at_[t] == search) continue;
+      const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
       std::string broken;
       if (real.tensor != kNoId && real.BetterThan(best)) broken = "beats the drop chosen";
       if (real.tensor != kNoId && real.tier <= 1) {
@@ -680,6 +899,20 @@ class RegionSearch {
   };
   Patched patched_;  // the last search's, until applied
   Patched applied_;  // applied since the last search
+  // Lazy keys (LazyKeys), per candidate of the region by its index there.
+  bool keys_ready_ = false;
+  std::vector<KeyEntry> key_heap_;  // min-heap by key (KeyAfter)
+  std::vector<uint32_t> key_version_;
+  std::vector<double> key_value_;   // the key last pushed
+  std::vector<int64_t> key_most_;   // and its bytes
+  // The nodes the key's walk spans (its lowest node, the candidate's
+  // producer); key_lo_ kNoId: a key (0) no drop changes.
+  std::vector<NodeId> key_lo_, key_hi_;
+  std::vector<uint8_t> key_pulls_, key_dirty_;
+  std::vector<uint32_t> dirty_;
+  std::vector<KeyEntry> popped_;
+  std::vector<TensorId> pending_;   // drops applied since the last search
+  int64_t above_own_ = 0;           // the peak above every own step, at most, since keying
 };
 
 // The best drop of one region as last computed, valid while the region's
@@ -848,6 +1081,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.recompute_cost = memory.cost();
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
+  spdlog::debug("incremental: {} bounds, {} lazy keys", counters.bounded, counters.keyed);
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
       "searches ({} more copied from a copy of the region), {} simulations ({} copied), {} drops "

@@ -46,6 +46,7 @@ struct IncrementalStats {
   size_t iterations = 0;
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
   size_t bounded = 0;      ///< candidate bounds computed
+  size_t keyed = 0;        ///< lazy keys computed (GreedyOptions::lazy_keys)
   /// Drops scored from the current simulation (DropDelta), not simulated.
   size_t fast_scores = 0;
   /// Drops applied from a patch of the region's simulation (DropDelta::Patch),

@@ -23,6 +23,11 @@ struct GreedyOptions {
   /// drop chosen, and simulate every drop DropDelta scored and throw unless
   /// the scores are equal. For tests.
   bool verify = false;
+  /// IncrementalPlan only, with `prune`: on a graph of one region, bound the
+  /// candidates lazily, in the order of keys that only a drop near them
+  /// renews, instead of bounding every candidate in every search. The plan
+  /// is the same either way.
+  bool lazy_keys = true;
 };
 
 struct GreedyResult {

@@ -187,6 +187,63 @@ TEST_CASE("incremental planner matches the reference when regions are copies of 
   CHECK(shared > 100);
 }
 
+TEST_CASE("lazy keys hold on deeper one-region graphs") {
+  // Deeper than the reference can plan quickly: verify mode checks every key
+  // against its candidate's bound and every candidate left unbounded against
+  // a simulation, in every search; the plan must be the one bounding every
+  // candidate gives.
+  std::vector<std::pair<std::string, Graph>> graphs;
+  for (int layers : {4, 6, 8}) {
+    TransformerOptions options;
+    options.layers = layers;
+    options.batch = 2;
+    options.seq = 16;
+    options.hidden = 16;
+    options.heads = 2;
+    options.vocab = 50;
+    graphs.emplace_back("transformer " + std::to_string(layers), TransformerGraph(options));
+  }
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    RandomGraphOptions options;
+    options.seed = seed;
+    options.layers = 12 + 4 * static_cast<int>(seed);
+    options.width = 2 + static_cast<int>(seed % 4);
+    options.max_inputs = 3;
+    options.min_bytes = 1000;
+    options.max_bytes = 100000;
+    graphs.emplace_back("random " + std::to_string(seed), RandomTrainingGraph(options));
+  }
+  size_t keyed = 0, drops = 0;
+  for (const auto& [name, graph] : graphs) {
+    const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+    const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
+    for (const bool from_mincut : {false, true}) {
+      for (double fraction : {0.3, 0.5, 0.8}) {
+        CAPTURE(name);
+        CAPTURE(fraction);
+        CAPTURE(from_mincut);
+        GreedyOptions options;
+        options.budget_bytes = static_cast<int64_t>(fraction * static_cast<double>(save_all));
+        options.verify = true;
+        const SaveSet& start = from_mincut ? mincut : SaveAll(graph);
+        IncrementalStats stats;
+        GreedyResult lazy;
+        CHECK_NOTHROW(lazy = IncrementalPlan(graph, start, options, &stats));
+        options.verify = false;
+        options.lazy_keys = false;
+        const GreedyResult eager = IncrementalPlan(graph, start, options);
+        CHECK(lazy.drops == eager.drops);
+        CHECK(lazy.peak == eager.peak);
+        keyed += stats.keyed;
+        drops += lazy.drops.size();
+      }
+    }
+  }
+  MESSAGE(keyed << " lazy keys, " << drops << " drops");
+  CHECK(keyed > 1000);
+  CHECK(drops > 1000);
+}
+
 TEST_CASE("incremental planner matches the reference on the sample graphs") {
   for (const char* name : {"diamond.json", "mlp.json", "transformer_block.json"}) {
     Graph graph = LoadJsonGraph(std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/" + name);

@@ -202,9 +202,6 @@ class ChainWalker {
     // node at or after the pulled range reads (they stay live through it).
     int64_t pulled_inputs = 0;
     size_t pulled_nodes = 0;
-    // The same inputs' bytes, none left out (saturating): no less than
-    // pulled_inputs. Lazy keys read it.
-    int64_t pulled_raw = 0;
     NodeId lowest = kNoId;       // the lowest node the walk reached
   };
 
@@ -236,10 +233,10 @@ class ChainWalker {
     // reads at or after the last group they leave is live throughout.
     const NodeId pulled_end = std::max(view.FirstUse(t), chain.last_slot);
     for (TensorId in : pulled_) {
-      const int64_t bytes = context_.bytes[context_.root[in]];
-      chain.pulled_raw = SaturatingAdd(chain.pulled_raw, bytes);
       const NodeId last = view.LastNodeUse(in);
-      if (last == kNoId || last < pulled_end) chain.pulled_inputs += bytes;
+      if (last == kNoId || last < pulled_end) {
+        chain.pulled_inputs += context_.bytes[context_.root[in]];
+      }
     }
     return chain;
   }
@@ -448,7 +445,11 @@ class RegionSearch {
   // scored or come before the next bound. A walk changes only where a node
   // it reaches is re-run anew or reads a tensor dropped anew: a drop renews
   // the keys of the candidates whose walks span the nodes its own walk
-  // reaches up to the last forward reader of the tensor dropped. One region
+  // reaches up to the last forward reader of the tensor dropped. (A drop
+  // also moves the first non-forward read of a candidate that a node its
+  // chain re-runs reads, but only earlier: the pulled inputs BoundsOf counts,
+  // those read last before it or the pulled nodes' latest group, can only be
+  // fewer, and the old key still holds.) One region
   // (the walks stay in it), exact costs (a bound's slack is then 0), pruning
   // on. The choice is the same: a candidate never bounded has a key that
   // cannot beat the drop chosen (verify mode checks each key).
@@ -502,8 +503,7 @@ class RegionSearch {
         walker_.Set(keep, u);
         // The nodes u's walk reaches (those its chain re-runs among them) and
         // u's forward readers, whose walks now go on through u.
-        const ChainWalker::Chain span = walker_.Walk(u, view_, SIZE_MAX);
-        const NodeId lo = span.lowest;
+        const NodeId lo = walker_.Walk(u, view_, SIZE_MAX).lowest;
         const NodeId hi = std::max(context_.producer[u],
                                    view_.facts->LastForwardRead(context_.root[u]));
         for (uint32_t i = 0; i < n; ++i) {
@@ -533,9 +533,11 @@ class RegionSearch {
       } else {
         // BoundsOf's freed0: at most own_bytes (the storage's bytes); with a
         // pull at most the peak less the highest own step, plus own_bytes
-        // and the pulled inputs.
+        // and the pulled inputs it counts (their last own reads are
+        // plan-free; the pulled nodes' groups move only with the walk's
+        // nodes).
         most = context_.bytes[context_.root[t]];
-        if (chain.pulls) most = SaturatingAdd(SaturatingAdd(most, chain.pulled_raw), above_own_);
+        if (chain.pulls) most = SaturatingAdd(SaturatingAdd(most, chain.pulled_inputs), above_own_);
         key = most > 0 ? std::max(0.0, chain.cost) / static_cast<double>(most)
                        : std::numeric_limits<double>::infinity();
         key_lo_[i] = chain.lowest;

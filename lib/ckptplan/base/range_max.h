@@ -30,6 +30,9 @@ class RangeMax {
   void Finish() {
     for (size_t i = size_; i-- > 1;) tree_[i] = std::max(tree_[2 * i], tree_[2 * i + 1]);
   }
+  size_t size() const { return size_; }
+  /// The values built on, [0, size()).
+  const int64_t* values() const { return tree_.data() + size_; }
   /// Max over [lo, hi); kEmpty when the range is empty.
   int64_t Query(size_t lo, size_t hi) const {
     int64_t best = kEmpty;

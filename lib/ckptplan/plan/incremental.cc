@@ -74,7 +74,10 @@ struct View {
   NodeId LastNodeUse(TensorId t) const { return facts->GroupOf(facts->LastOwnRead(t)); }
   RangeMax node_peak;                  // over nodes, the step's bytes
   // The same over [first, first + n) and [first + n, end): most bounds ask
-  // for the highest node before and after a range.
+  // for the highest node before and after a range. Filled by PrepareEnds
+  // for searches that bound every candidate; a search bounding a few (lazy
+  // keys) asks node_peak instead.
+  bool ends_ready = false;
   std::vector<int64_t> prefix_max, suffix_max;
   // Tier-1 data, filled by PrepareTier1 when first needed after a build.
   bool tier1_ready = false;
@@ -101,33 +104,44 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
   // The nodes' own steps come in node order, one each. (Locals, not the
   // view's fields, in the loops: stores through the view would alias.)
   view->tier1_ready = false;
+  view->ends_ready = false;
   int64_t* const node_peak = view->node_peak.Reset(num_nodes);
-  view->prefix_max.resize(num_nodes + 1);
-  view->suffix_max.resize(num_nodes + 1);
-  int64_t* const prefix_max = view->prefix_max.data();
-  int64_t* const suffix_max = view->suffix_max.data();
   const int64_t* const offset = region.offset.data();
   const int64_t* const sim_node_peak = sim.node_peak.data();
   const int64_t* const total = sim.total.data();
   const Step* const steps = sim.steps.data();
-  int64_t max_own_total = kLowest, running_max = kLowest;
-  prefix_max[0] = suffix_max[num_nodes] = kLowest;
+  int64_t max_own_total = kLowest;
   for (size_t s = 0, num_steps = sim.steps.size(); s < num_steps; ++s) {
     if (steps[s].recompute) continue;
     const size_t n = steps[s].node - first;
     max_own_total = std::max(max_own_total, total[s] + offset[n]);
-    const int64_t peak_n = sim_node_peak[n] + offset[n];
-    node_peak[n] = peak_n;
-    running_max = std::max(running_max, peak_n);
-    prefix_max[n + 1] = running_max;
+    node_peak[n] = sim_node_peak[n] + offset[n];
   }
   view->max_own_total = max_own_total;
+  view->node_peak.Finish();
+}
+
+// The view's prefix and suffix maxima, once a search bounds every candidate.
+void PrepareEnds(View* view) {
+  if (view->ends_ready) return;
+  view->ends_ready = true;
+  const size_t num_nodes = view->node_peak.size();
+  const int64_t* const node_peak = view->node_peak.values();
+  view->prefix_max.resize(num_nodes + 1);
+  view->suffix_max.resize(num_nodes + 1);
+  int64_t* const prefix_max = view->prefix_max.data();
+  int64_t* const suffix_max = view->suffix_max.data();
+  int64_t running_max = kLowest;
+  prefix_max[0] = suffix_max[num_nodes] = kLowest;
+  for (size_t n = 0; n < num_nodes; ++n) {
+    running_max = std::max(running_max, node_peak[n]);
+    prefix_max[n + 1] = running_max;
+  }
   running_max = kLowest;
   for (size_t n = num_nodes; n-- > 0;) {
     running_max = std::max(running_max, node_peak[n]);
     suffix_max[n] = running_max;
   }
-  view->node_peak.Finish();
 }
 
 // What only tier-1 bounds read (the nodes at the peak and how far below it
@@ -735,6 +749,7 @@ class RegionSearch {
   // short walks: a bound whose walk gave up is tightened only when reached.
   // Tier-1 bounds come later (Tier1Bounds), from the same walks.
   void Bounds(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region) {
+    PrepareEnds(&view_);
     tier0_.clear();
     tier1_.clear();
     walks_.clear();
@@ -783,8 +798,8 @@ class RegionSearch {
     // Max of the step's node peaks over global node ids [lo, hi).
     auto peak_max = [&](int64_t lo, int64_t hi) {
       if (lo >= hi) return kLowest;
-      if (lo == first) return view.prefix_max[hi - first];
-      if (hi == end) return view.suffix_max[lo - first];
+      if (view.ends_ready && lo == first) return view.prefix_max[hi - first];
+      if (view.ends_ready && hi == end) return view.suffix_max[lo - first];
       return view.node_peak.Query(lo - first, hi - first);
     };
     auto peaks_in = [&](int64_t lo, int64_t hi) {  // inclusive

@@ -205,6 +205,13 @@ class ChainWalker {
   void SetPlan(const SaveSet& keep, const std::vector<TensorId>& candidates) {
     for (TensorId t : candidates) Set(keep, t);
   }
+  // Appends the nodes a walk from `t` reaches, none left out, to *nodes.
+  void Reach(TensorId t, const View& view, std::vector<NodeId>* nodes) {
+    reached_ = nodes;
+    Walk(t, view, SIZE_MAX);
+    reached_ = nullptr;
+  }
+  bool Passable(TensorId t) const { return passable_[t] != 0; }
   // The same for one candidate whose bit changed.
   void Set(const SaveSet& keep, TensorId t) { passable_[t] = info_.recomputable[t] && !keep[t]; }
 
@@ -216,7 +223,6 @@ class ChainWalker {
     // node at or after the pulled range reads (they stay live through it).
     int64_t pulled_inputs = 0;
     size_t pulled_nodes = 0;
-    NodeId lowest = kNoId;       // the lowest node the walk reached
   };
 
   // View::Slot gives the slots; the recompute set is closed under this walk,
@@ -259,7 +265,7 @@ class ChainWalker {
   void Visit(NodeId n, const View& view, Chain* chain) {
     if (mark_[n] == epoch_) return;
     mark_[n] = epoch_;
-    chain->lowest = std::min(chain->lowest, n);
+    if (reached_ != nullptr) reached_->push_back(n);
     const NodeId slot = view.Slot(n);
     if (slot != kNoId) {
       chain->pulls = true;
@@ -285,6 +291,7 @@ class ChainWalker {
   size_t max_pulled_ = 0;
   std::vector<NodeId> stack_;
   std::vector<TensorId> pulled_;  // inputs of pulled nodes, not resident
+  std::vector<NodeId>* reached_ = nullptr;  // Reach's output
   std::vector<uint8_t> passable_;  // per tensor: recomputable and not saved (SetPlan)
 };
 
@@ -458,8 +465,9 @@ class RegionSearch {
   // bound candidates in key order, only while a key may beat the best drop
   // scored or come before the next bound. A walk changes only where a node
   // it reaches is re-run anew or reads a tensor dropped anew: a drop renews
-  // the keys of the candidates whose walks span the nodes its own walk
-  // reaches up to the last forward reader of the tensor dropped. (A drop
+  // the keys of the candidates whose walks reach a node its own walk reaches
+  // or a forward reader of the tensor dropped, found forward from those
+  // nodes through the tensors walks pass (Renew). (A drop
   // also moves the first non-forward read of a candidate that a node its
   // chain re-runs reads, but only earlier: the pulled inputs BoundsOf counts,
   // those read last before it or the pulled nodes' latest group, can only be
@@ -494,7 +502,8 @@ class RegionSearch {
     const int64_t above_own =
         view_.max_own_total == kLowest ? kUnbounded : std::max<int64_t>(0, view_.peak - view_.max_own_total);
     auto renew = [&](uint32_t i) {
-      if (!key_dirty_[i]) dirty_.push_back(i);
+      if (key_dirty_[i] || key_kind_[i] == kKeyZero) return;
+      dirty_.push_back(i);
       key_dirty_[i] = 1;
     };
     if (!keys_ready_) {
@@ -503,9 +512,8 @@ class RegionSearch {
       key_version_.assign(n, 0);
       key_value_.assign(n, 0.0);
       key_most_.assign(n, kUnbounded);
-      key_lo_.assign(n, kNoId);
-      key_hi_.assign(n, 0);
-      key_pulls_.assign(n, 0);
+      key_kind_.assign(n, kKeyPlain);
+      BuildReaders();
       key_dirty_.assign(n, 0);
       key_heap_.clear();
       dirty_.clear();
@@ -513,22 +521,13 @@ class RegionSearch {
       above_own_ = above_own;
       for (uint32_t i = 0; i < n; ++i) renew(i);
     } else {
-      for (TensorId u : pending_) {
-        walker_.Set(keep, u);
-        // The nodes u's walk reaches (those its chain re-runs among them) and
-        // u's forward readers, whose walks now go on through u.
-        const NodeId lo = walker_.Walk(u, view_, SIZE_MAX).lowest;
-        const NodeId hi = std::max(context_.producer[u],
-                                   view_.facts->LastForwardRead(context_.root[u]));
-        for (uint32_t i = 0; i < n; ++i) {
-          if (key_lo_[i] != kNoId && key_lo_[i] <= hi && key_hi_[i] >= lo) renew(i);
-        }
-      }
+      for (TensorId u : pending_) walker_.Set(keep, u);
+      for (TensorId u : pending_) Renew(candidates, u, renew);
       pending_.clear();
       if (above_own > above_own_) {
         above_own_ = above_own;
         for (uint32_t i = 0; i < n; ++i) {
-          if (key_pulls_[i]) renew(i);
+          if (key_kind_[i] == kKeyPulls) renew(i);
         }
       }
     }
@@ -542,8 +541,7 @@ class RegionSearch {
       int64_t most = kUnbounded;
       if (chain.pulled_inputs == kUnbounded) {
         // A walk that gave up: 0 is a key whatever changes.
-        key_lo_[i] = kNoId;
-        key_pulls_[i] = 0;
+        key_kind_[i] = kKeyZero;
       } else {
         // BoundsOf's freed0: at most own_bytes (the storage's bytes); with a
         // pull at most the peak less the highest own step, plus own_bytes
@@ -554,9 +552,7 @@ class RegionSearch {
         if (chain.pulls) most = SaturatingAdd(SaturatingAdd(most, chain.pulled_inputs), above_own_);
         key = most > 0 ? std::max(0.0, chain.cost) / static_cast<double>(most)
                        : std::numeric_limits<double>::infinity();
-        key_lo_[i] = chain.lowest;
-        key_hi_[i] = context_.producer[t];
-        key_pulls_[i] = chain.pulls;
+        key_kind_[i] = chain.pulls ? kKeyPulls : kKeyPlain;
       }
       key_value_[i] = key;
       key_most_[i] = most;
@@ -572,6 +568,64 @@ class RegionSearch {
                                      }),
                       key_heap_.end());
       std::make_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
+    }
+  }
+
+  // Forward readers of every tensor walks may pass (forward-made, storage
+  // not resident), once per search object.
+  void BuildReaders() {
+    const size_t num_tensors = context_.graph.tensors.size();
+    reader_begin_.assign(num_tensors + 1, 0);
+    auto each_edge = [&](auto&& visit) {
+      for (NodeId z = 0; z < context_.graph.nodes.size(); ++z) {
+        if (!context_.node_forward[z]) continue;
+        for (uint32_t k = context_.inputs_begin[z]; k < context_.outputs_begin[z]; ++k) {
+          if (info_.recomputable[context_.ids[k]]) visit(context_.ids[k], z);
+        }
+      }
+    };
+    each_edge([&](TensorId in, NodeId) { ++reader_begin_[in + 1]; });
+    for (size_t t = 0; t < num_tensors; ++t) reader_begin_[t + 1] += reader_begin_[t];
+    readers_.resize(reader_begin_[num_tensors]);
+    std::vector<uint32_t> next(reader_begin_.begin(), reader_begin_.end() - 1);
+    each_edge([&](TensorId in, NodeId z) { readers_[next[in]++] = z; });
+    node_mark_.assign(context_.graph.nodes.size(), 0);
+    mark_epoch_ = 0;
+  }
+
+  // Renews (`renew`, by index in `candidates`) every candidate whose walk
+  // reaches a node that the walk of `u`, dropped anew, reaches (its chain
+  // re-runs or moves no other) or a forward reader of u: the nodes reached
+  // forward from those through the outputs walks pass make them.
+  template <typename RenewFn>
+  void Renew(const std::vector<TensorId>& candidates, TensorId u, RenewFn&& renew) {
+    if (++mark_epoch_ == 0) {
+      std::fill(node_mark_.begin(), node_mark_.end(), 0);
+      mark_epoch_ = 1;
+    }
+    frontier_.clear();
+    walker_.Reach(u, view_, &frontier_);
+    for (uint32_t k = reader_begin_[u]; k < reader_begin_[u + 1]; ++k) {
+      frontier_.push_back(readers_[k]);
+    }
+    for (NodeId z : frontier_) node_mark_[z] = mark_epoch_;
+    while (!frontier_.empty()) {
+      const NodeId x = frontier_.back();
+      frontier_.pop_back();
+      for (uint32_t k = context_.outputs_begin[x]; k < context_.inputs_begin[x + 1]; ++k) {
+        const TensorId o = context_.ids[k];
+        const auto found = std::lower_bound(candidates.begin(), candidates.end(), o);
+        if (found != candidates.end() && *found == o) {
+          renew(static_cast<uint32_t>(found - candidates.begin()));
+        }
+        if (!walker_.Passable(o)) continue;
+        for (uint32_t r = reader_begin_[o]; r < reader_begin_[o + 1]; ++r) {
+          const NodeId z = readers_[r];
+          if (node_mark_[z] == mark_epoch_) continue;
+          node_mark_[z] = mark_epoch_;
+          frontier_.push_back(z);
+        }
+      }
     }
   }
 
@@ -922,10 +976,17 @@ class RegionSearch {
   std::vector<uint32_t> key_version_;
   std::vector<double> key_value_;   // the key last pushed
   std::vector<int64_t> key_most_;   // and its bytes
-  // The nodes the key's walk spans (its lowest node, the candidate's
-  // producer); key_lo_ kNoId: a key (0) no drop changes.
-  std::vector<NodeId> key_lo_, key_hi_;
-  std::vector<uint8_t> key_pulls_, key_dirty_;
+  // What a key is from: a walk without a pull, one with (renewed too when
+  // the peak rises above every own step by more than the key counted), or
+  // one that gave up (key 0, which no drop changes).
+  enum : uint8_t { kKeyPlain, kKeyPulls, kKeyZero };
+  std::vector<uint8_t> key_kind_, key_dirty_;
+  // Forward readers by tensor (BuildReaders), and Renew's marks and stack.
+  std::vector<uint32_t> reader_begin_;
+  std::vector<NodeId> readers_;
+  std::vector<uint32_t> node_mark_;
+  uint32_t mark_epoch_ = 0;
+  std::vector<NodeId> frontier_;
   std::vector<uint32_t> dirty_;
   std::vector<KeyEntry> popped_;
   std::vector<TensorId> pending_;   // drops applied since the last search

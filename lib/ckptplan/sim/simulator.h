@@ -67,7 +67,11 @@
 //  - Saved vs dropped, the copy recomputed with its missing ancestors (the
 //    chain: producers reached through tensors neither saved nor resident,
 //    not already re-run): incremental.cc ChainWalker (its cost is the cost a
-//    drop adds; reaching a node already re-run makes the drop "pull" it);
+//    drop adds; reaching a node already re-run makes the drop "pull" it) and
+//    its lazy keys (a walk changes only where a node it reaches is re-run
+//    anew or reads a tensor dropped anew; a drop's chain re-runs only nodes
+//    its walk reaches; first non-forward reads only move earlier as drops
+//    are added);
 //    cleanup.cc Ceiling and ByproductCeiling (a chain that served one tensor
 //    alone); SaveCandidates and the min-cut's network (mincut.h);
 //    drop_delta.h DropDelta::Score (the chain's depth-first order, nodes

@@ -193,15 +193,9 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   // a simulation, in every search; the plan must be the one bounding every
   // candidate gives.
   std::vector<std::pair<std::string, Graph>> graphs;
-  for (int layers : {4, 6, 8}) {
-    TransformerOptions options;
-    options.layers = layers;
-    options.batch = 2;
-    options.seq = 16;
-    options.hidden = 16;
-    options.heads = 2;
-    options.vocab = 50;
-    graphs.emplace_back("transformer " + std::to_string(layers), TransformerGraph(options));
+  for (int layers : {4, 6, 8, 12}) {
+    graphs.emplace_back("transformer " + std::to_string(layers),
+                        testing::SmallTransformer(/*microbatches=*/1, layers));
   }
   for (uint64_t seed = 1; seed <= 6; ++seed) {
     RandomGraphOptions options;

@@ -207,6 +207,19 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     options.max_bytes = 100000;
     graphs.emplace_back("random " + std::to_string(seed), RandomTrainingGraph(options));
   }
+  {
+    // Wide and long-edged, as bench_scale.py's random family: at the lower
+    // budgets the greedy stalls among tied peaks, where searches bound many
+    // candidates whose keys are low.
+    RandomGraphOptions options;
+    options.seed = 7;
+    options.layers = 40;
+    options.width = 10;
+    options.max_inputs = 3;
+    options.min_bytes = 1000;
+    options.max_bytes = 100000;
+    graphs.emplace_back("random wide", RandomTrainingGraph(options));
+  }
   size_t keyed = 0, drops = 0;
   for (const auto& [name, graph] : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;

@@ -328,11 +328,6 @@ class RegionSearch {
     DropChoice best;
     bool best_fast = false;  // scored by DropDelta: *best_trial not filled
     FastScore score, best_score;
-    // Bounds are taken best first; a loose one goes back in tightened, so
-    // candidates are scored in the order of tight bounds. Until a drop is
-    // scored or a loose bound tightened, the best is found by a scan; then
-    // only the bounds that may beat it stay, as a heap: most searches score
-    // one drop, and a heap of every bound cost more than the rest of the choice.
     // Scores the drop of `t`, whose bound of `tier` came first, into `best`.
     auto try_one = [&](TensorId t, const Bound& bound, int tier) {
       tried_at_[t] = search;
@@ -357,6 +352,11 @@ class RegionSearch {
       }
     };
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
+    // Bounds are taken best first; a loose one goes back in tightened, so
+    // candidates are scored in the order of tight bounds. Until a drop is
+    // scored or a loose bound tightened, the best is found by a scan; then
+    // only the bounds that may beat it stay, as a heap: most searches score
+    // one drop, and a heap of every bound cost more than the rest of the choice.
     auto try_bounds = [&](std::vector<Bound>& bounds, int tier) {
       bool heap = false;
       for (size_t size = bounds.size(); size > 0;) {
@@ -458,23 +458,23 @@ class RegionSearch {
   // Lazy keys. A search bounds every saved candidate of its region, but most
   // searches score one drop, the first bound; on one region the bounds are
   // most of a search (36% to 42% of the greedy on a 10^5-node transformer).
-  // Instead each candidate has a key, no more than its tier-0 bound's score in
-  // any search until the key is renewed: its walk's cost over the most bytes
-  // BoundsOf can credit it (its storage's; with a pull, also the pulled
+  // Instead each candidate has a key, no more than its tier-0 bound's score
+  // in any search until the key is renewed: its walk's cost over the most
+  // bytes BoundsOf can credit it (its storage's; with a pull, also the pulled
   // inputs and how far the peak is above every node's own step). Searches
   // bound candidates in key order, only while a key may beat the best drop
   // scored or come before the next bound. A walk changes only where a node
   // it reaches is re-run anew or reads a tensor dropped anew: a drop renews
   // the keys of the candidates whose walks reach a node its own walk reaches
   // or a forward reader of the tensor dropped, found forward from those
-  // nodes through the tensors walks pass (Renew). (A drop
-  // also moves the first non-forward read of a candidate that a node its
-  // chain re-runs reads, but only earlier: the pulled inputs BoundsOf counts,
-  // those read last before it or the pulled nodes' latest group, can only be
-  // fewer, and the old key still holds.) One region
-  // (the walks stay in it), exact costs (a bound's slack is then 0), pruning
-  // on. The choice is the same: a candidate never bounded has a key that
-  // cannot beat the drop chosen (verify mode checks each key).
+  // nodes through the tensors walks pass (Renew). A drop also moves the
+  // first non-forward read of a candidate that a node of its chain reads,
+  // but only earlier: the pulled inputs BoundsOf counts (those last read
+  // before it or the pulled nodes' latest group) can only be fewer, and the
+  // old key still holds. One region (the walks stay in it), exact costs (a
+  // bound's slack is then 0), pruning on. The choice is the same: a
+  // candidate never bounded has a key that cannot beat the drop chosen
+  // (verify mode checks each key).
   bool LazyKeys(const RegionalMemory& memory) const {
     return options_.prune && options_.lazy_keys && context_.exact_costs && memory.size() == 1;
   }

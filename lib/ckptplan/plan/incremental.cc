@@ -88,6 +88,24 @@ struct View {
   int64_t max_own_total = kLowest;     // most bytes at a node's own step
 };
 
+// The most bytes at a node's own step with the region's offsets, and (unless
+// null) each node's peak with its offset into node_peak.
+int64_t OwnMax(const SimResult& sim, const RegionalMemory::Part& region, NodeId first,
+               int64_t* node_peak) {
+  const int64_t* const offset = region.offset.data();
+  const int64_t* const sim_node_peak = sim.node_peak.data();
+  const int64_t* const total = sim.total.data();
+  const Step* const steps = sim.steps.data();
+  int64_t max_own_total = kLowest;
+  for (size_t s = 0, num_steps = sim.steps.size(); s < num_steps; ++s) {
+    if (steps[s].recompute) continue;
+    const size_t n = steps[s].node - first;
+    max_own_total = std::max(max_own_total, total[s] + offset[n]);
+    if (node_peak != nullptr) node_peak[n] = sim_node_peak[n] + offset[n];
+  }
+  return max_own_total;
+}
+
 // `same`: what the region's simulation keeps of the one `facts` were filled
 // from last (StepFacts::Fill).
 void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t peak,
@@ -106,20 +124,17 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
   view->tier1_ready = false;
   view->ends_ready = false;
   int64_t* const node_peak = view->node_peak.Reset(num_nodes);
-  const int64_t* const offset = region.offset.data();
   const int64_t* const sim_node_peak = sim.node_peak.data();
-  const int64_t* const total = sim.total.data();
-  const Step* const steps = sim.steps.data();
-  int64_t max_own_total = kLowest;
-  for (size_t s = 0, num_steps = sim.steps.size(); s < num_steps; ++s) {
-    if (steps[s].recompute) continue;
-    const size_t n = steps[s].node - first;
-    max_own_total = std::max(max_own_total, total[s] + offset[n]);
-    node_peak[n] = sim_node_peak[n] + offset[n];
+  if (region.zero_offset) {
+    // The simulation's own figures, read off as it was summed.
+    std::copy(sim_node_peak, sim_node_peak + num_nodes, node_peak);
+    view->max_own_total = sim.max_own_total;
+  } else {
+    view->max_own_total = OwnMax(sim, region, first, node_peak);
   }
-  view->max_own_total = max_own_total;
   view->node_peak.Finish();
 }
+
 
 // The view's prefix and suffix maxima, once a search bounds every candidate.
 void PrepareEnds(View* view) {
@@ -321,6 +336,10 @@ class RegionSearch {
     patched_ = {};
     BuildView(keep, region, peak, same, &facts_, &view_);
     if (options_.verify && (same.steps > 0 || same.buffers > 0)) VerifyFacts(region, keep);
+    if (options_.verify && OwnMax(region.sim.full(), region, region.range.first, nullptr) !=
+                               view_.max_own_total) {
+      throw std::logic_error("incremental: the simulation's highest own step is not its own");
+    }
     scorer_.Forget();
     const int64_t outside_region = memory.Outside(r);
     const bool lazy = LazyKeys(memory);

@@ -193,6 +193,9 @@ struct SimResult {
   /// inserted before it. Comparable across plans. Indexed by node id minus
   /// SimOptions::first_node.
   std::vector<int64_t> node_peak;
+  /// The most bytes at a node's own step (not a recompute step); the lowest
+  /// int64_t without steps. Set with the node peaks (PeakTracker).
+  int64_t max_own_total = std::numeric_limits<int64_t>::min();
   std::vector<CategoryBytes> by_category;  ///< per step, if recorded
   std::vector<Buffer> buffers;
   std::vector<Recompute> recomputes;  ///< in the order they first happen
@@ -341,12 +344,14 @@ class PeakTracker {
     if (!step.recompute) {
       node_peak_[step.node - first_] = pending_;
       pending_ = std::numeric_limits<int64_t>::min();
+      max_own_ = std::max(max_own_, total);
     }
   }
-  /// Writes the peak and its step.
+  /// Writes the peak, its step and the highest own step.
   void Finish() const {
     result_->peak_bytes = peak_;
     result_->peak_step = peak_step_;
+    result_->max_own_total = max_own_;
   }
 
  private:
@@ -356,6 +361,7 @@ class PeakTracker {
   int64_t peak_;
   uint32_t peak_step_ = 0;
   int64_t pending_ = std::numeric_limits<int64_t>::min();  // most since the last node's step
+  int64_t max_own_ = std::numeric_limits<int64_t>::min();
 };
 
 /// Bytes any plan needs: resident state + reserve + the largest single step

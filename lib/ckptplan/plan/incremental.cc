@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -89,7 +90,9 @@ struct View {
 };
 
 // The most bytes at a node's own step with the region's offsets, and (unless
-// null) each node's peak with its offset into node_peak.
+// null) each node's peak with its offset into node_peak. The nodes' own steps
+// come in node order, one each. (Locals in the loop: stores through a field
+// would alias.)
 int64_t OwnMax(const SimResult& sim, const RegionalMemory::Part& region, NodeId first,
                int64_t* node_peak) {
   const int64_t* const offset = region.offset.data();
@@ -119,22 +122,18 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
   facts->FillReads();
   facts->FillSaved(keep);
   view->facts = facts;
-  // The nodes' own steps come in node order, one each. (Locals, not the
-  // view's fields, in the loops: stores through the view would alias.)
   view->tier1_ready = false;
   view->ends_ready = false;
   int64_t* const node_peak = view->node_peak.Reset(num_nodes);
-  const int64_t* const sim_node_peak = sim.node_peak.data();
   if (region.zero_offset) {
     // The simulation's own figures, read off as it was summed.
-    std::copy(sim_node_peak, sim_node_peak + num_nodes, node_peak);
+    std::copy(sim.node_peak.begin(), sim.node_peak.begin() + num_nodes, node_peak);
     view->max_own_total = sim.max_own_total;
   } else {
     view->max_own_total = OwnMax(sim, region, first, node_peak);
   }
   view->node_peak.Finish();
 }
-
 
 // The view's prefix and suffix maxima, once a search bounds every candidate.
 void PrepareEnds(View* view) {
@@ -347,8 +346,17 @@ class RegionSearch {
     DropChoice best;
     bool best_fast = false;  // scored by DropDelta: *best_trial not filled
     FastScore score, best_score;
-    // Scores the drop of `t`, whose bound of `tier` came first, into `best`.
-    auto try_one = [&](TensorId t, const Bound& bound, int tier) {
+    // A bound of `tier` that came first and may beat `best`: its drop is
+    // scored into `best`, or, when its walk gave up, its tightened bound is
+    // returned to go back in. Nothing for a drop scored before this search.
+    auto take = [&](const Bound& bound, int tier) -> std::optional<Bound> {
+      const TensorId t = bound.tensor;
+      if (tried_at_[t] == search) return std::nullopt;
+      if (bound.loose) {
+        const Bound tight = Tighten(region, outside_region, t, tier);
+        if (tight.freed <= 0) return std::nullopt;
+        return tight;
+      }
       tried_at_[t] = search;
       // Scored without simulating where DropDelta handles the drop, the
       // first one too, and the chosen drop's trial is then its patch.
@@ -369,6 +377,7 @@ class RegionSearch {
           std::swap(*best_trial, trial_);
         }
       }
+      return std::nullopt;
     };
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     // Bounds are taken best first; a loose one goes back in tightened, so
@@ -395,12 +404,8 @@ class RegionSearch {
         }
         const Bound bound = bounds[--size];
         if (best.tensor != kNoId && !MayBeat(bound, tier, best)) break;
-        const TensorId t = bound.tensor;
-        if (tried_at_[t] == search) continue;
-        if (bound.loose) {
-          Bound tight = Tighten(region, outside_region, t, tier);
-          if (tight.freed <= 0) continue;
-          bounds[size++] = tight;
+        if (const std::optional<Bound> tight = take(bound, tier)) {
+          bounds[size++] = *tight;
           if (heap) {
             std::push_heap(bounds.begin(), bounds.begin() + size, after);
           } else {
@@ -411,9 +416,7 @@ class RegionSearch {
             std::make_heap(bounds.begin(), bounds.begin() + size, after);
             heap = true;
           }
-          continue;
         }
-        try_one(t, bound, tier);
       }
     };
     if (!options_.prune) {
@@ -433,7 +436,7 @@ class RegionSearch {
     bool decided = false;
     if (lazy) {
       PrepareKeys(region, keep);
-      decided = LazyTier0(region, keep, outside_region, search, best, try_one);
+      decided = LazyTier0(region, keep, outside_region, best, take);
       if (!decided) Bounds(region, keep, outside_region);
     }
     if (!decided) {
@@ -529,8 +532,6 @@ class RegionSearch {
       keys_ready_ = true;
       walker_.SetPlan(keep, candidates);
       key_version_.assign(n, 0);
-      key_value_.assign(n, 0.0);
-      key_most_.assign(n, kUnbounded);
       key_kind_.assign(n, kKeyPlain);
       BuildReaders();
       key_dirty_.assign(n, 0);
@@ -573,8 +574,6 @@ class RegionSearch {
                        : std::numeric_limits<double>::infinity();
         key_kind_[i] = chain.pulls ? kKeyPulls : kKeyPlain;
       }
-      key_value_[i] = key;
-      key_most_[i] = most;
       key_heap_.push_back({key, most, i, ++key_version_[i]});
       std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
     }
@@ -622,11 +621,10 @@ class RegionSearch {
       std::fill(node_mark_.begin(), node_mark_.end(), 0);
       mark_epoch_ = 1;
     }
+    // u's producer is among the nodes its walk reaches, and u is passable
+    // now: its forward readers come next.
     frontier_.clear();
     walker_.Reach(u, view_, &frontier_);
-    for (uint32_t k = reader_begin_[u]; k < reader_begin_[u + 1]; ++k) {
-      frontier_.push_back(readers_[k]);
-    }
     for (NodeId z : frontier_) node_mark_[z] = mark_epoch_;
     while (!frontier_.empty()) {
       const NodeId x = frontier_.back();
@@ -648,13 +646,13 @@ class RegionSearch {
     }
   }
 
-  // Tier-0 bounds in key order, each scored by `try_one` when it comes first
-  // and may beat `best` (try_bounds' rule). True when `best` is then a drop
-  // of tier 0, which no candidate left unbounded can beat; false leaves the
-  // search to bound every candidate.
-  template <typename Try>
+  // Tier-0 bounds in key order, each given to `take` (Best's) when it comes
+  // first and may beat `best` (try_bounds' rule). True when `best` is then a
+  // drop of tier 0, which no candidate left unbounded can beat; false leaves
+  // the search to bound every candidate.
+  template <typename Take>
   bool LazyTier0(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region,
-                 uint32_t search, const DropChoice& best, Try&& try_one) {
+                 const DropChoice& best, Take&& take) {
     const std::vector<TensorId>& candidates = region.candidates;
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     std::vector<Bound>& bounds = tier0_;  // a heap, best first
@@ -674,11 +672,8 @@ class RegionSearch {
         key_heap_.pop_back();
         if (stale) continue;
         popped_.push_back(top);
-        ++stats_.bounded;
-        const ChainWalker::Chain chain = walker_.Walk(t, view_, kShortPulledWalk);
-        Bound bound0;
-        BoundsOf(region, t, chain, outside_region, &bound0, nullptr);
-        bound0.loose = chain.pulled_inputs == kUnbounded;
+        ChainWalker::Chain chain;
+        const Bound bound0 = ShortBound(region, outside_region, t, &chain);
         if (bound0.freed > 0) {
           bounds.push_back(bound0);
           std::push_heap(bounds.begin(), bounds.end(), after);
@@ -690,16 +685,10 @@ class RegionSearch {
       bounds.pop_back();
       // A key left cannot beat `best` either: it cannot, or comes after.
       if (best.tensor != kNoId && !MayBeat(bound, 0, best)) break;
-      if (tried_at_[bound.tensor] == search) continue;
-      if (bound.loose) {
-        const Bound tight = Tighten(region, outside_region, bound.tensor, 0);
-        if (tight.freed > 0) {
-          bounds.push_back(tight);
-          std::push_heap(bounds.begin(), bounds.end(), after);
-        }
-        continue;
+      if (const std::optional<Bound> tight = take(bound, 0)) {
+        bounds.push_back(*tight);
+        std::push_heap(bounds.begin(), bounds.end(), after);
       }
-      try_one(bound.tensor, bound, 0);
     }
     // The keys bounded hold for later searches as they are.
     for (const KeyEntry& entry : popped_) {
@@ -783,7 +772,15 @@ class RegionSearch {
     PrepareTier1(region, &view_);
     const int64_t outside_region = memory.Outside(r);
     const double slack = context_.exact_costs ? 0.0 : 1e-9;
+    // Each candidate's key: its one entry of the current version (a search
+    // puts back what it took).
+    std::vector<const KeyEntry*> key(region.candidates.size(), nullptr);
     const bool lazy = keys_ready_ && LazyKeys(memory);
+    if (lazy) {
+      for (const KeyEntry& entry : key_heap_) {
+        if (entry.version == key_version_[entry.index]) key[entry.index] = &entry;
+      }
+    }
     for (uint32_t i = 0; i < region.candidates.size(); ++i) {
       const TensorId t = region.candidates[i];
       if (!keep[t] || context_.pinned[t]) continue;  // pinned: never dropped
@@ -791,11 +788,15 @@ class RegionSearch {
       const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
       BoundsOf(region, t, chain, outside_region, &bounds[0], &bounds[1]);
       // A lazy key is no better than the tier-0 bound (and so than the drop).
+      if (lazy && key[i] == nullptr) {
+        throw std::logic_error("incremental: '" + context_.graph.tensors[t].name +
+                               "' has no lazy key");
+      }
       if (lazy && bounds[0].freed > 0 &&
-          (bounds[0].score < key_value_[i] || bounds[0].freed > key_most_[i])) {
+          (bounds[0].score < key[i]->key || bounds[0].freed > key[i]->most)) {
         throw std::logic_error("incremental: the lazy key of '" + context_.graph.tensors[t].name +
-                               "' (" + std::to_string(key_value_[i]) + ", " +
-                               std::to_string(key_most_[i]) + " bytes) beats its bound (" +
+                               "' (" + std::to_string(key[i]->key) + ", " +
+                               std::to_string(key[i]->most) + " bytes) beats its bound (" +
                                std::to_string(bounds[0].score) + ", " +
                                std::to_string(bounds[0].freed) + " bytes)");
       }
@@ -829,14 +830,23 @@ class RegionSearch {
     walker_.SetPlan(keep, region.candidates);
     for (TensorId t : region.candidates) {
       if (!keep[t] || context_.pinned[t]) continue;  // pinned: never dropped
-      ++stats_.bounded;
-      const ChainWalker::Chain chain = walker_.Walk(t, view_, kShortPulledWalk);
+      ChainWalker::Chain chain;
+      const Bound bound0 = ShortBound(region, outside_region, t, &chain);
       walks_.push_back({t, chain});
-      Bound bound0;
-      BoundsOf(region, t, chain, outside_region, &bound0, nullptr);
-      bound0.loose = chain.pulled_inputs == kUnbounded;
       if (bound0.freed > 0) tier0_.push_back(bound0);
     }
+  }
+
+  // The tier-0 bound of dropping `t` from a short walk (*chain), loose when
+  // the walk gave up on pulled inputs.
+  Bound ShortBound(const RegionalMemory::Part& region, int64_t outside_region, TensorId t,
+                   ChainWalker::Chain* chain) {
+    ++stats_.bounded;
+    *chain = walker_.Walk(t, view_, kShortPulledWalk);
+    Bound bound0;
+    BoundsOf(region, t, *chain, outside_region, &bound0, nullptr);
+    bound0.loose = chain->pulled_inputs == kUnbounded;
+    return bound0;
   }
 
   // Tier-1 bounds of the candidates Bounds walked, into tier1_.
@@ -993,8 +1003,6 @@ class RegionSearch {
   bool keys_ready_ = false;
   std::vector<KeyEntry> key_heap_;  // min-heap by key (KeyAfter)
   std::vector<uint32_t> key_version_;
-  std::vector<double> key_value_;   // the key last pushed
-  std::vector<int64_t> key_most_;   // and its bytes
   // What a key is from: a walk without a pull, one with (renewed too when
   // the peak rises above every own step by more than the key counted), or
   // one that gave up (key 0, which no drop changes).

@@ -274,13 +274,16 @@ class DropDelta {
   struct StepMap {
     uint32_t a, m;
     const std::vector<uint32_t>* deleted;
+    // Steps before the first that goes, in a branch the patch's loops inline.
+    uint32_t first_gone = deleted->empty() ? kNone : deleted->front();
     uint32_t operator()(uint32_t s) const {
-      uint32_t gone = 0;  // deleted steps before s
-      if (!deleted->empty() && s >= deleted->front()) {
-        auto it = std::lower_bound(deleted->begin(), deleted->end(), s);
-        if (it != deleted->end() && *it == s) return kNone;
-        gone = static_cast<uint32_t>(it - deleted->begin());
-      }
+      if (s < first_gone) return s + (s >= a ? m : 0);
+      return AfterGone(s);
+    }
+    uint32_t AfterGone(uint32_t s) const {
+      auto it = std::lower_bound(deleted->begin(), deleted->end(), s);
+      if (it != deleted->end() && *it == s) return kNone;
+      const uint32_t gone = static_cast<uint32_t>(it - deleted->begin());  // before s
       return s - gone + (s >= a ? m : 0);
     }
   };

@@ -152,9 +152,14 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     std::copy(sim.steps.begin() + s, sim.steps.begin() + stop, steps + n);
     const int64_t* old_totals = sim.total.data() + s;
     for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + running;
-    for (uint32_t i = 0; i < length; ++i) {
-      peaks.Add(n + i, steps[n + i], totals[n + i]);
-      if (steps[n + i].starts_chain) old_chain = s + i;
+    peaks.AddRun(n, steps + n, totals + n, length, sim.node_peak.data(), running);
+    // The chain of the run's last step, if a recompute step (inside the run,
+    // a step whose chain went on was not an own step's).
+    for (uint32_t i = length; i-- > 0 && steps[n + i].recompute;) {
+      if (steps[n + i].starts_chain) {
+        old_chain = s + i;
+        break;
+      }
     }
     previous_chain = steps[n + length - 1].recompute ? old_chain : kNone;
     n += length;
@@ -191,18 +196,26 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     return written < num_new_buffers ? &new_buffers[written++] : nullptr;
   };
   size_t unsettled = 0;  // old storages last read at a step that goes
-  auto copy_old = [&](const Buffer& buffer) {
-    Buffer* copy = add_buffer();
-    if (copy == nullptr) return false;
-    *copy = buffer;
-    copy->first_step = new_step(buffer.first_step);
-    copy->last_step = new_step(buffer.last_step);
-    unsettled += copy->last_step == kNone;
-    return true;
+  // Old storages [lo, hi) copied with their steps mapped, in one loop; with
+  // `made_here`, each must be made at a step that stays.
+  auto copy_old = [&](uint32_t lo, uint32_t hi, bool made_here) {
+    if (hi < lo || written + (hi - lo) > num_new_buffers) return false;
+    const Buffer* const from = sim.buffers.data() + lo;
+    Buffer* const to = new_buffers + written;
+    size_t lost = 0, gone = 0;
+    for (uint32_t i = 0, count = hi - lo; i < count; ++i) {
+      Buffer copy = from[i];
+      copy.first_step = new_step(copy.first_step);
+      copy.last_step = new_step(copy.last_step);
+      gone += copy.first_step == kNone;
+      lost += copy.last_step == kNone;
+      to[i] = copy;
+    }
+    written += hi - lo;
+    unsettled += lost;
+    return !made_here || gone == 0;
   };
-  for (uint32_t b = 0; b < inserted; ++b) {
-    if (!copy_old(sim.buffers[b])) return false;
-  }
+  if (!copy_old(0, inserted, /*made_here=*/false)) return false;
   size_t made = 0;
   for (int64_t k = 0; k < m; ++k) {
     const NodeId p = chain_[k];
@@ -221,17 +234,16 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     }
   }
   if (made != made_.size()) return false;
-  size_t moved = 0;
-  for (uint32_t b = inserted; b < num_buffers; ++b) {
-    const Buffer& buffer = sim.buffers[b];
-    if (new_step(buffer.first_step) == kNone) {
-      if (moved == moved_.size() || moved_[moved] != b) return false;
-      ++moved;
-      continue;
-    }
-    if (!copy_old(buffer)) return false;
+  // The old storages made after the place but for the moved copies (made at
+  // steps that go), in runs between those.
+  uint32_t next = inserted;
+  for (const uint32_t b : moved_) {
+    if (b < next || b >= num_buffers || new_step(sim.buffers[b].first_step) != kNone) return false;
+    if (!copy_old(next, b, /*made_here=*/true)) return false;
+    next = b + 1;
   }
-  if (moved != moved_.size() || written != num_new_buffers) return false;
+  if (!copy_old(next, num_buffers, /*made_here=*/true)) return false;
+  if (written != num_new_buffers) return false;
   // The old storages whose last read moves, and their categories from the
   // new last read (ForwardStorageCategory, as Simulate settles them).
   for (const auto& [b, position] : lifetimes_) {
@@ -332,7 +344,10 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     peaks.Add(n, step, total);
     return n++;
   };
-  for (uint32_t s = 0; s < num_old; ++s) {
+  // In runs of old steps between the places where something changes (an
+  // event of the running sum, the run that goes, a moved step's place), as
+  // in Patch.
+  for (uint32_t s = 0; s < num_old;) {
     for (; j < m && place_of(j) == s; ++j) {
       Step step;
       step.node = chain_[j];
@@ -341,7 +356,8 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
       moved_step[j] = emit(step, moved_total_[j]);
     }
     if (s >= gone_first && s < gone_end) {
-      new_step_[s] = kNone;
+      std::fill(new_step_.begin() + s, new_step_.begin() + gone_end, kNone);
+      s = gone_end;
       continue;
     }
     for (; event < events_.size() && events_[event].first <= s; ++event) {
@@ -352,6 +368,22 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     // started one (the step before the run is not of the same chain).
     if (s == gone_end && step.recompute) step.starts_chain |= sim.steps[gone_first].starts_chain;
     new_step_[s] = emit(step, sim.total[s] + running);
+    uint32_t stop = num_old;
+    if (event < events_.size()) {
+      stop = static_cast<uint32_t>(std::min<int64_t>(stop, events_[event].first));
+    }
+    if (j < m) stop = std::min(stop, place_of(j));
+    if (gone_first > s) stop = std::min(stop, gone_first);
+    ++s;
+    if (stop <= s) continue;
+    const uint32_t length = stop - s;
+    std::copy(sim.steps.begin() + s, sim.steps.begin() + stop, steps + n);
+    const int64_t* old_totals = sim.total.data() + s;
+    for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + running;
+    peaks.AddRun(n, steps + n, totals + n, length, sim.node_peak.data(), running);
+    for (uint32_t i = 0; i < length; ++i) new_step_[s + i] = n + i;
+    n += length;
+    s = stop;
   }
   if (n != num_new || j != m) return false;
   // A position's step after the re-save; kNone for one that goes.
@@ -372,40 +404,58 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     if (made_[x].first != made_[y].first) return made_[x].first < made_[y].first;
     return made_[x].moved < made_[y].moved;
   });
-  out->buffers.clear();
-  out->buffers.reserve(sim.buffers.size() + order.size());
-  std::vector<uint32_t>& index = buffer_index_;  // per old storage, its index after; kNone: goes
-  index.resize(sim.buffers.size());
-  size_t unsettled = 0, next_made = 0;
-  auto add_made_before = [&](uint32_t new_first) {
-    for (; next_made < order.size(); ++next_made) {
-      const NewBuffer& made = made_[order[next_made]];
-      const uint32_t first_step = step_at(made.first);
-      if (first_step == kNone || first_step > new_first) return first_step != kNone;
-      Buffer& buffer = out->buffers.emplace_back();
-      buffer.root = sim.buffers[made.moved].root;
-      buffer.category = Category::kRecomputed;
-      buffer.first_step = first_step;
-      buffer.last_step = step_at(made.last);
-      if (buffer.last_step == kNone) return false;
-    }
-    return true;
+  // The old storages that go, made by the run (storages are in the order
+  // of their first steps): [gone_lo, gone_hi).
+  const uint32_t num_buffers = static_cast<uint32_t>(sim.buffers.size());
+  auto made_before = [&](uint32_t step) {
+    return static_cast<uint32_t>(
+        std::partition_point(sim.buffers.begin(), sim.buffers.end(),
+                             [step](const Buffer& buffer) { return buffer.first_step < step; }) -
+        sim.buffers.begin());
   };
-  for (uint32_t b = 0; b < sim.buffers.size(); ++b) {
-    const Buffer& buffer = sim.buffers[b];
-    const uint32_t first_step = new_step_[buffer.first_step];
-    if (first_step == kNone) {
-      index[b] = kNone;
-      continue;
+  const uint32_t gone_lo = made_before(gone_first), gone_hi = made_before(gone_end);
+  out->buffers.resize(num_buffers - (gone_hi - gone_lo) + order.size());
+  Buffer* const new_buffers = out->buffers.data();
+  std::vector<uint32_t>& index = buffer_index_;  // per old storage, its index after; kNone: goes
+  index.resize(num_buffers);
+  std::fill(index.begin() + gone_lo, index.begin() + gone_hi, kNone);
+  size_t unsettled = 0, written = 0;
+  uint32_t b = 0;  // the next old storage
+  // The old storages from b on whose first step after is before `limit`.
+  auto copy_old = [&](uint32_t limit) {
+    while (b < num_buffers) {
+      if (b == gone_lo) b = gone_hi;
+      const uint32_t run_end = b < gone_lo ? gone_lo : num_buffers;
+      const Buffer* const from = sim.buffers.data() + b;
+      uint32_t i = 0;
+      for (const uint32_t count = run_end - b; i < count; ++i) {
+        Buffer copy = from[i];
+        copy.first_step = new_step_[copy.first_step];
+        if (copy.first_step >= limit) break;
+        copy.last_step = new_step_[copy.last_step];
+        unsettled += copy.last_step == kNone;
+        index[b + i] = static_cast<uint32_t>(written);
+        new_buffers[written++] = copy;
+      }
+      b += i;
+      if (b < run_end) return;
     }
-    if (!add_made_before(first_step)) return false;
-    index[b] = static_cast<uint32_t>(out->buffers.size());
-    Buffer& copy = out->buffers.emplace_back(buffer);
-    copy.first_step = first_step;
-    copy.last_step = new_step_[buffer.last_step];
-    unsettled += copy.last_step == kNone;
+  };
+  for (const uint32_t o : order) {
+    const NewBuffer& made = made_[o];
+    const uint32_t first_step = step_at(made.first);
+    if (first_step == kNone) return false;
+    copy_old(first_step);
+    if (written == out->buffers.size()) return false;
+    Buffer& buffer = new_buffers[written++];
+    buffer.root = sim.buffers[made.moved].root;
+    buffer.category = Category::kRecomputed;
+    buffer.first_step = first_step;
+    buffer.last_step = step_at(made.last);
+    if (buffer.last_step == kNone) return false;
   }
-  if (!add_made_before(kNone - 1) || next_made != order.size()) return false;
+  copy_old(kNone);
+  if (b != num_buffers || written != out->buffers.size()) return false;
   for (const auto& [b, position] : lifetimes_) {
     if (index[b] == kNone) return false;
     Buffer& buffer = out->buffers[index[b]];

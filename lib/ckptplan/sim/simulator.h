@@ -347,6 +347,44 @@ class PeakTracker {
       max_own_ = std::max(max_own_, total);
     }
   }
+  /// Add for steps [s, s + length), a run of consecutive steps of another
+  /// simulation of the same range (summed through a PeakTracker: its node
+  /// peaks in `old_node_peak`), each total moved by `delta`. A group wholly
+  /// inside the run has the same steps there, so its node peak is the old
+  /// one moved by delta; only the groups at the run's ends are summed.
+  void AddRun(uint32_t s, const Step* steps, const int64_t* totals, uint32_t length,
+              const int64_t* old_node_peak, int64_t delta) {
+    uint32_t i = 0;
+    while (i < length) {  // up to the first own step, whose group may begin before
+      const bool own = !steps[i].recompute;
+      Add(s + i, steps[i], totals[i]);
+      ++i;
+      if (own) break;
+    }
+    uint32_t end = length;  // past the last own step
+    while (end > i && steps[end - 1].recompute) --end;
+    if (end > i) {
+      int64_t most = std::numeric_limits<int64_t>::min(), most_own = most;
+      for (uint32_t j = i; j < end; ++j) {
+        most = std::max(most, totals[j]);
+        if (!steps[j].recompute) {
+          most_own = std::max(most_own, totals[j]);
+          const size_t n = steps[j].node - first_;
+          node_peak_[n] = old_node_peak[n] + delta;
+        }
+      }
+      if (most > peak_) {  // the first step reaching it
+        uint32_t j = i;
+        while (totals[j] != most) ++j;
+        peak_ = most;
+        peak_step_ = s + j;
+      }
+      max_own_ = std::max(max_own_, most_own);
+      pending_ = std::numeric_limits<int64_t>::min();
+      i = end;
+    }
+    for (; i < length; ++i) Add(s + i, steps[i], totals[i]);
+  }
   /// Writes the peak, its step and the highest own step.
   void Finish() const {
     result_->peak_bytes = peak_;

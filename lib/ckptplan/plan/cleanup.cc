@@ -81,6 +81,9 @@ bool ResaveBounds::Patch(const RegionalMemory& memory, TensorId t, RegionalMemor
     return false;
   }
   memory.Take(r, trial);
+  patch_region_ = r;
+  patch_fills_ = facts_.fills();
+  patch_same_ = delta_->patched_prefix();
   return true;
 }
 
@@ -172,7 +175,24 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   for (size_t n = 0; n < num_nodes_; ++n) node_peak[n] = sim.node_peak[n] + part.offset[n];
   node_peak_.Finish();
   // Groups and storages; the reads only ceilings need come on first use.
-  facts_.Fill(sim, first_, static_cast<NodeId>(first_ + num_nodes_));
+  // After a patch of the simulation read last, only what it changed.
+  SimPrefix same;
+  if (patch_applied_ && patch_region_ == r && patch_fills_ == facts_.fills() &&
+      tensor_shift_ == 0) {
+    same = patch_same_;
+  }
+  patch_applied_ = false;
+  const NodeId end = static_cast<NodeId>(first_ + num_nodes_);
+  facts_.Fill(sim, first_, end, same);
+  if (verify_ && (same.steps > 0 || same.buffers > 0)) {
+    StepFacts whole(context_);
+    whole.Fill(sim, first_, end);
+    const std::string difference = StepFactsDifference(facts_, whole);
+    if (!difference.empty()) {
+      throw std::logic_error("cleanup: the step facts filled after a patch differ from a whole "
+                             "fill in " + difference);
+    }
+  }
   const size_t num_steps = sim.steps.size();
   // Differences first: +bytes after the first step, -bytes after the last.
   ReserveSteps(leaving_, num_steps + 1);
@@ -409,6 +429,8 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
   // Re-saves whose floor is over the budget are not simulated, nor, while
   // ranking, those whose ceiling is within it.
   ResaveBounds bounds(context);
+  bounds.set_verify(verify);
+  bool trial_patched = false;  // `trial` holds the last bounds.Patch's
   // While the plan fits, whether a re-save fits depends on its region's plan
   // alone: one that did not fit is not tried again until that plan changes.
   constexpr uint32_t kNever = UINT32_MAX;
@@ -450,7 +472,9 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
         return false;
       case ResaveBounds::Verdict::kFits:
         if (need_sim && !bounds.CanPend()) {
+          trial_patched = false;
           if (!bounds.Patch(memory, t, &trial)) break;
+          trial_patched = true;
           // The patch must give the score's figures, and with `verify` the
           // simulation itself.
           std::string difference;
@@ -472,6 +496,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
         break;
     }
     ++tried;
+    trial_patched = false;
     memory.Try(r, result.keep, &trial, need_sim);
     *added_cost = trial.added_cost;
     if (trial.peak <= budget_bytes) return true;
@@ -502,6 +527,7 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     auto flush = [&]() {
       if (bounds.pending() == 0) return;
       ++caught_up;
+      trial_patched = false;
       memory.Try(bounds.prepared(), result.keep, &trial);
       if (verify &&
           (trial.peak > bounds.pending_peak() || trial.added_cost != bounds.pending_cost())) {
@@ -561,7 +587,11 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
         ++pended;
       } else {
         memory.Apply(&trial);
-        bounds.Forget(r);
+        if (trial_patched) {
+          bounds.ForgetPatched(r);
+        } else {
+          bounds.Forget(r);
+        }
       }
       changed = true;
     }

@@ -108,7 +108,17 @@ class ResaveBounds {
   void Forget() {
     prepared_ = SIZE_MAX;
     pending_.clear();
+    patch_applied_ = false;
   }
+  /// Forget(r), where region r's simulation changed to the trial the last
+  /// Patch wrote: the next Prepare reads only what the patch changed.
+  void ForgetPatched(size_t r) {
+    Forget(r);
+    patch_applied_ = patch_region_ == r;
+  }
+  /// With `verify`, a Prepare after a patch also reads the simulation whole
+  /// and throws std::logic_error where that reads differently.
+  void set_verify(bool verify) { verify_ = verify; }
 
   /// Re-saves applied to the plan but not yet to the region's simulation.
   /// Where Judge's kFits came from a ceiling (or from DropDelta's score of a
@@ -170,6 +180,13 @@ class ResaveBounds {
   // The prepared simulation's groups and storages, and for ceilings its
   // non-forward reads (read on first use).
   StepFacts facts_;
+  // The last Patch's region, the fill of facts_ it read and the part of its
+  // trial as in that fill's simulation; whether that trial was applied
+  // since (ForgetPatched).
+  size_t patch_region_ = SIZE_MAX;
+  uint64_t patch_fills_ = 0;
+  SimPrefix patch_same_;
+  bool patch_applied_ = false, verify_ = false;
   // Per step s: bytes of the storages made before s whose last read, at or
   // after s, is a recompute step.
   std::vector<int64_t> leaving_;

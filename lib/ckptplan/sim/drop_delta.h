@@ -112,8 +112,9 @@ class DropDelta {
   /// is unknown or `options` are not such; callers then simulate. `out`
   /// must not be the indexed simulation.
   bool Patch(TensorId t, const SimOptions& options, SimResult* out);
-  /// After a Patch that returned true: the part of *out that is as in the
-  /// indexed simulation (StepFacts::Fill need not read it again); else empty.
+  /// After a Patch or PatchResave that returned true: the part of *out that
+  /// is as in the indexed simulation (StepFacts::Fill need not read it
+  /// again); else empty.
   SimPrefix patched_prefix() const { return patched_prefix_; }
   /// The same for re-saving dropped candidate `t` (ScoreResave(t)): the
   /// steps that go and the storages they made go, the nodes that re-run for

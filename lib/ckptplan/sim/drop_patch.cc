@@ -281,6 +281,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
 // the order of their new first steps (the run's own go with it). Moved
 // nodes inside a later chain's replay are not written out.
 bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* out) {
+  patched_prefix_ = {};
   if (!SameRange(options, out)) return false;
   const Result scored = ScoreResave(t);
   if (!scored.known || resaved_ != t) return false;
@@ -466,6 +467,10 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
 
   peaks.Finish();
   FinishPatch(scored.added_cost, out);
+  // Steps before the run that goes are as they were (the moved steps come
+  // in after it), as are the storages made before them.
+  patched_prefix_.steps = gone_first;
+  patched_prefix_.buffers = gone_lo;
   return true;
 }
 

@@ -171,9 +171,13 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   tensor_shift_ = part.sim.tensor_shift();
   first_ = static_cast<NodeId>(part.range.first - part.sim.node_shift());
   num_nodes_ = sim.node_peak.size();
-  int64_t* node_peak = node_peak_.Reset(num_nodes_);
-  for (size_t n = 0; n < num_nodes_; ++n) node_peak[n] = sim.node_peak[n] + part.offset[n];
-  node_peak_.Finish();
+  if (part.zero_offset) {
+    node_peak_.BuildOver(sim.node_peak.data(), num_nodes_);  // until the next Prepare
+  } else {
+    int64_t* node_peak = node_peak_.Reset(num_nodes_);
+    for (size_t n = 0; n < num_nodes_; ++n) node_peak[n] = sim.node_peak[n] + part.offset[n];
+    node_peak_.Finish();
+  }
   // Groups and storages; the reads only ceilings need come on first use.
   // After a patch of the simulation read last, only what it changed.
   SimPrefix same;

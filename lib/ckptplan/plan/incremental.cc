@@ -124,15 +124,15 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
   view->facts = facts;
   view->tier1_ready = false;
   view->ends_ready = false;
-  int64_t* const node_peak = view->node_peak.Reset(num_nodes);
   if (region.zero_offset) {
-    // The simulation's own figures, read off as it was summed.
-    std::copy(sim.node_peak.begin(), sim.node_peak.begin() + num_nodes, node_peak);
+    // The simulation's own figures, read off as it was summed (and read in
+    // place: the view lives until the region's simulation changes).
+    view->node_peak.BuildOver(sim.node_peak.data(), num_nodes);
     view->max_own_total = sim.max_own_total;
   } else {
-    view->max_own_total = OwnMax(sim, region, first, node_peak);
+    view->max_own_total = OwnMax(sim, region, first, view->node_peak.Reset(num_nodes));
+    view->node_peak.Finish();
   }
-  view->node_peak.Finish();
 }
 
 // The view's prefix and suffix maxima, once a search bounds every candidate.

@@ -35,11 +35,11 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   const size_t num_steps = sim.steps.size();
   // Epochs only grow (Score), so entries of earlier indexes never match.
   if (pulled_.size() != end - first) pulled_.assign(end - first, 0);
-  int64_t* value = value_.Reset(num_steps);
   if (offset == nullptr) {
     offset_.clear();  // OffsetAt: 0
-    std::copy(sim.total.begin(), sim.total.end(), value);
+    value_.BuildOver(sim.total.data(), num_steps);  // `sim` outlives the scores
   } else {
+    int64_t* value = value_.Reset(num_steps);
     offset_.resize(num_steps);
     int64_t group_offset = 0;
     for (size_t s = num_steps; s-- > 0;) {
@@ -48,8 +48,8 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
       offset_[s] = group_offset;
       value[s] = sim.total[s] + group_offset;
     }
+    value_.Finish();
   }
-  value_.Finish();
   const int64_t implicit = context_.graph.training.implicit_gradient_bytes;
   const NodeId first_backward = context_.first_non_forward;
   implicit_step_ = StepFacts::kNone;

@@ -31,7 +31,13 @@ class RangeMax {
     return own;
   }
   void Finish() {
-    for (size_t i = size_; i-- > 1;) tree_[i] = std::max(At(2 * i), At(2 * i + 1));
+    // Nodes over two values, the one over an inner node and a value (odd
+    // sizes), then the inner ones: the first loop reads no branch.
+    size_t i = size_;
+    for (; i-- > 1 && 2 * i >= size_;) {
+      tree_[i] = std::max(values_[2 * i - size_], values_[2 * i + 1 - size_]);
+    }
+    for (++i; i-- > 1;) tree_[i] = std::max(At(2 * i), At(2 * i + 1));
   }
   /// Builds over `values[0, size)` where they lie: they must outlive the
   /// queries and not change before the next build.

@@ -1,5 +1,6 @@
 #include "ckptplan/sim/step_facts.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace ckptplan {
@@ -114,10 +115,6 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   }
   copied_.resize(kept_copies);
   for (const auto& [t, b] : copied_) storages_[t].copy = b;
-  ResetEntries(read_, one_by_one, reads_);
-  read_.clear();
-  ResetEntries(alias_read_, one_by_one, alias_reads_);
-  alias_read_.clear();
   ResetEntries(family_roots_, one_by_one, families_);
   family_roots_.clear();
   reads_ready_ = saved_ready_ = false;
@@ -148,6 +145,18 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
     std::memset(static_cast<void*>(nodes_.data()), 0xff, nodes_.size() * sizeof(NodeSteps));
     rerun_nodes_.clear();
     recompute_steps_.clear();
+  }
+  // The recompute steps' reads: those of the steps kept stay (their steps
+  // and what they read are as they were), the others' are undone.
+  if (same_range && begin > 0) {
+    UndoReads(begin);
+  } else {
+    ResetEntries(read_, one_by_one, reads_);
+    read_.clear();
+    ResetEntries(alias_read_, one_by_one, alias_reads_);
+    alias_read_.clear();
+    read_undo_.clear();
+    reads_applied_ = 0;
   }
   ReserveSteps(group_, num_steps);
   group_.resize(num_steps);
@@ -186,11 +195,15 @@ void StepFacts::FillReads() {
   reads_ready_ = true;
   if (!own_ready_ || own_first_ != first_ || own_end_ != end_) FillOwnReads();
   const SimResult& sim = *sim_;
-  for (const uint32_t s : recompute_steps_) {
+  // The steps from reads_applied_ on (recompute_steps_ is in step order).
+  auto from = std::lower_bound(recompute_steps_.begin(), recompute_steps_.end(), reads_applied_);
+  for (; from != recompute_steps_.end(); ++from) {
+    const uint32_t s = *from;
     ForEachRead(
         context_, view_base_, sim.steps[s].node,
         [&](TensorId x) {
           Reads& reads = reads_[x];
+          read_undo_.push_back({s, x, kPlainRead, reads.first == kNone, reads, {}});
           if (reads.first == kNone) {
             reads.first = s;
             read_.push_back(x);
@@ -200,6 +213,26 @@ void StepFacts::FillReads() {
         },
         [&](TensorId x) { AliasRead(x, s); });
   }
+  reads_applied_ = static_cast<uint32_t>(sim.steps.size());
+}
+
+void StepFacts::UndoReads(uint32_t begin) {
+  while (!read_undo_.empty() && read_undo_.back().step >= begin) {
+    const ReadUndo& undo = read_undo_.back();
+    switch (undo.kind) {
+      case kPlainRead:
+      case kOddRead:
+        reads_[undo.tensor] = undo.reads;
+        if (undo.listed) read_.pop_back();
+        break;
+      case kAliasRead:
+        alias_reads_[undo.tensor] = undo.alias_reads;
+        if (undo.listed) alias_read_.pop_back();
+        break;
+    }
+    read_undo_.pop_back();
+  }
+  reads_applied_ = std::min(reads_applied_, begin);
 }
 
 // The reads by the own steps of the range's non-forward nodes, by node: no
@@ -263,6 +296,7 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
   if (base == kNoId) {
     const TensorId root = context_.root[x];
     if (reads_[root].odd != kYes) {
+      read_undo_.push_back({step, root, kOddRead, true, reads_[root], {}});
       reads_[root].odd = kYes;
       read_.push_back(root);
     }
@@ -271,6 +305,7 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
   const NodeId maker = context_.producer[x];
   const uint32_t made = maker >= first_ && maker < end_ ? nodes_[maker - first_].own : 0;
   AliasReads& alias = alias_reads_[base];
+  read_undo_.push_back({step, base, kAliasRead, alias.last == kNone, {}, alias});
   if (alias.last == kNone) {
     alias_read_.push_back(base);
     alias.first_made = made;

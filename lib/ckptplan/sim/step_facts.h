@@ -213,6 +213,22 @@ class StepFacts {
   NodeId own_first_ = 0, own_end_ = 0;
   std::vector<OwnReads> own_reads_;
   std::vector<uint32_t> recompute_steps_;  // of the fill, in order
+  // The recompute steps' reads (reads_, alias_reads_, read_, alias_read_)
+  // hold those of the steps before reads_applied_; each change FillReads
+  // makes is logged with what it changed, so that a fill keeping the steps
+  // before `begin` undoes the later ones only (UndoReads), in reverse.
+  enum ReadKind : uint8_t { kPlainRead, kOddRead, kAliasRead };
+  struct ReadUndo {
+    uint32_t step;
+    TensorId tensor;
+    ReadKind kind;
+    bool listed;  // the change listed the tensor (read_ or alias_read_)
+    Reads reads;  // before the change (kPlainRead, kOddRead)
+    AliasReads alias_reads;  // before the change (kAliasRead)
+  };
+  std::vector<ReadUndo> read_undo_;
+  uint32_t reads_applied_ = 0;
+  void UndoReads(uint32_t begin);
   // Per tensor, plan-free: the forward tensor a non-forward read of it
   // reads the storage of: itself when forward-made or resident, the nearest
   // forward-made one it views, kNoId for none (its root is odd) when a

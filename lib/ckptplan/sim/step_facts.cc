@@ -50,7 +50,6 @@ StepFacts::StepFacts(const SimContext& context) : context_(context) {
   storages_.resize(num_tensors);
   reads_.resize(num_tensors);
   alias_reads_.resize(num_tensors);
-  families_.resize(num_tensors);
   own_reads_.resize(num_tensors);
   view_base_.resize(num_tensors);
   // Candidates per root, saturating at 2.
@@ -61,8 +60,27 @@ StepFacts::StepFacts(const SimContext& context) : context_(context) {
   }
   // A family is asked of a candidate's root only for the other candidates
   // sharing it (OtherSavedUse): a root with one candidate needs none.
-  family_member_.assign(num_tensors, 0);
-  for (TensorId t : context.candidates) family_member_[t] = candidate_root[context.root[t]] > 1;
+  std::vector<uint8_t> family_member(num_tensors, 0);
+  for (TensorId t : context.candidates) family_member[t] = candidate_root[context.root[t]] > 1;
+  // Each member's next in its root's ring, in id order: the last member
+  // seen of each root, then each root's first closes its ring.
+  family_next_.assign(num_tensors, kNoId);
+  std::vector<TensorId> first_member(num_tensors, kNoId), last_member(num_tensors, kNoId);
+  for (TensorId t : context.candidates) {
+    if (!family_member[t]) continue;
+    const TensorId root = context.root[t];
+    if (last_member[root] == kNoId) {
+      first_member[root] = t;
+    } else {
+      family_next_[last_member[root]] = t;
+    }
+    last_member[root] = t;
+  }
+  for (TensorId t : context.candidates) {
+    if (family_member[t] && family_next_[t] == kNoId) {
+      family_next_[t] = first_member[context.root[t]];
+    }
+  }
   for (TensorId x = 0; x < num_tensors; ++x) {
     TensorId base = x;
     if (!context.resident_root[x]) {
@@ -115,8 +133,6 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   }
   copied_.resize(kept_copies);
   for (const auto& [t, b] : copied_) storages_[t].copy = b;
-  ResetEntries(family_roots_, one_by_one, families_);
-  family_roots_.clear();
   reads_ready_ = saved_ready_ = false;
   sim_ = &sim;
   first_ = first;
@@ -257,11 +273,6 @@ void StepFacts::FillOwnReads() {
         },
         [&](TensorId x) { OwnAliasRead(x, n); });
   }
-  // FillSaved asks only about candidates.
-  own_read_candidates_.clear();
-  for (TensorId x : own_read_) {
-    if (family_member_[x]) own_read_candidates_.push_back(x);
-  }
 }
 
 // AliasRead for the own step of non-forward node `n`, by node.
@@ -316,29 +327,8 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
 
 void StepFacts::FillSaved(const SaveSet& keep) {
   saved_ready_ = true;
+  keep_ = &keep;
   if (last_forward_read_.empty()) last_forward_read_ = LastForwardReads(context_);
-  for (const std::vector<TensorId>* list : {&own_read_candidates_, &read_, &alias_read_}) {
-    for (TensorId x : *list) AddToFamily(keep, x);
-  }
-}
-
-// Counts saved candidate `x`'s LastUse in its root's family; a tensor listed
-// twice counts once.
-void StepFacts::AddToFamily(const SaveSet& keep, TensorId x) {
-  if (!family_member_[x] || !keep[x]) return;
-  const uint32_t last = LastUse(x);
-  if (last == kNone) return;
-  const TensorId root = context_.root[x];
-  Family& family = families_[root];
-  if (family.last_tensor == x) return;  // listed twice
-  if (family.last == kNone) family_roots_.push_back(root);
-  if (family.last == kNone || last > family.last) {
-    family.second = family.last;
-    family.last = last;
-    family.last_tensor = x;
-  } else if (family.second == kNone || last > family.second) {
-    family.second = last;
-  }
 }
 
 std::string StepFactsDifference(const StepFacts& a, const StepFacts& b) {

@@ -13,9 +13,9 @@
 //    nodes' own steps): the first, the last, the last by a group's own step,
 //    whether a recompute step reads it; reads through views non-forward
 //    nodes took of a forward tensor, which read that tensor's storage;
-//  - per root, over its saved candidates, the two latest last reads (the
-//    "family"): after dropping one, its original still lives to the other
-//    candidates' last reads; and the root's last forward read, which no plan
+//  - per candidate, the latest last read of the other saved candidates
+//    sharing its root (the "family"): after dropping it, its original still
+//    lives to those; and the root's last forward read, which no plan
 //    changes (LastForwardReads).
 // They are filled by parts, each on a consumer's demand (Fill, FillReads,
 // FillSaved), into memory reused between fills; a fill resets only the
@@ -23,8 +23,10 @@
 // over vectors costs less then), so small regions of a large graph cost what
 // they read. The reads by non-forward nodes' own steps are kept by node, as
 // no plan changes which node reads what: FillReads reads them again only
-// for a new range of nodes, and otherwise only the recompute steps' reads;
-// a read's step is then its node's own step in the current fill. Tensor and
+// for a new range of nodes, and otherwise only the recompute steps' reads,
+// from the first step a fill did not keep (SimPrefix) on; a read's step is
+// then its node's own step in the current fill. Families are read when
+// asked, over the root's few candidates. Tensor and
 // node ids are those of the simulation read (a region's copy may share its
 // simulation: cleanup reads it in the copy's ids).
 // tests/sim/step_facts_test.cc works the facts out by hand.
@@ -73,8 +75,9 @@ class StepFacts {
   uint64_t fills() const { return fills_; }
   /// Reads the non-forward reads of the filled simulation.
   void FillReads();
-  /// Reads the families of the saved candidates under plan `keep` (the plan
-  /// simulated), after FillReads.
+  /// Families (OtherSavedUse) are read under plan `keep` (the plan
+  /// simulated), which must outlive them and not change until the next
+  /// FillSaved; after FillReads.
   void FillSaved(const SaveSet& keep);
 
   const SimContext& context() const { return context_; }
@@ -137,10 +140,18 @@ class StepFacts {
   // Saved candidates (FillSaved).
   /// The latest LastUse of the saved candidates sharing t's root other than
   /// `t`: where the original lives to at least once `t` is dropped; kNone
-  /// when there is no other.
+  /// when there is no other. Read when asked, from the plan FillSaved was
+  /// given (which must not change before the next FillSaved) over the few
+  /// candidates sharing the root, rather than summed for every root at
+  /// each fill.
   uint32_t OtherSavedUse(TensorId t) const {
-    const Family& family = families_[context_.root[t]];
-    return family.last_tensor == t ? family.second : family.last;
+    uint32_t latest = kNone;
+    for (TensorId x = family_next_[t]; x != t && x != kNoId; x = family_next_[x]) {
+      if (!(*keep_)[x]) continue;
+      const uint32_t use = LastUse(x);
+      if (use != kNone && (latest == kNone || use > latest)) latest = use;
+    }
+    return latest;
   }
   /// LastForwardReads' entry for `root` (plan-free).
   NodeId LastForwardRead(TensorId root) const { return last_forward_read_[root]; }
@@ -157,7 +168,6 @@ class StepFacts {
   void FillOwnReads();
   void AliasRead(TensorId x, uint32_t step);
   void OwnAliasRead(TensorId x, NodeId n);
-  void AddToFamily(const SaveSet& keep, TensorId x);
 
   struct NodeSteps {  // per node of the range; all ones when empty, as below
     uint32_t own = kNone, begin = kNone, rerun = kNone;
@@ -187,11 +197,6 @@ class StepFacts {
     NodeId first = kNoId, last = kNoId, alias_last = kNoId, alias_made = kNoId;
     uint8_t odd = kNo;
   };
-  // Per root, over saved candidates: the two latest LastUse, and whose the first is.
-  struct Family {
-    uint32_t last = kNone, second = kNone;
-    TensorId last_tensor = kNoId;
-  };
   // The tensors a fill set entries of, past which resetting them one by one
   // costs more than resetting every tensor's.
   size_t ResetOneByOne() const { return storages_.size() / 8; }
@@ -206,7 +211,6 @@ class StepFacts {
   std::vector<Storages> storages_;
   std::vector<Reads> reads_;
   std::vector<AliasReads> alias_reads_;
-  std::vector<Family> families_;
   // Per tensor, the own steps' reads of nodes [own_first_, own_end_), reset
   // only when the range changes.
   bool own_ready_ = false;
@@ -242,12 +246,11 @@ class StepFacts {
   std::vector<NodeId> rerun_nodes_;     // nodes with a re-run entry
   std::vector<TensorId> read_;          // tensors with a read entry, odd roots
   std::vector<TensorId> alias_read_;    // tensors with an alias entry
-  std::vector<TensorId> family_roots_;  // roots with a family entry
   std::vector<TensorId> own_read_;      // tensors with an own-read entry, odd roots
-  std::vector<TensorId> own_read_candidates_;  // the family members among them
-  // Per tensor: a candidate whose root another candidate shares; the
-  // families count only these.
-  std::vector<uint8_t> family_member_;
+  // Per candidate sharing its root with others, the next of them (a ring
+  // over the root's candidates in id order); kNoId for other tensors.
+  std::vector<TensorId> family_next_;
+  const SaveSet* keep_ = nullptr;  // FillSaved's
 };
 
 /// Where two StepFacts, filled (with reads and, when both are, families)

@@ -125,14 +125,12 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
     ResetEntries(stored_, one_by_one, storages_);
     stored_.clear();
   }
-  // Copies: those of the storages kept stay, in order.
-  size_t kept_copies = 0;
-  for (size_t i = 0; i < copied_.size(); ++i) {
-    storages_[copied_[i].first].copy = kNone;
-    if (copied_[i].second < same.buffers) copied_[kept_copies++] = copied_[i];
+  // Copies: those of the storages kept stay (copied_ is in storage order,
+  // and a tensor has one copy at most), the others go.
+  while (!copied_.empty() && copied_.back().second >= same.buffers) {
+    storages_[copied_.back().first].copy = kNone;
+    copied_.pop_back();
   }
-  copied_.resize(kept_copies);
-  for (const auto& [t, b] : copied_) storages_[t].copy = b;
   reads_ready_ = saved_ready_ = false;
   sim_ = &sim;
   first_ = first;

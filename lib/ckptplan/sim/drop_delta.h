@@ -267,8 +267,6 @@ class DropDelta {
   Scored scored_;
   SimPrefix patched_prefix_;  // of the last Patch
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;
-  // PatchResave: per old step, its index after; kNone when it goes.
-  std::vector<uint32_t> new_step_;
   // Patch: an old step's index after the drop, from where the chain's `m`
   // steps come in (before old step `a`) and the old steps that go
   // (`deleted`, sorted), without a per-step array; kNone for one that goes.

@@ -333,7 +333,21 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   Step* const steps = out->steps.data();
   int64_t* const totals = out->total.data();
   PeakTracker peaks(out, first_, end_, 0);
-  new_step_.resize(num_old);
+  // An old step's index after the re-save: the steps before the run stay,
+  // the run's go (kNone), and each later one moves back by the run's length
+  // and on by the moved steps placed at or before it (emitted before it).
+  auto new_step = [&](uint32_t s) -> uint32_t {
+    if (s < gone_first) return s;
+    if (s < gone_end) return kNone;
+    uint32_t moved_before = 0;
+    if (m > 0) {
+      moved_before = static_cast<uint32_t>(
+          std::partition_point(moved_keys_.begin(), moved_keys_.end(),
+                               [s](int64_t key) { return (key >> kKeyShift) <= s; }) -
+          moved_keys_.begin());
+    }
+    return s - (gone_end - gone_first) + moved_before;
+  };
   std::vector<uint32_t>& moved_step = moved_step_;  // per moved step, its index after
   moved_step.assign(m, kNone);
   size_t event = 0, j = 0;
@@ -357,7 +371,6 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
       moved_step[j] = emit(step, moved_total_[j]);
     }
     if (s >= gone_first && s < gone_end) {
-      std::fill(new_step_.begin() + s, new_step_.begin() + gone_end, kNone);
       s = gone_end;
       continue;
     }
@@ -368,7 +381,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     // A recompute step right after the run starts a chain where the run
     // started one (the step before the run is not of the same chain).
     if (s == gone_end && step.recompute) step.starts_chain |= sim.steps[gone_first].starts_chain;
-    new_step_[s] = emit(step, sim.total[s] + running);
+    if (emit(step, sim.total[s] + running) != new_step(s)) return false;
     uint32_t stop = num_old;
     if (event < events_.size()) {
       stop = static_cast<uint32_t>(std::min<int64_t>(stop, events_[event].first));
@@ -382,14 +395,15 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     const int64_t* old_totals = sim.total.data() + s;
     for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + running;
     peaks.AddRun(n, steps + n, totals + n, length, sim.node_peak.data(), running);
-    for (uint32_t i = 0; i < length; ++i) new_step_[s + i] = n + i;
     n += length;
     s = stop;
   }
   if (n != num_new || j != m) return false;
   // A position's step after the re-save; kNone for one that goes.
   auto step_at = [&](int64_t position) -> uint32_t {
-    if ((position & kKeyMask) == kKeyHalf) return new_step_[position >> kKeyShift];
+    if ((position & kKeyMask) == kKeyHalf) {
+      return new_step(static_cast<uint32_t>(position >> kKeyShift));
+    }
     if (m == 0) return kNone;
     auto it = std::lower_bound(moved_keys_.begin(), moved_keys_.end(), position);
     if (it == moved_keys_.end() || *it != position) return kNone;
@@ -431,9 +445,9 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
       uint32_t i = 0;
       for (const uint32_t count = run_end - b; i < count; ++i) {
         Buffer copy = from[i];
-        copy.first_step = new_step_[copy.first_step];
+        copy.first_step = new_step(copy.first_step);
         if (copy.first_step >= limit) break;
-        copy.last_step = new_step_[copy.last_step];
+        copy.last_step = new_step(copy.last_step);
         unsettled += copy.last_step == kNone;
         index[b + i] = static_cast<uint32_t>(written);
         new_buffers[written++] = copy;

@@ -220,10 +220,15 @@ void ResaveBounds::PrepareCeilings() {
   ceilings_ready_ = true;
   const SimResult& sim = *sim_;
   const size_t num_steps = sim.steps.size();
-  ReserveSteps(step_total_, num_steps);
-  step_total_.resize(num_steps);
-  for (uint32_t s = 0; s < num_steps; ++s) {
-    step_total_[s] = sim.total[s] + (*offset_)[facts_.Group(s) - first_];
+  if (part_->zero_offset) {
+    step_bytes_ = sim.total.data();  // read in place until the next Prepare
+  } else {
+    ReserveSteps(step_total_, num_steps);
+    step_total_.resize(num_steps);
+    for (uint32_t s = 0; s < num_steps; ++s) {
+      step_total_[s] = sim.total[s] + (*offset_)[facts_.Group(s) - first_];
+    }
+    step_bytes_ = step_total_.data();
   }
   facts_.FillReads();
 }
@@ -234,14 +239,14 @@ int64_t ResaveBounds::HighestBetween(uint32_t after, uint32_t before, int64_t* g
   const NodeId after_group = facts_.Group(after), before_group = facts_.Group(before);
   uint32_t s = after + 1;
   for (; s < before && facts_.Group(s) == after_group; ++s) {
-    highest = std::max(highest, step_total_[s]);
+    highest = std::max(highest, step_bytes_[s]);
   }
   if (after_group + 1 < before_group) {
     *gap = node_peak_.Query(after_group + 1 - first_, before_group - first_);
     highest = std::max(highest, *gap);
   }
   for (s = std::max(s, facts_.GroupBegin(before_group)); s < before; ++s) {
-    highest = std::max(highest, step_total_[s]);
+    highest = std::max(highest, step_bytes_[s]);
   }
   return highest;
 }

@@ -215,7 +215,8 @@ class ResaveBounds {
   const SimResult* sim_ = nullptr;
   const std::vector<int64_t>* offset_ = nullptr;
   bool ceilings_ready_ = false;
-  std::vector<int64_t> step_total_;
+  std::vector<int64_t> step_total_;  // with offsets, when the region has them
+  const int64_t* step_bytes_ = nullptr;  // the step's bytes per step: those or sim_->total
   std::vector<TensorId> roots_;           // of Ceiling: storages counted once
 
   // What the last ceiling (Ceiling or ByproductCeiling, when it gave one)

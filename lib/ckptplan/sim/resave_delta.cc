@@ -123,6 +123,21 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     return unknown;
   }
   const bool copy_moves = other_copy != kNone;
+  // A view the steps made (no storage of its own) and a step after them
+  // reads is missing once they go: its node re-runs for that read, which
+  // the storages below do not show. Not handled.
+  for (uint32_t s = begin; s <= last; ++s) {
+    const NodeId node = sim.steps[s].node;
+    for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
+      const TensorId x = ids[i];
+      if (x == t || context_.made[x] != SimContext::Made::kAlias ||
+          !context_.forward_produced[x] || context_.resident_root[x] || Saved(x)) {
+        continue;
+      }
+      const uint32_t use = facts.LastUse(x);
+      if (use != kNone && use > last) return unknown;
+    }
+  }
   // What the chain made (buffers come in the order of their first steps):
   // nothing but t's copy may be read after it.
   const auto made_begin =

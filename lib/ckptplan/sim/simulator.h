@@ -33,7 +33,8 @@
 //    compares node peaks; drop_delta.h (where a drop's chain goes:
 //    InsertionStep, the chain a recompute step's read sits in); drop_patch.cc
 //    (DropDelta::Patch: the steps after a drop, which of them start a chain;
-//    its node peaks and categories go through PeakTracker and
+//    its node peaks and categories go through PeakTracker (AddRun: a group
+//    whose steps a patch keeps together keeps its node peak, moved) and
 //    ForwardStorageCategory, below, which Simulate uses too); resave_delta.cc
 //    (DropDelta::ScoreResave: the run of steps a re-saved tensor's chain
 //    takes away, found by the steps it ran in and their starts); drop_patch.cc
@@ -51,7 +52,7 @@
 //  - Allocated at the producer's step, freed after the last read, aliases
 //    share the root: StepFacts' storages (a root's original, a tensor's
 //    copy), reads through views non-forward nodes take, families (the
-//    latest last uses of one root's saved candidates) and LastForwardReads
+//    latest last use of a root's other saved candidates) and LastForwardReads
 //    (the last forward read per root), read by incremental.cc bounds (where
 //    the original can end earlier), cleanup.cc floors and ceilings and
 //    DropDelta; cleanup.cc leaving_ (storages whose last read is a

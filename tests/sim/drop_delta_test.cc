@@ -338,48 +338,59 @@ TEST_CASE("a re-save of a view whose root's copy other views read later moves th
 namespace ckptplan {
 namespace {
 
-TEST_CASE("a re-save whose chain re-made a view a later step reads is left to a simulation") {
+TEST_CASE("a re-save whose chain re-made a view a later step reads: scored only if the view is free") {
   // v views a, at a cost (a traced _reshape_alias has one). With t and v
   // dropped and a saved, bt's chain re-runs vv (making v again) and p; bv
   // then reads that v. Re-saving t takes the chain away, but bv still needs
   // v, so vv re-runs alone before it: the re-save saves p's cost (2), not
   // the chain's (2 + 5). No storage of the chain is read after it (v has
   // none of its own), so only the views it made show this: DropDelta leaves
-  // such a re-save to a simulation.
+  // such a re-save to a simulation. With vv free (cost 0, no workspace) its
+  // re-run changes neither the cost nor the peak (it allocates nothing, and
+  // bv's own step, which stays, holds more), and the re-save is scored.
   const Phase kF = Phase::kForward, kB = Phase::kBackward;
-  const Graph graph = testing::GraphBuilder()
-                          .Tensor("x", 10, TensorKind::kInput)
-                          .Tensor("a", 100)
-                          .Tensor("v", 100, TensorKind::kActivation, "a")
-                          .Tensor("t", 50).Tensor("l", 1).Tensor("dl", 4).Tensor("dt", 4)
-                          .Tensor("dv", 4)
-                          .Node("fa", "relu", kF, {"x"}, {"a"}, 1)
-                          .Node("vv", "reshape", kF, {"a"}, {"v"}, 5)
-                          .Node("p", "relu", kF, {"v"}, {"t"}, 2)
-                          .Node("loss", "sum", kF, {"t"}, {"l"}, 1)
-                          .Node("loss_bwd", "sum_bwd", kB, {"l"}, {"dl"}, 1)
-                          .Node("bt", "relu_bwd", kB, {"dl", "t"}, {"dt"}, 1)
-                          .Node("bv", "mul_bwd", kB, {"dt", "v"}, {"dv"}, 1)
-                          .Node("fa_bwd", "relu_bwd", kB, {"dv", "a"}, {}, 1)
-                          .Build();
-  SaveSet keep = SaveAll(graph);
-  const TensorId t = testing::Id(graph, "t");
-  keep[t] = keep[testing::Id(graph, "v")] = 0;
-  const SimContext context(graph);
-  SimOptions options;
-  options.record_details = false;
-  const SimResult base = Simulate(context, keep, options);
-  SaveSet flipped = keep;
-  flipped[t] = 1;
-  const SimResult trial = Simulate(context, flipped, options);
-  // By hand: before, bt's chain re-runs vv (5) and p (2); after, vv (5)
-  // re-runs for bv.
-  CHECK(base.recompute_cost == 5 + 2);
-  CHECK(trial.recompute_cost == 5);
-  DropDelta delta(context);
-  delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
-  const DropDelta::Result scored = delta.ScoreResave(t);
-  CHECK_FALSE(scored.known);  // it read -7 before the views were checked
+  for (const double view_cost : {5.0, 0.0}) {
+    CAPTURE(view_cost);
+    const Graph graph = testing::GraphBuilder()
+                            .Tensor("x", 10, TensorKind::kInput)
+                            .Tensor("a", 100)
+                            .Tensor("v", 100, TensorKind::kActivation, "a")
+                            .Tensor("t", 50).Tensor("l", 1).Tensor("dl", 4).Tensor("dt", 4)
+                            .Tensor("dv", 4)
+                            .Node("fa", "relu", kF, {"x"}, {"a"}, 1)
+                            .Node("vv", "reshape", kF, {"a"}, {"v"}, view_cost)
+                            .Node("p", "relu", kF, {"v"}, {"t"}, 2)
+                            .Node("loss", "sum", kF, {"t"}, {"l"}, 1)
+                            .Node("loss_bwd", "sum_bwd", kB, {"l"}, {"dl"}, 1)
+                            .Node("bt", "relu_bwd", kB, {"dl", "t"}, {"dt"}, 1)
+                            .Node("bv", "mul_bwd", kB, {"dt", "v"}, {"dv"}, 1)
+                            .Node("fa_bwd", "relu_bwd", kB, {"dv", "a"}, {}, 1)
+                            .Build();
+    SaveSet keep = SaveAll(graph);
+    const TensorId t = testing::Id(graph, "t");
+    keep[t] = keep[testing::Id(graph, "v")] = 0;
+    const SimContext context(graph);
+    SimOptions options;
+    options.record_details = false;
+    const SimResult base = Simulate(context, keep, options);
+    SaveSet flipped = keep;
+    flipped[t] = 1;
+    const SimResult trial = Simulate(context, flipped, options);
+    // By hand: before, bt's chain re-runs vv and p (2); after, vv re-runs
+    // for bv.
+    CHECK(base.recompute_cost == view_cost + 2);
+    CHECK(trial.recompute_cost == view_cost);
+    DropDelta delta(context);
+    delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
+    const DropDelta::Result scored = delta.ScoreResave(t);
+    if (view_cost != 0) {
+      CHECK_FALSE(scored.known);  // it read -7 before the views were checked
+    } else {
+      REQUIRE(scored.known);
+      CHECK(scored.added_cost == -2);
+      CHECK(scored.region_max == RangeHighest(trial, nullptr));
+    }
+  }
 }
 
 }  // namespace

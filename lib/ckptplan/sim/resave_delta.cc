@@ -124,18 +124,38 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   }
   const bool copy_moves = other_copy != kNone;
   // A view the steps made (no storage of its own) and a step after them
-  // reads is missing once they go: its node re-runs for that read, which
-  // the storages below do not show. Not handled.
+  // reads is missing once they go: its node re-runs for that read, with
+  // the views of the steps it reads, which the storages below do not show.
+  // Handled only where those re-runs cost nothing and use no workspace (a
+  // step that allocates nothing then holds no more than the reader's own,
+  // which stays); else not.
+  auto made_here = [&](TensorId x) {
+    const NodeId p = context_.producer[x];
+    if (p < first_ || p >= end_) return false;
+    const uint32_t rerun = facts.RerunStep(p);
+    return rerun != kNone && rerun >= begin && rerun <= last;
+  };
+  auto view_of_steps = [&](TensorId x) {
+    return context_.made[x] == SimContext::Made::kAlias && context_.forward_produced[x] &&
+           !context_.resident_root[x] && !Saved(x) && made_here(x);
+  };
   for (uint32_t s = begin; s <= last; ++s) {
     const NodeId node = sim.steps[s].node;
     for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
       const TensorId x = ids[i];
-      if (x == t || context_.made[x] != SimContext::Made::kAlias ||
-          !context_.forward_produced[x] || context_.resident_root[x] || Saved(x)) {
-        continue;
-      }
+      if (x == t || !view_of_steps(x)) continue;
       const uint32_t use = facts.LastUse(x);
-      if (use != kNone && use > last) return unknown;
+      if (use == kNone || use <= last) continue;
+      stack_.assign(1, x);
+      for (int walked = 0; !stack_.empty(); ++walked) {
+        if (walked == 64) return unknown;
+        const NodeId p = context_.producer[stack_.back()];
+        stack_.pop_back();
+        if (context_.node_cost[p] != 0 || context_.node_workspace[p] > 0) return unknown;
+        for (uint32_t k = context_.inputs_begin[p]; k < context_.outputs_begin[p]; ++k) {
+          if (view_of_steps(ids[k])) stack_.push_back(ids[k]);
+        }
+      }
     }
   }
   // What the chain made (buffers come in the order of their first steps):

@@ -20,6 +20,19 @@
 #include <algorithm>
 
 namespace ckptplan {
+namespace {
+
+// Old steps [s, s + length) of `sim`, each total moved by `delta`, written
+// from new step n on and summed as a run (PeakTracker::AddRun).
+void CopyRun(const SimResult& sim, uint32_t s, uint32_t length, int64_t delta, uint32_t n,
+             Step* steps, int64_t* totals, PeakTracker* peaks) {
+  std::copy(sim.steps.begin() + s, sim.steps.begin() + s + length, steps + n);
+  const int64_t* const old_totals = sim.total.data() + s;
+  for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + delta;
+  peaks->AddRun(n, steps + n, totals + n, length, sim.node_peak.data(), delta);
+}
+
+}  // namespace
 
 bool DropDelta::SameRange(const SimOptions& options, const SimResult* out) const {
   const NodeId end = std::min<size_t>(options.end_node, context_.graph.nodes.size());
@@ -149,10 +162,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     ++s;
     if (stop <= s) continue;
     const uint32_t length = stop - s;
-    std::copy(sim.steps.begin() + s, sim.steps.begin() + stop, steps + n);
-    const int64_t* old_totals = sim.total.data() + s;
-    for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + running;
-    peaks.AddRun(n, steps + n, totals + n, length, sim.node_peak.data(), running);
+    CopyRun(sim, s, length, running, n, steps, totals, &peaks);
     // The chain of the run's last step, if a recompute step (inside the run,
     // a step whose chain went on was not an own step's).
     for (uint32_t i = length; i-- > 0 && steps[n + i].recompute;) {
@@ -391,10 +401,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     ++s;
     if (stop <= s) continue;
     const uint32_t length = stop - s;
-    std::copy(sim.steps.begin() + s, sim.steps.begin() + stop, steps + n);
-    const int64_t* old_totals = sim.total.data() + s;
-    for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + running;
-    peaks.AddRun(n, steps + n, totals + n, length, sim.node_peak.data(), running);
+    CopyRun(sim, s, length, running, n, steps, totals, &peaks);
     n += length;
     s = stop;
   }

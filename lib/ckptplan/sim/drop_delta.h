@@ -167,14 +167,24 @@ class DropDelta {
     return sim_->total[a] - std::max<int64_t>(context_.node_workspace[sim_->steps[a].node], 0) -
            BornAt(a);
   }
-  // The bytes that start at old step `a`: its storages (made in step order,
-  // so found by binary search) and the implicit gradients at their step.
+  // The first old storage made at or after old step `s` (storages come in
+  // the order of their first steps, so found by binary search); the count
+  // of storages when none is.
+  uint32_t MadeFrom(uint32_t s) const {
+    const std::vector<Buffer>& buffers = sim_->buffers;
+    return static_cast<uint32_t>(
+        std::partition_point(buffers.begin(), buffers.end(),
+                             [s](const Buffer& buffer) { return buffer.first_step < s; }) -
+        buffers.begin());
+  }
+  // The bytes that start at old step `a`: its storages and the implicit
+  // gradients at their step.
   int64_t BornAt(uint32_t a) const {
     const std::vector<Buffer>& buffers = sim_->buffers;
-    auto it = std::partition_point(buffers.begin(), buffers.end(),
-                                   [a](const Buffer& buffer) { return buffer.first_step < a; });
     int64_t bytes = a == implicit_step_ ? implicit_bytes_ : 0;
-    for (; it != buffers.end() && it->first_step == a; ++it) bytes += context_.bytes[it->root];
+    for (uint32_t b = MadeFrom(a); b < buffers.size() && buffers[b].first_step == a; ++b) {
+      bytes += context_.bytes[buffers[b].root];
+    }
     return bytes;
   }
   // The old step whose re-run made the copy that non-forward reads of `x`
@@ -265,7 +275,7 @@ class DropDelta {
     double added_cost = 0;
   };
   Scored scored_;
-  SimPrefix patched_prefix_;  // of the last Patch
+  SimPrefix patched_prefix_;  // of the last Patch or PatchResave
   std::vector<std::pair<uint32_t, int64_t>> lifetimes_;
   // Patch: an old step's index after the drop, from where the chain's `m`
   // steps come in (before old step `a`) and the old steps that go

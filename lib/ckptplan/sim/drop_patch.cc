@@ -191,10 +191,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   // chain, the chain's (in its order, each step's outputs in order), the
   // old ones made after it but for the moved copies (made at steps that go).
   const uint32_t num_buffers = static_cast<uint32_t>(sim.buffers.size());
-  const uint32_t inserted = static_cast<uint32_t>(
-      std::partition_point(sim.buffers.begin(), sim.buffers.end(),
-                           [&](const Buffer& buffer) { return buffer.first_step < a; }) -
-      sim.buffers.begin());
+  const uint32_t inserted = MadeFrom(static_cast<uint32_t>(a));
   // Written through a pointer, the vector sized first: its end is not
   // stored back at every storage (most of the patch's storages are copies).
   if (moved_.size() > num_buffers) return false;
@@ -429,13 +426,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   // The old storages that go, made by the run (storages are in the order
   // of their first steps): [gone_lo, gone_hi).
   const uint32_t num_buffers = static_cast<uint32_t>(sim.buffers.size());
-  auto made_before = [&](uint32_t step) {
-    return static_cast<uint32_t>(
-        std::partition_point(sim.buffers.begin(), sim.buffers.end(),
-                             [step](const Buffer& buffer) { return buffer.first_step < step; }) -
-        sim.buffers.begin());
-  };
-  const uint32_t gone_lo = made_before(gone_first), gone_hi = made_before(gone_end);
+  const uint32_t gone_lo = MadeFrom(gone_first), gone_hi = MadeFrom(gone_end);
   out->buffers.resize(num_buffers - (gone_hi - gone_lo) + order.size());
   Buffer* const new_buffers = out->buffers.data();
   std::vector<uint32_t>& index = buffer_index_;  // per old storage, its index after; kNone: goes

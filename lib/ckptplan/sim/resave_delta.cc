@@ -160,17 +160,10 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   }
   // What the chain made (buffers come in the order of their first steps):
   // nothing but t's copy may be read after it.
-  const auto made_begin =
-      std::partition_point(sim.buffers.begin(), sim.buffers.end(),
-                           [&](const Buffer& buffer) { return buffer.first_step < begin; });
-  const auto made_end =
-      std::partition_point(made_begin, sim.buffers.end(),
-                           [&](const Buffer& buffer) { return buffer.first_step <= last; });
   // Unless what is read after them is what a few of them make: those nodes
   // then re-run as a chain of their own before the next reader (MovedChain,
   // into chain_), the inverse of a drop's pull.
-  const uint32_t made_first = static_cast<uint32_t>(made_begin - sim.buffers.begin());
-  const uint32_t made_last = static_cast<uint32_t>(made_end - sim.buffers.begin());
+  const uint32_t made_first = MadeFrom(begin), made_last = MadeFrom(last + 1);
   bool escapes = false;
   for (uint32_t b = made_first; b < made_last; ++b) {
     escapes = escapes || ((b != copy || copy_moves) && sim.buffers[b].last_step > last);

@@ -217,7 +217,7 @@ void StepFacts::FillReads() {
         context_, view_base_, sim.steps[s].node,
         [&](TensorId x) {
           Reads& reads = reads_[x];
-          read_undo_.push_back({s, x, kPlainRead, reads.first == kNone, reads, {}});
+          read_undo_.push_back({s, x, false, reads.first == kNone, reads, {}});
           if (reads.first == kNone) {
             reads.first = s;
             read_.push_back(x);
@@ -233,16 +233,12 @@ void StepFacts::FillReads() {
 void StepFacts::UndoReads(uint32_t begin) {
   while (!read_undo_.empty() && read_undo_.back().step >= begin) {
     const ReadUndo& undo = read_undo_.back();
-    switch (undo.kind) {
-      case kPlainRead:
-      case kOddRead:
-        reads_[undo.tensor] = undo.reads;
-        if (undo.listed) read_.pop_back();
-        break;
-      case kAliasRead:
-        alias_reads_[undo.tensor] = undo.alias_reads;
-        if (undo.listed) alias_read_.pop_back();
-        break;
+    if (undo.alias) {
+      alias_reads_[undo.tensor] = undo.alias_reads;
+      if (undo.listed) alias_read_.pop_back();
+    } else {
+      reads_[undo.tensor] = undo.reads;
+      if (undo.listed) read_.pop_back();
     }
     read_undo_.pop_back();
   }
@@ -305,7 +301,7 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
   if (base == kNoId) {
     const TensorId root = context_.root[x];
     if (reads_[root].odd != kYes) {
-      read_undo_.push_back({step, root, kOddRead, true, reads_[root], {}});
+      read_undo_.push_back({step, root, false, true, reads_[root], {}});
       reads_[root].odd = kYes;
       read_.push_back(root);
     }
@@ -314,7 +310,7 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
   const NodeId maker = context_.producer[x];
   const uint32_t made = maker >= first_ && maker < end_ ? nodes_[maker - first_].own : 0;
   AliasReads& alias = alias_reads_[base];
-  read_undo_.push_back({step, base, kAliasRead, alias.last == kNone, {}, alias});
+  read_undo_.push_back({step, base, true, alias.last == kNone, {}, alias});
   if (alias.last == kNone) {
     alias_read_.push_back(base);
     alias.first_made = made;

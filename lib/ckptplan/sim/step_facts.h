@@ -221,14 +221,13 @@ class StepFacts {
   // hold those of the steps before reads_applied_; each change FillReads
   // makes is logged with what it changed, so that a fill keeping the steps
   // before `begin` undoes the later ones only (UndoReads), in reverse.
-  enum ReadKind : uint8_t { kPlainRead, kOddRead, kAliasRead };
   struct ReadUndo {
     uint32_t step;
     TensorId tensor;
-    ReadKind kind;
-    bool listed;  // the change listed the tensor (read_ or alias_read_)
-    Reads reads;  // before the change (kPlainRead, kOddRead)
-    AliasReads alias_reads;  // before the change (kAliasRead)
+    bool alias;   // the change was to alias_reads_, else to reads_
+    bool listed;  // the change listed the tensor (alias_read_, else read_)
+    Reads reads;  // before the change (reads_)
+    AliasReads alias_reads;  // before the change (alias_reads_)
   };
   std::vector<ReadUndo> read_undo_;
   uint32_t reads_applied_ = 0;

@@ -237,6 +237,13 @@ class ChainWalker {
     // node at or after the pulled range reads (they stay live through it).
     int64_t pulled_inputs = 0;
     size_t pulled_nodes = 0;
+    // Earliest group a pulled node is re-run in now, and, when every pulled
+    // node is re-run after the first use of `t` (so the chain re-runs all of
+    // them there, moving their copies earlier), the bytes of their copies
+    // that a step staying reads last: from the chain's place to the earliest
+    // such group, those live on top of what lived before (0: none known).
+    NodeId first_slot = kNoId;
+    int64_t moved_copies = 0;
   };
 
   // View::Slot gives the slots; the recompute set is closed under this walk,
@@ -248,6 +255,7 @@ class ChainWalker {
     Chain chain;
     stack_.clear();
     pulled_.clear();
+    pulled_nodes_.clear();
     Visit(context_.producer[t], view, &chain);
     while (!stack_.empty()) {
       NodeId n = stack_.back();
@@ -265,17 +273,52 @@ class ChainWalker {
     if (chain.pulled_inputs == kUnbounded) return chain;
     // The pulled nodes move to the first use of `t`; an input that a node
     // reads at or after the last group they leave is live throughout.
-    const NodeId pulled_end = std::max(view.FirstUse(t), chain.last_slot);
+    const NodeId first_use = view.FirstUse(t);
+    const NodeId pulled_end = std::max(first_use, chain.last_slot);
     for (TensorId in : pulled_) {
       const NodeId last = view.LastNodeUse(in);
       if (last == kNoId || last < pulled_end) {
         chain.pulled_inputs += context_.bytes[context_.root[in]];
       }
     }
+    if (chain.pulls && first_use != kNoId && chain.first_slot > first_use) {
+      chain.moved_copies = MovedCopies(view);
+    }
     return chain;
   }
 
  private:
+  // Chain::moved_copies, once every pulled node (pulled_nodes_) is re-run
+  // after the first use: then no node the walk reaches is made before the
+  // chain's place, so the chain re-runs each of them (Builder materializes
+  // what is missing there, and nothing reached is live), their old steps go
+  // and each activation output of theirs gets a copy at the place. Such a
+  // copy of a dropped tensor, read last by a node's own step (which stays),
+  // lives from the place through that read; before, it was made at the
+  // pulled node's old step, after the earliest group.
+  int64_t MovedCopies(const View& view) const {
+    const StepFacts& facts = *view.facts;
+    const SimResult& sim = *facts.sim();
+    const TensorId* ids = context_.ids.data();
+    int64_t bytes = 0;
+    for (NodeId p : pulled_nodes_) {
+      const uint32_t rerun = facts.RerunStep(p);
+      for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
+        const TensorId x = ids[i];
+        if (context_.made[x] != SimContext::Made::kActivation || !passable_[x]) continue;
+        const uint32_t copy = facts.Copy(x);
+        if (copy == StepFacts::kNone) continue;
+        const Buffer& buffer = sim.buffers[copy];
+        if (buffer.first_step != rerun || buffer.last_step == StepFacts::kNone ||
+            sim.steps[buffer.last_step].recompute) {
+          continue;
+        }
+        bytes += context_.bytes[buffer.root];
+      }
+    }
+    return bytes;
+  }
+
   void Visit(NodeId n, const View& view, Chain* chain) {
     if (mark_[n] == epoch_) return;
     mark_[n] = epoch_;
@@ -283,6 +326,8 @@ class ChainWalker {
     const NodeId slot = view.Slot(n);
     if (slot != kNoId) {
       chain->pulls = true;
+      chain->first_slot = std::min(chain->first_slot, slot);
+      pulled_nodes_.push_back(n);
       // Slots only decrease towards the inputs, so the first recomputed
       // nodes reached give the latest slot; walking further only sums the
       // pulled inputs, which is capped (the bound then gives up on them).
@@ -305,6 +350,7 @@ class ChainWalker {
   size_t max_pulled_ = 0;
   std::vector<NodeId> stack_;
   std::vector<TensorId> pulled_;  // inputs of pulled nodes, not resident
+  std::vector<NodeId> pulled_nodes_;  // the walk's nodes re-run now
   std::vector<NodeId>* reached_ = nullptr;  // Reach's output
   std::vector<uint8_t> passable_;  // per tensor: recomputable and not saved (SetPlan)
 };
@@ -954,6 +1000,29 @@ class RegionSearch {
     const double slack =
         context_.exact_costs ? 0.0 : 1e-9 * (region.sim.figures().recompute_cost + chain.cost);
     const double cost = std::max(0.0, chain.cost - slack);
+    // Between the first use and the earliest pulled group, the pulled nodes'
+    // moved copies live on top, and no step goes or comes: a node there falls
+    // by what leaves at most, the pulled inputs and the original; but where
+    // t is a root, up to its last use its copy (made before the first use)
+    // stands for the original, which lived through it.
+    if (chain.moved_copies > 0 && chain.pulled_inputs != kUnbounded) {
+      const int64_t lo = static_cast<int64_t>(first_use) + 1;
+      int64_t copied_to = lo;  // nodes [lo, copied_to) hold t's copy throughout
+      const uint32_t last_use = facts.LastUse(t);
+      if (root == t && last_use != StepFacts::kNone) {
+        const int64_t group = facts.GroupOf(last_use);
+        copied_to = std::clamp<int64_t>(sim.steps[last_use].recompute ? group : group + 1, lo,
+                                        chain.first_slot);
+      }
+      const int64_t copied = peak_max(lo, copied_to);
+      if (copied != kLowest) {
+        outside = std::max(outside, copied + chain.moved_copies - chain.pulled_inputs);
+      }
+      const int64_t later = peak_max(copied_to, chain.first_slot);
+      if (later != kLowest) {
+        outside = std::max(outside, later + chain.moved_copies - own_bytes - chain.pulled_inputs);
+      }
+    }
     int64_t freed0 = view.peak - outside;
     // A node's own step stays; only storages that end earlier leave it.
     // Without a pull no recompute step leaves a group either. With one, a

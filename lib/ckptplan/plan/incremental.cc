@@ -212,7 +212,7 @@ class ChainWalker {
  public:
   ChainWalker(const SimContext& context, const StaticInfo& info)
       : graph_(context.graph), context_(context), info_(info), mark_(graph_.nodes.size(), 0),
-        passable_(info.recomputable) {}
+        passable_(info.recomputable), closure_mark_(graph_.nodes.size(), 0) {}
 
   // Walks from now on see the plan `keep` of `candidates`: a walk goes on
   // through a recomputable tensor unless it is saved.
@@ -237,13 +237,7 @@ class ChainWalker {
     // node at or after the pulled range reads (they stay live through it).
     int64_t pulled_inputs = 0;
     size_t pulled_nodes = 0;
-    // Earliest group a pulled node is re-run in now, and, when every pulled
-    // node is re-run after the first use of `t` (so the chain re-runs all of
-    // them there, moving their copies earlier), the bytes of their copies
-    // that a step staying reads last: from the chain's place to the earliest
-    // such group, those live on top of what lived before (0: none known).
-    NodeId first_slot = kNoId;
-    int64_t moved_copies = 0;
+    uint32_t walk = 0;  // the walker's count of walks when this one ran (MovedFloor)
   };
 
   // View::Slot gives the slots; the recompute set is closed under this walk,
@@ -253,6 +247,7 @@ class ChainWalker {
     ++epoch_;
     max_pulled_ = max_pulled;
     Chain chain;
+    chain.walk = epoch_;
     stack_.clear();
     pulled_.clear();
     pulled_nodes_.clear();
@@ -281,43 +276,134 @@ class ChainWalker {
         chain.pulled_inputs += context_.bytes[context_.root[in]];
       }
     }
-    if (chain.pulls && first_use != kNoId && chain.first_slot > first_use) {
-      chain.moved_copies = MovedCopies(view);
-    }
     return chain;
   }
 
- private:
-  // Chain::moved_copies, once every pulled node (pulled_nodes_) is re-run
-  // after the first use: then no node the walk reaches is made before the
-  // chain's place, so the chain re-runs each of them (Builder materializes
-  // what is missing there, and nothing reached is live), their old steps go
-  // and each activation output of theirs gets a copy at the place. Such a
-  // copy of a dropped tensor, read last by a node's own step (which stays),
-  // lives from the place through that read; before, it was made at the
-  // pulled node's old step, after the earliest group.
-  int64_t MovedCopies(const View& view) const {
+  // What a pull adds, from the last walk (`chain`, of `t`): the bytes of
+  // the copies the chain surely moves to its place (before the first use's
+  // own step) that a staying step reads last, and a floor under the peak
+  // after the drop that the groups between the first use and the pulled
+  // nodes' old groups give (kLowest: none); nothing from an older walk.
+  // The walk reaches what the chain re-runs (Builder::MaterializeForTensor:
+  // a tensor it reads is missing when passable, unless a step before the
+  // place made its copy), and more: a node re-run in an earlier group made
+  // its copies, so the chain stops there, but the walk goes on. Here the chain's own closure: from t's
+  // producer through passable tensors, stopping at nodes re-run before the
+  // first use; a node re-run in that group may come before or after the
+  // place, so then nothing is known. Each node of it re-run after the first
+  // use moves (its old step goes; each activation output gets a copy at the
+  // place), and such a copy of a dropped tensor, read last by a node's own
+  // step (which stays), lives from the place through that read: over the
+  // groups before the node's old one, on top of what lived there.
+  //
+  // The floor: the groups after the first use's, apart from those a node
+  // the walk reaches is re-run in (the walk reaches every node the chain
+  // pulls, whose steps go), keep their steps; each falls by what leaves at
+  // most, the pulled inputs and t's original (not where t's copy, made
+  // before them, stands for it: up to its last use, when t is a root), and
+  // gains the copies moved from later groups.
+  struct Moved {
+    int64_t copies = 0;
+    int64_t floor = kLowest;
+  };
+  Moved MovedFloor(TensorId t, const Chain& chain, const View& view) {
+    Moved result;
+    const NodeId first_use = view.FirstUse(t);
+    if (chain.walk != epoch_ || !chain.pulls || chain.pulled_inputs == kUnbounded ||
+        first_use == kNoId) {
+      return result;
+    }
+    slots_.clear();
+    for (NodeId p : pulled_nodes_) {
+      const NodeId slot = view.Slot(p);
+      if (slot > first_use) slots_.push_back(slot);
+    }
+    if (slots_.empty()) return result;
     const StepFacts& facts = *view.facts;
     const SimResult& sim = *facts.sim();
     const TensorId* ids = context_.ids.data();
-    int64_t bytes = 0;
-    for (NodeId p : pulled_nodes_) {
-      const uint32_t rerun = facts.RerunStep(p);
-      for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
-        const TensorId x = ids[i];
-        if (context_.made[x] != SimContext::Made::kActivation || !passable_[x]) continue;
-        const uint32_t copy = facts.Copy(x);
-        if (copy == StepFacts::kNone) continue;
-        const Buffer& buffer = sim.buffers[copy];
-        if (buffer.first_step != rerun || buffer.last_step == StepFacts::kNone ||
-            sim.steps[buffer.last_step].recompute) {
-          continue;
+    if (++closure_epoch_ == 0) {
+      std::fill(closure_mark_.begin(), closure_mark_.end(), 0);
+      closure_epoch_ = 1;
+    }
+    moved_.clear();  // (old group, bytes of its node's moved copies)
+    closure_stack_.assign(1, context_.producer[t]);
+    while (!closure_stack_.empty()) {
+      const NodeId p = closure_stack_.back();
+      closure_stack_.pop_back();
+      if (p == kNoId || p < facts.first() || p >= facts.end()) return result;
+      if (closure_mark_[p] == closure_epoch_) continue;
+      closure_mark_[p] = closure_epoch_;
+      const NodeId slot = view.Slot(p);
+      if (slot != kNoId && slot < first_use) continue;  // its copies are made
+      if (slot == first_use) return result;
+      if (slot != kNoId) {
+        const uint32_t rerun = facts.RerunStep(p);
+        int64_t bytes = 0;
+        for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
+          const TensorId x = ids[i];
+          if (context_.made[x] != SimContext::Made::kActivation || !passable_[x]) continue;
+          const uint32_t copy = facts.Copy(x);
+          if (copy == StepFacts::kNone) continue;
+          const Buffer& buffer = sim.buffers[copy];
+          if (buffer.first_step != rerun || buffer.last_step == StepFacts::kNone ||
+              sim.steps[buffer.last_step].recompute) {
+            continue;
+          }
+          bytes += context_.bytes[buffer.root];
         }
-        bytes += context_.bytes[buffer.root];
+        if (bytes > 0) moved_.push_back({slot, bytes});
+      }
+      for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
+        if (passable_[ids[i]]) closure_stack_.push_back(context_.producer[ids[i]]);
       }
     }
-    return bytes;
+    if (moved_.empty()) return result;
+    int64_t copies = 0;
+    for (const auto& [slot, bytes] : moved_) copies += bytes;
+    // t's copy stands for its original over the groups [lo, copied_to).
+    const TensorId root = context_.root[t];
+    const int64_t own = context_.bytes[root];
+    const int64_t lo = static_cast<int64_t>(first_use) + 1;
+    int64_t copied_to = lo;
+    const uint32_t last_use = facts.LastUse(t);
+    if (root == t && last_use != StepFacts::kNone) {
+      const int64_t group = facts.GroupOf(last_use);
+      copied_to = std::max(lo, sim.steps[last_use].recompute ? group : group + 1);
+    }
+    // Over the gaps between the groups walked nodes leave, the first gap
+    // first: `gained` sums the copies of nodes whose old group is later, so
+    // it only falls, and once the peak itself plus it cannot raise the
+    // floor, no later gap can.
+    std::sort(slots_.begin(), slots_.end());
+    slots_.erase(std::unique(slots_.begin(), slots_.end()), slots_.end());
+    std::sort(moved_.begin(), moved_.end());
+    int64_t gained = copies;
+    size_t next = 0;
+    int64_t floor = kLowest;
+    const NodeId first = view.first;
+    for (size_t k = 0; k < slots_.size(); ++k) {
+      const int64_t hi = slots_[k];  // gap [gap_lo, hi)
+      const int64_t gap_lo = k == 0 ? lo : static_cast<int64_t>(slots_[k - 1]) + 1;
+      for (; next < moved_.size() && moved_[next].first < hi; ++next) gained -= moved_[next].second;
+      if (view.peak + gained - chain.pulled_inputs <= floor) break;
+      if (gap_lo >= hi) continue;
+      const int64_t split = std::clamp<int64_t>(copied_to, gap_lo, hi);
+      if (gap_lo < split) {
+        floor = std::max(floor, view.node_peak.Query(gap_lo - first, split - first) + gained -
+                                    chain.pulled_inputs);
+      }
+      if (split < hi) {
+        floor = std::max(floor, view.node_peak.Query(split - first, hi - first) + gained - own -
+                                    chain.pulled_inputs);
+      }
+    }
+    result.copies = copies;
+    result.floor = floor;
+    return result;
   }
+
+ private:
 
   void Visit(NodeId n, const View& view, Chain* chain) {
     if (mark_[n] == epoch_) return;
@@ -326,7 +412,6 @@ class ChainWalker {
     const NodeId slot = view.Slot(n);
     if (slot != kNoId) {
       chain->pulls = true;
-      chain->first_slot = std::min(chain->first_slot, slot);
       pulled_nodes_.push_back(n);
       // Slots only decrease towards the inputs, so the first recomputed
       // nodes reached give the latest slot; walking further only sums the
@@ -353,6 +438,12 @@ class ChainWalker {
   std::vector<NodeId> pulled_nodes_;  // the walk's nodes re-run now
   std::vector<NodeId>* reached_ = nullptr;  // Reach's output
   std::vector<uint8_t> passable_;  // per tensor: recomputable and not saved (SetPlan)
+  // MovedFloor's walk of the chain's closure.
+  std::vector<uint32_t> closure_mark_;
+  uint32_t closure_epoch_ = 0;
+  std::vector<NodeId> closure_stack_;
+  std::vector<NodeId> slots_;  // groups after the first use that walked nodes leave
+  std::vector<std::pair<NodeId, int64_t>> moved_;
 };
 
 // Finds the best drop in one region, from bounds and region simulations.
@@ -990,39 +1081,18 @@ class RegionSearch {
     outside = std::max(outside, outside_region);
     // The first non-forward reader's own step keeps its bytes: the copy
     // replaces the original there, and only pulled inputs may leave.
+    int64_t reader_floor = kLowest;
     if (first_read != StepFacts::kNone && !sim.steps[first_read].recompute &&
         chain.pulled_inputs != kUnbounded) {
-      const int64_t floor = sim.total[first_read] + region.offset[first_use - first];
-      outside = std::max(outside, floor - (chain.pulls ? chain.pulled_inputs : 0));
+      reader_floor = sim.total[first_read] + region.offset[first_use - first] -
+                     (chain.pulls ? chain.pulled_inputs : 0);
+      outside = std::max(outside, reader_floor);
     }
     const int64_t own_bytes = own.empty() && !chain.pulls ? 0 : bytes;
     // Floating-point slack: the real added cost is a difference of two sums.
     const double slack =
         context_.exact_costs ? 0.0 : 1e-9 * (region.sim.figures().recompute_cost + chain.cost);
     const double cost = std::max(0.0, chain.cost - slack);
-    // Between the first use and the earliest pulled group, the pulled nodes'
-    // moved copies live on top, and no step goes or comes: a node there falls
-    // by what leaves at most, the pulled inputs and the original; but where
-    // t is a root, up to its last use its copy (made before the first use)
-    // stands for the original, which lived through it.
-    if (chain.moved_copies > 0 && chain.pulled_inputs != kUnbounded) {
-      const int64_t lo = static_cast<int64_t>(first_use) + 1;
-      int64_t copied_to = lo;  // nodes [lo, copied_to) hold t's copy throughout
-      const uint32_t last_use = facts.LastUse(t);
-      if (root == t && last_use != StepFacts::kNone) {
-        const int64_t group = facts.GroupOf(last_use);
-        copied_to = std::clamp<int64_t>(sim.steps[last_use].recompute ? group : group + 1, lo,
-                                        chain.first_slot);
-      }
-      const int64_t copied = peak_max(lo, copied_to);
-      if (copied != kLowest) {
-        outside = std::max(outside, copied + chain.moved_copies - chain.pulled_inputs);
-      }
-      const int64_t later = peak_max(copied_to, chain.first_slot);
-      if (later != kLowest) {
-        outside = std::max(outside, later + chain.moved_copies - own_bytes - chain.pulled_inputs);
-      }
-    }
     int64_t freed0 = view.peak - outside;
     // A node's own step stays; only storages that end earlier leave it.
     // Without a pull no recompute step leaves a group either. With one, a
@@ -1033,6 +1103,17 @@ class RegionSearch {
       freed0 = std::min(freed0, own_bytes);
     } else if (view.max_own_total != kLowest) {
       freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
+    }
+    if (freed0 > 0 && chain.pulls && chain.pulled_inputs != kUnbounded) {
+      // What the pull adds (ChainWalker::MovedFloor), only where the drop
+      // still seems to free bytes: the copies it moves live on top at the
+      // first reader's own step and over the groups up to the nodes' old ones.
+      const ChainWalker::Moved moved = walker_.MovedFloor(t, chain, view);
+      if (moved.copies > 0) {
+        if (reader_floor != kLowest) reader_floor += moved.copies;
+        const int64_t floor = std::max(reader_floor, moved.floor);
+        if (floor != kLowest) freed0 = std::min(freed0, view.peak - floor);
+      }
     }
     *bound0 = {t, freed0 > 0 ? cost / static_cast<double>(freed0) : 0.0, freed0};
     if (!tier1) return;

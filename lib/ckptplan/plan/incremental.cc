@@ -268,8 +268,7 @@ class ChainWalker {
     if (chain.pulled_inputs == kUnbounded) return chain;
     // The pulled nodes move to the first use of `t`; an input that a node
     // reads at or after the last group they leave is live throughout.
-    const NodeId first_use = view.FirstUse(t);
-    const NodeId pulled_end = std::max(first_use, chain.last_slot);
+    const NodeId pulled_end = std::max(view.FirstUse(t), chain.last_slot);
     for (TensorId in : pulled_) {
       const NodeId last = view.LastNodeUse(in);
       if (last == kNoId || last < pulled_end) {
@@ -287,14 +286,15 @@ class ChainWalker {
   // The walk reaches what the chain re-runs (Builder::MaterializeForTensor:
   // a tensor it reads is missing when passable, unless a step before the
   // place made its copy), and more: a node re-run in an earlier group made
-  // its copies, so the chain stops there, but the walk goes on. Here the chain's own closure: from t's
-  // producer through passable tensors, stopping at nodes re-run before the
-  // first use; a node re-run in that group may come before or after the
-  // place, so then nothing is known. Each node of it re-run after the first
-  // use moves (its old step goes; each activation output gets a copy at the
-  // place), and such a copy of a dropped tensor, read last by a node's own
-  // step (which stays), lives from the place through that read: over the
-  // groups before the node's old one, on top of what lived there.
+  // its copies, so the chain stops there, but the walk goes on. Here the
+  // chain's own closure: from t's producer through passable tensors,
+  // stopping at nodes re-run before the first use; a node re-run in that
+  // group may come before or after the place, so then nothing is known.
+  // Each node of it re-run after the first use moves (its old step goes;
+  // each activation output gets a copy at the place), and such a copy of a
+  // dropped tensor, read last by a node's own step (which stays), lives
+  // from the place through that read: over the groups before the node's old
+  // one, on top of what lived there.
   //
   // The floor: the groups after the first use's, apart from those a node
   // the walk reaches is re-run in (the walk reaches every node the chain
@@ -404,7 +404,6 @@ class ChainWalker {
   }
 
  private:
-
   void Visit(NodeId n, const View& view, Chain* chain) {
     if (mark_[n] == epoch_) return;
     mark_[n] = epoch_;

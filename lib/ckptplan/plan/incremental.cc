@@ -212,7 +212,7 @@ class ChainWalker {
  public:
   ChainWalker(const SimContext& context, const StaticInfo& info)
       : graph_(context.graph), context_(context), info_(info), mark_(graph_.nodes.size(), 0),
-        passable_(info.recomputable), closure_mark_(graph_.nodes.size(), 0) {}
+        passable_(info.recomputable) {}
 
   // Walks from now on see the plan `keep` of `candidates`: a walk goes on
   // through a recomputable tensor unless it is saved.
@@ -237,20 +237,20 @@ class ChainWalker {
     // node at or after the pulled range reads (they stay live through it).
     int64_t pulled_inputs = 0;
     size_t pulled_nodes = 0;
-    uint32_t walk = 0;  // the walker's count of walks when this one ran (MovedFloor)
+    uint64_t walk = 0;  // the walker's count of walks when this one ran (MovedFloor)
   };
 
   // View::Slot gives the slots; the recompute set is closed under this walk,
   // so nodes reached through a recomputed node are recomputed too. The walk
   // stays in the view's region.
   Chain Walk(TensorId t, const View& view, size_t max_pulled) {
-    ++epoch_;
+    NextEpoch();
     max_pulled_ = max_pulled;
     Chain chain;
-    chain.walk = epoch_;
+    chain.walk = ++walks_;
     stack_.clear();
     pulled_.clear();
-    pulled_nodes_.clear();
+    pulled_slots_.clear();
     Visit(context_.producer[t], view, &chain);
     while (!stack_.empty()) {
       NodeId n = stack_.back();
@@ -309,31 +309,29 @@ class ChainWalker {
   Moved MovedFloor(TensorId t, const Chain& chain, const View& view) {
     Moved result;
     const NodeId first_use = view.FirstUse(t);
-    if (chain.walk != epoch_ || !chain.pulls || chain.pulled_inputs == kUnbounded ||
+    if (chain.walk != walks_ || !chain.pulls || chain.pulled_inputs == kUnbounded ||
         first_use == kNoId) {
       return result;
     }
     slots_.clear();
-    for (NodeId p : pulled_nodes_) {
-      const NodeId slot = view.Slot(p);
+    for (NodeId slot : pulled_slots_) {
       if (slot > first_use) slots_.push_back(slot);
     }
     if (slots_.empty()) return result;
     const StepFacts& facts = *view.facts;
     const SimResult& sim = *facts.sim();
     const TensorId* ids = context_.ids.data();
-    if (++closure_epoch_ == 0) {
-      std::fill(closure_mark_.begin(), closure_mark_.end(), 0);
-      closure_epoch_ = 1;
-    }
+    // The walk's marks and stack are free again: the closure's own.
+    NextEpoch();
     moved_.clear();  // (old group, bytes of its node's moved copies)
-    closure_stack_.assign(1, context_.producer[t]);
-    while (!closure_stack_.empty()) {
-      const NodeId p = closure_stack_.back();
-      closure_stack_.pop_back();
+    int64_t copies = 0;
+    stack_.assign(1, context_.producer[t]);
+    while (!stack_.empty()) {
+      const NodeId p = stack_.back();
+      stack_.pop_back();
       if (p == kNoId || p < facts.first() || p >= facts.end()) return result;
-      if (closure_mark_[p] == closure_epoch_) continue;
-      closure_mark_[p] = closure_epoch_;
+      if (mark_[p] == epoch_) continue;
+      mark_[p] = epoch_;
       const NodeId slot = view.Slot(p);
       if (slot != kNoId && slot < first_use) continue;  // its copies are made
       if (slot == first_use) return result;
@@ -353,14 +351,13 @@ class ChainWalker {
           bytes += context_.bytes[buffer.root];
         }
         if (bytes > 0) moved_.push_back({slot, bytes});
+        copies += bytes;
       }
       for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
-        if (passable_[ids[i]]) closure_stack_.push_back(context_.producer[ids[i]]);
+        if (passable_[ids[i]]) stack_.push_back(context_.producer[ids[i]]);
       }
     }
     if (moved_.empty()) return result;
-    int64_t copies = 0;
-    for (const auto& [slot, bytes] : moved_) copies += bytes;
     // t's copy stands for its original over the groups [lo, copied_to).
     const TensorId root = context_.root[t];
     const int64_t own = context_.bytes[root];
@@ -404,6 +401,14 @@ class ChainWalker {
   }
 
  private:
+  // A new mark for mark_ (all reset when the count wraps).
+  void NextEpoch() {
+    if (++epoch_ == 0) {
+      std::fill(mark_.begin(), mark_.end(), 0);
+      epoch_ = 1;
+    }
+  }
+
   void Visit(NodeId n, const View& view, Chain* chain) {
     if (mark_[n] == epoch_) return;
     mark_[n] = epoch_;
@@ -411,7 +416,7 @@ class ChainWalker {
     const NodeId slot = view.Slot(n);
     if (slot != kNoId) {
       chain->pulls = true;
-      pulled_nodes_.push_back(n);
+      pulled_slots_.push_back(slot);
       // Slots only decrease towards the inputs, so the first recomputed
       // nodes reached give the latest slot; walking further only sums the
       // pulled inputs, which is capped (the bound then gives up on them).
@@ -434,14 +439,12 @@ class ChainWalker {
   size_t max_pulled_ = 0;
   std::vector<NodeId> stack_;
   std::vector<TensorId> pulled_;  // inputs of pulled nodes, not resident
-  std::vector<NodeId> pulled_nodes_;  // the walk's nodes re-run now
+  std::vector<NodeId> pulled_slots_;  // groups the walk's re-run nodes are re-run in now
   std::vector<NodeId>* reached_ = nullptr;  // Reach's output
   std::vector<uint8_t> passable_;  // per tensor: recomputable and not saved (SetPlan)
-  // MovedFloor's walk of the chain's closure.
-  std::vector<uint32_t> closure_mark_;
-  uint32_t closure_epoch_ = 0;
-  std::vector<NodeId> closure_stack_;
-  std::vector<NodeId> slots_;  // groups after the first use that walked nodes leave
+  uint64_t walks_ = 0;  // walks made (Chain::walk)
+  // MovedFloor's: the groups after the first use that walked nodes leave.
+  std::vector<NodeId> slots_;
   std::vector<std::pair<NodeId, int64_t>> moved_;
 };
 
@@ -1103,7 +1106,7 @@ class RegionSearch {
     } else if (view.max_own_total != kLowest) {
       freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
     }
-    if (freed0 > 0 && chain.pulls && chain.pulled_inputs != kUnbounded) {
+    if (freed0 > 0) {
       // What the pull adds (ChainWalker::MovedFloor), only where the drop
       // still seems to free bytes: the copies it moves live on top at the
       // first reader's own step and over the groups up to the nodes' old ones.

@@ -29,7 +29,8 @@ bool FastDropScorer::Flip(const RegionalMemory& memory, size_t r, const SaveSet&
   if (indexed_ != r) {
     const RegionalMemory::Part& part = memory.part(r);
     delta_->Index(part.sim.full(), keep, part.range.first, part.range.end,
-                  part.zero_offset ? nullptr : &part.offset);
+                  part.zero_offset ? nullptr : &part.offset,
+                  part.zero_offset && r == group_max_region_ ? group_max_ : nullptr);
     indexed_ = r;
   }
   const DropDelta::Result scored = resave ? delta_->ScoreResave(t) : delta_->Score(t);

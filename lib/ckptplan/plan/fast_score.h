@@ -42,8 +42,15 @@ class FastDropScorer {
   FastDropScorer(const SimContext& context, std::string caller,
                  const StepFacts* facts = nullptr);
 
-  /// The current plan changed: the next Score indexes again.
-  void Forget() { indexed_ = kNone; }
+  /// The current plan changed: the next Score indexes again. `group_max`,
+  /// when given: the node peaks of region `region`'s current simulation,
+  /// for DropDelta::Index when that region's offsets are 0 (not read
+  /// otherwise); it must not change until the next Forget.
+  void Forget(const RangeAddMax* group_max = nullptr, size_t region = kNone) {
+    indexed_ = kNone;
+    group_max_ = group_max;
+    group_max_region_ = region;
+  }
 
   /// Dropping saved candidate `t` of region `r` from the region's current
   /// simulation in `memory`, whose plan is `keep`; false when DropDelta does
@@ -73,14 +80,18 @@ class FastDropScorer {
              const FastScore& score, bool verify, RegionalMemory::Trial* trial,
              RegionalMemory::Trial* verify_trial);
   /// After an Apply that returned true: what its trial's simulation keeps of
-  /// the region's (DropDelta::patched_prefix).
+  /// the region's (DropDelta::patched_prefix), and how its node peaks moved
+  /// (DropDelta::group_changes).
   SimPrefix patched_prefix() const { return delta_ ? delta_->patched_prefix() : SimPrefix{}; }
+  const DropDelta::GroupChanges& group_changes() const { return delta_->group_changes(); }
 
  private:
   static constexpr size_t kNone = SIZE_MAX;
 
   bool Flip(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t, bool resave,
             FastScore* score);
+  const RangeAddMax* group_max_ = nullptr;  // Forget's
+  size_t group_max_region_ = kNone;
 
   const SimContext& context_;
   std::string caller_;

@@ -3,6 +3,7 @@
 #include "ckptplan/base/text_escape.h"
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/limits.h"
+#include "ckptplan/base/range_add_max.h"
 #include "ckptplan/base/range_max.h"
 #include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/regions.h"
@@ -73,7 +74,12 @@ struct View {
   // group's own step); kNoId if none does.
   NodeId FirstUse(TensorId t) const { return facts->GroupOf(facts->FirstRead(t)); }
   NodeId LastNodeUse(TensorId t) const { return facts->GroupOf(facts->LastOwnRead(t)); }
-  RangeMax node_peak;                  // over nodes, the step's bytes
+  // Over nodes, the step's bytes: kept across drops of the region applied
+  // from patches (DropDelta::GroupChanges), else built anew; the values
+  // themselves, exact, in node_peak_values (the simulation's or own_values).
+  RangeAddMax node_peak;
+  const int64_t* node_peak_values = nullptr;
+  std::vector<int64_t> own_values;
   // The same over [first, first + n) and [first + n, end): most bounds ask
   // for the highest node before and after a range. Filled by PrepareEnds
   // for searches that bound every candidate; a search bounding a few (lazy
@@ -110,9 +116,12 @@ int64_t OwnMax(const SimResult& sim, const RegionalMemory::Part& region, NodeId 
 }
 
 // `same`: what the region's simulation keeps of the one `facts` were filled
-// from last (StepFacts::Fill).
+// from last (StepFacts::Fill). `moved`, when given: how the node peaks moved
+// from those of the view built last, of the simulation the region's is the
+// patch of (zero offsets).
 void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t peak,
-               SimPrefix same, StepFacts* facts, View* view) {
+               SimPrefix same, const DropDelta::GroupChanges* moved, StepFacts* facts,
+               View* view) {
   const SimResult& sim = region.sim.full();
   const NodeId first = region.range.first;
   const size_t num_nodes = region.range.end - first;
@@ -127,11 +136,21 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
   if (region.zero_offset) {
     // The simulation's own figures, read off as it was summed (and read in
     // place: the view lives until the region's simulation changes).
-    view->node_peak.BuildOver(sim.node_peak.data(), num_nodes);
+    view->node_peak_values = sim.node_peak.data();
     view->max_own_total = sim.max_own_total;
+    if (moved != nullptr && view->node_peak.size() == num_nodes) {
+      for (const DropDelta::GroupChanges::Add& add : moved->adds) {
+        view->node_peak.Add(add.lo, add.hi, add.bytes);
+      }
+      for (const uint32_t n : moved->resets) view->node_peak.Set(n, sim.node_peak[n]);
+    } else {
+      view->node_peak.Build(sim.node_peak.data(), num_nodes);
+    }
   } else {
-    view->max_own_total = OwnMax(sim, region, first, view->node_peak.Reset(num_nodes));
-    view->node_peak.Finish();
+    view->own_values.resize(num_nodes);
+    view->max_own_total = OwnMax(sim, region, first, view->own_values.data());
+    view->node_peak_values = view->own_values.data();
+    view->node_peak.Build(view->own_values.data(), num_nodes);
   }
 }
 
@@ -140,7 +159,7 @@ void PrepareEnds(View* view) {
   if (view->ends_ready) return;
   view->ends_ready = true;
   const size_t num_nodes = view->node_peak.size();
-  const int64_t* const node_peak = view->node_peak.values();
+  const int64_t* const node_peak = view->node_peak_values;
   view->prefix_max.resize(num_nodes + 1);
   view->suffix_max.resize(num_nodes + 1);
   int64_t* const prefix_max = view->prefix_max.data();
@@ -469,16 +488,22 @@ class RegionSearch {
     // the drop applied last was this region's, patched, and nothing was
     // filled since.
     SimPrefix same;
-    if (applied_.region == r && applied_.fills == facts_.fills()) same = applied_.prefix;
-    applied_ = {};
-    patched_ = {};
-    BuildView(keep, region, peak, same, &facts_, &view_);
+    const bool patched = applied_.region == r && applied_.fills == facts_.fills();
+    if (patched) same = applied_.prefix;
+    // The view's node peaks move as the patch says where they are those of
+    // the simulation patched (built last, for this region).
+    const bool moved = patched && view_region_ == r && region.zero_offset;
+    applied_.region = patched_.region = SIZE_MAX;
+    applied_.tensor = patched_.tensor = kNoId;
+    BuildView(keep, region, peak, same, moved ? &applied_.moved : nullptr, &facts_, &view_);
+    view_region_ = r;
     if (options_.verify && (same.steps > 0 || same.buffers > 0)) VerifyFacts(region, keep);
+    if (options_.verify && moved) VerifyNodePeaks(region);
     if (options_.verify && OwnMax(region.sim.full(), region, region.range.first, nullptr) !=
                                view_.max_own_total) {
       throw std::logic_error("incremental: the simulation's highest own step is not its own");
     }
-    scorer_.Forget();
+    scorer_.Forget(&view_.node_peak, r);
     const int64_t outside_region = memory.Outside(r);
     const bool lazy = LazyKeys(memory);
     if (!lazy) Bounds(region, keep, outside_region);
@@ -593,7 +618,12 @@ class RegionSearch {
       // score is of tier 0).
       if (scorer_.Apply(memory, r, keep, best.tensor, best_score, options_.verify, best_trial,
                         &verify_trial_)) {
-        patched_ = {r, best.tensor, facts_.fills(), scorer_.patched_prefix()};
+        patched_.region = r;
+        patched_.tensor = best.tensor;
+        patched_.fills = facts_.fills();
+        patched_.prefix = scorer_.patched_prefix();
+        patched_.moved.adds = scorer_.group_changes().adds;
+        patched_.moved.resets = scorer_.group_changes().resets;
         ++stats_.patched;
         stats_.simulations += options_.verify;
       } else {
@@ -610,8 +640,9 @@ class RegionSearch {
   // The caller applied the drop of `t` in region `r`, from the trial the
   // search that chose it filled.
   void Applied(size_t r, TensorId t) {
-    if (patched_.region == r && patched_.tensor == t) applied_ = patched_;
-    patched_ = {};
+    if (patched_.region == r && patched_.tensor == t) std::swap(applied_, patched_);
+    patched_.region = SIZE_MAX;
+    patched_.tensor = kNoId;
     if (keys_ready_) pending_.push_back(t);
   }
 
@@ -848,6 +879,19 @@ class RegionSearch {
     if (!difference.empty()) {
       throw std::logic_error("incremental: the step facts filled after a patch differ from a "
                              "whole fill in " + difference);
+    }
+  }
+
+  // Verify mode: throws std::logic_error unless the view's node peaks, moved
+  // as the last patch said, are the simulation's.
+  void VerifyNodePeaks(const RegionalMemory::Part& region) const {
+    const std::vector<int64_t>& node_peak = region.sim.full().node_peak;
+    for (size_t n = 0; n < node_peak.size(); ++n) {
+      if (view_.node_peak.Get(n) == node_peak[n]) continue;
+      throw std::logic_error("incremental: the node peak of '" +
+                             context_.graph.nodes[region.range.first + n].name + "' moved by the "
+                             "patch is " + std::to_string(view_.node_peak.Get(n)) +
+                             ", its simulation's " + std::to_string(node_peak[n]));
     }
   }
 
@@ -1148,7 +1192,9 @@ class RegionSearch {
     TensorId tensor = kNoId;
     uint64_t fills = 0;
     SimPrefix prefix;
+    DropDelta::GroupChanges moved;  // how the patch moved the node peaks
   };
+  size_t view_region_ = SIZE_MAX;  // the region view_ was built for last
   Patched patched_;  // the last search's, until applied
   Patched applied_;  // applied since the last search
   // Lazy keys (LazyKeys), per candidate of the region by its index there.

@@ -17,7 +17,7 @@ DropDelta::DropDelta(const SimContext& context, const StepFacts* facts)
 }
 
 void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, NodeId end,
-                      const std::vector<int64_t>* offset) {
+                      const std::vector<int64_t>* offset, const RangeAddMax* group_max) {
   if (own_facts_) {
     own_facts_->Fill(sim, first, end);
     own_facts_->FillReads();
@@ -35,7 +35,14 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   const size_t num_steps = sim.steps.size();
   // Epochs only grow (Score), so entries of earlier indexes never match.
   if (pulled_.size() != end - first) pulled_.assign(end - first, 0);
-  if (offset == nullptr) {
+  group_max_ = nullptr;
+  if (group_max != nullptr) {
+    if (offset != nullptr || group_max->size() != end - first) {
+      throw std::logic_error("DropDelta: node peaks given for another range or with offsets");
+    }
+    group_max_ = group_max;
+    offset_.clear();
+  } else if (offset == nullptr) {
     offset_.clear();  // OffsetAt: 0
     value_.BuildOver(sim.total.data(), num_steps);  // `sim` outlives the scores
   } else {
@@ -97,7 +104,8 @@ int64_t DropDelta::KeptStepsMax() {
   int64_t running = 0, from = 0;
   auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi)
     if (lo >= hi || (hi == lo + 1 && Deleted(static_cast<uint32_t>(lo)))) return;
-    highest = std::max(highest, value_.Query(lo, hi) + running);
+    highest = std::max(highest, StepsMax(static_cast<uint32_t>(lo), static_cast<uint32_t>(hi)) +
+                                    running);
   };
   for (const auto& [at, bytes] : events_) {
     if (at > from) take(from, at);
@@ -106,6 +114,34 @@ int64_t DropDelta::KeptStepsMax() {
   }
   take(from, static_cast<int64_t>(sim_->steps.size()));
   return highest;
+}
+
+int64_t DropDelta::StepsMax(uint32_t lo, uint32_t hi) const {
+  if (group_max_ == nullptr) return value_.Query(lo, hi);
+  // Offsets are 0 here (Index): a step's value is its total.
+  const StepFacts& facts = *facts_;
+  const int64_t* const total = sim_->total.data();
+  auto scan = [&](uint32_t from, uint32_t to) {  // steps [from, to)
+    int64_t most = RangeMax::kEmpty;
+    for (uint32_t s = from; s < to; ++s) most = std::max(most, total[s]);
+    return most;
+  };
+  const uint32_t last = hi - 1;
+  const NodeId g = facts.Group(lo), h = facts.Group(last);
+  if (g == h) return scan(lo, hi);
+  // Whole groups [from, to], the steps of the groups cut at either end.
+  NodeId from = g, to = h;
+  int64_t most = RangeMax::kEmpty;
+  if (facts.GroupBegin(g) != lo) {
+    most = scan(lo, facts.OwnStep(g) + 1);
+    ++from;
+  }
+  if (facts.OwnStep(h) != last) {
+    most = std::max(most, scan(facts.GroupBegin(h), hi));
+    --to;
+  }
+  if (from <= to) most = std::max(most, group_max_->Query(from - first_, to - first_ + 1));
+  return most;
 }
 
 void DropDelta::OldStepEvents() {

@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 
+#include "ckptplan/base/range_add_max.h"
 #include "ckptplan/base/range_max.h"
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/sim/simulator.h"
@@ -69,9 +70,14 @@ class DropDelta {
   /// node n's peak plus offset[n - first] (null: 0) is the step's bytes.
   /// `sim`, `keep` and `offset` must outlive the Score calls that follow.
   /// Shared facts (see the constructor) not filled from `sim`: throws
-  /// std::logic_error.
+  /// std::logic_error. `group_max`, when given (offsets must then be 0):
+  /// per node n of the range, at n - first, the highest total of its group's
+  /// steps (its node peak), kept by the caller across drops (GroupChanges);
+  /// the scores read the highest totals over runs of whole groups from it
+  /// instead of an index of every step built here. It must not change
+  /// before the next Index.
   void Index(const SimResult& sim, const SaveSet& keep, NodeId first, NodeId end,
-             const std::vector<int64_t>* offset);
+             const std::vector<int64_t>* offset, const RangeAddMax* group_max = nullptr);
 
   struct Result {
     bool known = false;      ///< false: this drop is not one handled here
@@ -116,6 +122,22 @@ class DropDelta {
   /// is as in the indexed simulation (StepFacts::Fill need not read it
   /// again); else empty.
   SimPrefix patched_prefix() const { return patched_prefix_; }
+  /// After a Patch that returned true: how its node peaks (each the highest
+  /// total of a node's group, offsets added) moved from the indexed
+  /// simulation's. Nodes in `adds` ranges (indices from the range's first
+  /// node, [lo, hi)) moved by the bytes given, summed where ranges overlap;
+  /// nodes in `resets` (duplicates allowed) changed otherwise and are read
+  /// from the patch; the others did not move. Node peaks kept by range
+  /// adds (group_max of Index) follow a drop in a few updates so.
+  struct GroupChanges {
+    struct Add {
+      uint32_t lo, hi;
+      int64_t bytes;
+    };
+    std::vector<Add> adds;
+    std::vector<uint32_t> resets;
+  };
+  const GroupChanges& group_changes() const { return group_changes_; }
   /// The same for re-saving dropped candidate `t` (ScoreResave(t)): the
   /// steps that go and the storages they made go, the nodes that re-run for
   /// later readers (MovedChain) come in as chains at their places with
@@ -233,7 +255,13 @@ class DropDelta {
   bool whole_ = false;
   std::vector<int64_t> offset_;        // per step: its group's node offset; empty: all 0
   int64_t OffsetAt(int64_t s) const { return offset_.empty() ? 0 : offset_[s]; }
-  RangeMax value_;                     // per step: total + offset
+  RangeMax value_;                     // per step: total + offset; unless group_max_
+  const RangeAddMax* group_max_ = nullptr;  // Index's group_max
+  // The highest total plus offset over old steps [lo, hi), non-empty: from
+  // value_, or the steps of the groups at its ends and group_max_ between.
+  int64_t StepsMax(uint32_t lo, uint32_t hi) const;
+  GroupChanges group_changes_;  // of the last Patch
+  void FindGroupChanges();
   uint32_t implicit_step_ = StepFacts::kNone;  // the step implicit gradients start at
   int64_t implicit_bytes_ = 0;
   // Per storage root, the nodes reading a tensor of it (IndexRootReaders, at

@@ -275,7 +275,37 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   if (!deleted_.empty()) patched_prefix_.steps = std::min(patched_prefix_.steps, deleted_.front());
   patched_prefix_.buffers = inserted;
   if (!moved_.empty()) patched_prefix_.buffers = std::min(patched_prefix_.buffers, moved_.front());
+  FindGroupChanges();
   return true;
+}
+
+// What Patch did to each group's steps, read off Score's range changes over
+// the old steps: a group every step of which a change covers moves by its
+// bytes; one a change cuts, the chain's and those losing a step are reset.
+void DropDelta::FindGroupChanges() {
+  const StepFacts& facts = *facts_;
+  group_changes_.adds.clear();
+  group_changes_.resets.clear();
+  std::vector<uint32_t>& resets = group_changes_.resets;
+  for (const Change& change : changes_) {
+    int64_t lo, hi;
+    if (!OldSteps(change, &lo, &hi)) continue;
+    const uint32_t low = static_cast<uint32_t>(lo), high = static_cast<uint32_t>(hi);
+    const NodeId g = facts.Group(low), h = facts.Group(high);
+    NodeId from = g, to = h;  // whole groups [from, to]
+    if (facts.GroupBegin(g) != low) {
+      resets.push_back(g - first_);
+      ++from;
+    }
+    if (facts.OwnStep(h) != high) {
+      resets.push_back(h - first_);
+      if (to == first_) continue;  // h is the first group: none whole
+      --to;
+    }
+    if (from <= to) group_changes_.adds.push_back({from - first_, to - first_ + 1, change.bytes});
+  }
+  if (!chain_.empty()) resets.push_back(facts.Group(static_cast<uint32_t>(scored_.a)) - first_);
+  for (const uint32_t s : deleted_) resets.push_back(facts.Group(s) - first_);
 }
 
 // The re-save's patch: the steps that go are one run (deleted_, or none:

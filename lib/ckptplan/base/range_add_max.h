@@ -1,0 +1,115 @@
+// Maximum over ranges of an array of int64_t that changes by range adds and
+// point writes: a bottom-up segment tree whose inner nodes hold an add for
+// their whole subtree that is never pushed down (queries add the adds above
+// the nodes they read instead). Built in O(n); Add, Set, Get and Query in
+// O(log n). RangeMax (range_max.h) is the static one, for values read in
+// place; this one keeps its own, for values that move by a few range adds
+// between queries (the incremental planner's node peaks after a drop).
+#ifndef CKPTPLAN_RANGE_ADD_MAX_H_
+#define CKPTPLAN_RANGE_ADD_MAX_H_
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+namespace ckptplan {
+
+class RangeAddMax {
+ public:
+  static constexpr int64_t kEmpty = std::numeric_limits<int64_t>::min();
+
+  /// The values [0, size): Reset returns where to write them, Finish
+  /// builds on them (Build does both). Adds start at 0.
+  int64_t* Reset(size_t size) {
+    size_ = size;
+    capacity_ = 1;
+    while (capacity_ < size) capacity_ *= 2;
+    // Leaves past size_ are never read by a query or an add over
+    // [0, size_); they are kEmpty for the inner nodes above them.
+    tree_.assign(2 * capacity_, kEmpty);
+    add_.assign(capacity_ + 1, 0);
+    return tree_.data() + capacity_;
+  }
+  void Finish() {
+    for (size_t i = capacity_; i-- > 1;) tree_[i] = std::max(tree_[2 * i], tree_[2 * i + 1]);
+  }
+  void Build(const int64_t* values, size_t size) {
+    std::copy(values, values + size, Reset(size));
+    Finish();
+  }
+  size_t size() const { return size_; }
+
+  /// Adds `bytes` to every value in [lo, hi).
+  void Add(size_t lo, size_t hi, int64_t bytes) {
+    if (lo >= hi || bytes == 0) return;
+    size_t l = lo + capacity_, r = hi + capacity_;
+    const size_t first = l, last = r - 1;
+    for (; l < r; l /= 2, r /= 2) {
+      if (l & 1) Apply(l++, bytes);
+      if (r & 1) Apply(--r, bytes);
+    }
+    Rebuild(first);
+    Rebuild(last);
+  }
+  /// Value `i` becomes `value`.
+  void Set(size_t i, int64_t value) {
+    const size_t leaf = i + capacity_;
+    tree_[leaf] = value - AddsAbove(leaf);
+    Rebuild(leaf);
+  }
+  /// Value `i`.
+  int64_t Get(size_t i) const {
+    const size_t leaf = i + capacity_;
+    return tree_[leaf] + AddsAbove(leaf);
+  }
+  /// Max over [lo, hi); kEmpty when the range is empty.
+  int64_t Query(size_t lo, size_t hi) const {
+    if (lo >= hi) return kEmpty;
+    // The nodes read are siblings of the ancestors of the positions just
+    // outside the range (x on the left, y on the right), so they lie under
+    // the same adds as those: summed once, then shed level by level.
+    size_t l = lo + capacity_, r = hi + capacity_;
+    size_t x = l - 1, y = r;
+    int64_t x_adds = AddsAbove(x), y_adds = AddsAbove(y);
+    int64_t best = kEmpty;
+    for (; l < r; l /= 2, r /= 2) {
+      if (l & 1) best = std::max(best, tree_[l++] + x_adds);
+      if (r & 1) best = std::max(best, tree_[--r] + y_adds);
+      x /= 2;
+      y /= 2;
+      x_adds -= add_[x];
+      y_adds -= add_[y];
+    }
+    return best;
+  }
+
+ private:
+  void Apply(size_t p, int64_t bytes) {
+    tree_[p] += bytes;
+    if (p < capacity_) add_[p] += bytes;
+  }
+  // Inner nodes above position p, from their children and their own add.
+  void Rebuild(size_t p) {
+    for (p /= 2; p >= 1; p /= 2) tree_[p] = std::max(tree_[2 * p], tree_[2 * p + 1]) + add_[p];
+  }
+  // The adds of the strict ancestors of position p (p <= 2 * capacity_: the
+  // position past the last leaf, whose ancestors hold no add, included).
+  int64_t AddsAbove(size_t p) const {
+    int64_t sum = 0;
+    for (p /= 2; p >= 1; p /= 2) sum += add_[p];
+    return sum;
+  }
+
+  size_t size_ = 0, capacity_ = 1;
+  // Position 1 is the root, p's children 2p and 2p + 1, leaves from
+  // capacity_ on: a node's value is the max of its subtree's values less the
+  // adds of its strict ancestors.
+  std::vector<int64_t> tree_;
+  std::vector<int64_t> add_;  // per inner node, [1, capacity_]; entry capacity_ stays 0
+};
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_RANGE_ADD_MAX_H_

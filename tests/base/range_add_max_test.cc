@@ -1,0 +1,70 @@
+#include "ckptplan/base/range_add_max.h"
+
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace ckptplan {
+namespace {
+
+// Every range of sizes up to 40 (powers of two and the sizes either side),
+// after random range adds and point writes, against a plain array.
+TEST_CASE("RangeAddMax answers every range after range adds and writes") {
+  std::mt19937 random(11);
+  size_t checked = 0;
+  for (size_t n = 0; n <= 40; ++n) {
+    std::vector<int64_t> values(n);
+    for (int64_t& v : values) v = static_cast<int64_t>(random() % 1000) - 500;
+    RangeAddMax tree;
+    tree.Build(values.data(), n);
+    CHECK(tree.size() == n);
+    for (int round = 0; round < 12; ++round) {
+      for (size_t lo = 0; lo <= n; ++lo) {
+        for (size_t hi = lo; hi <= n; ++hi) {
+          int64_t expected = RangeAddMax::kEmpty;
+          for (size_t i = lo; i < hi; ++i) expected = std::max(expected, values[i]);
+          REQUIRE(tree.Query(lo, hi) == expected);
+          ++checked;
+        }
+      }
+      for (size_t i = 0; i < n; ++i) REQUIRE(tree.Get(i) == values[i]);
+      if (n == 0) break;
+      // A few adds over random ranges (some empty), then a write.
+      for (int k = 0; k < 3; ++k) {
+        const size_t lo = random() % (n + 1), hi = lo + random() % (n + 1 - lo);
+        const int64_t bytes = static_cast<int64_t>(random() % 2001) - 1000;
+        tree.Add(lo, hi, bytes);
+        for (size_t i = lo; i < hi; ++i) values[i] += bytes;
+      }
+      const size_t i = random() % n;
+      values[i] = static_cast<int64_t>(random() % 5000) - 2500;
+      tree.Set(i, values[i]);
+    }
+  }
+  // sum over n = 1..40 of 12 (n + 1)(n + 2) / 2, plus 1 for n = 0
+  CHECK(checked == 148081);
+}
+
+TEST_CASE("RangeAddMax: an add over everything moves the max, a write under adds holds") {
+  const std::vector<int64_t> values = {3, 9, 4, -2, 7};
+  RangeAddMax tree;
+  tree.Build(values.data(), values.size());
+  CHECK(tree.Query(0, 5) == 9);
+  tree.Add(0, 5, 10);   // 13 19 14 8 17
+  tree.Add(3, 5, 20);   // 13 19 14 28 37
+  CHECK(tree.Query(0, 5) == 37);
+  CHECK(tree.Query(0, 3) == 19);
+  tree.Set(4, 0);       // 13 19 14 28 0
+  CHECK(tree.Query(0, 5) == 28);
+  CHECK(tree.Get(4) == 0);
+  tree.Add(4, 5, 5);    // 13 19 14 28 5
+  CHECK(tree.Get(4) == 5);
+  CHECK(tree.Query(4, 5) == 5);
+  CHECK(tree.Query(2, 2) == RangeAddMax::kEmpty);
+}
+
+}  // namespace
+}  // namespace ckptplan

@@ -23,13 +23,11 @@ namespace ckptplan {
 namespace {
 
 // Old steps [s, s + length) of `sim`, each total moved by `delta`, written
-// from new step n on and summed as a run (PeakTracker::AddRun).
+// from new step n on and summed as a run (PeakTracker::CopyRun).
 void CopyRun(const SimResult& sim, uint32_t s, uint32_t length, int64_t delta, uint32_t n,
              Step* steps, int64_t* totals, PeakTracker* peaks) {
-  std::copy(sim.steps.begin() + s, sim.steps.begin() + s + length, steps + n);
-  const int64_t* const old_totals = sim.total.data() + s;
-  for (uint32_t i = 0; i < length; ++i) totals[n + i] = old_totals[i] + delta;
-  peaks->AddRun(n, steps + n, totals + n, length, sim.node_peak.data(), delta);
+  peaks->CopyRun(n, sim.steps.data() + s, sim.total.data() + s, length, sim.node_peak.data(),
+                 delta, steps + n, totals + n);
 }
 
 }  // namespace

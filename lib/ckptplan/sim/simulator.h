@@ -33,7 +33,7 @@
 //    compares node peaks; drop_delta.h (where a drop's chain goes:
 //    InsertionStep, the chain a recompute step's read sits in); drop_patch.cc
 //    (DropDelta::Patch: the steps after a drop, which of them start a chain;
-//    its node peaks and categories go through PeakTracker (AddRun: a group
+//    its node peaks and categories go through PeakTracker (CopyRun: a group
 //    whose steps a patch keeps together keeps its node peak, moved) and
 //    ForwardStorageCategory, below, which Simulate uses too); resave_delta.cc
 //    (DropDelta::ScoreResave: the run of steps a re-saved tensor's chain
@@ -348,29 +348,35 @@ class PeakTracker {
       max_own_ = std::max(max_own_, total);
     }
   }
-  /// Add for steps [s, s + length), a run of consecutive steps of another
-  /// simulation of the same range (summed through a PeakTracker: its node
-  /// peaks in `old_node_peak`), each total moved by `delta`. A group wholly
-  /// inside the run has the same steps there, so its node peak is the old
-  /// one moved by delta; only the groups at the run's ends are summed.
-  void AddRun(uint32_t s, const Step* steps, const int64_t* totals, uint32_t length,
-              const int64_t* old_node_peak, int64_t delta) {
+  /// Add for steps [s, s + length) copied from a run of consecutive steps of
+  /// another simulation of the same range (summed through a PeakTracker: its
+  /// node peaks in `old_node_peak`), `from` and `from_totals`, each total
+  /// moved by `delta`: written to `steps` and `totals` (step s's first) as
+  /// they are summed. A group wholly inside the run has the same steps
+  /// there, so its node peak is the old one moved by delta; only the groups
+  /// at the run's ends are summed.
+  void CopyRun(uint32_t s, const Step* from, const int64_t* from_totals, uint32_t length,
+               const int64_t* old_node_peak, int64_t delta, Step* steps, int64_t* totals) {
+    std::copy(from, from + length, steps);
     uint32_t i = 0;
     while (i < length) {  // up to the first own step, whose group may begin before
-      const bool own = !steps[i].recompute;
-      Add(s + i, steps[i], totals[i]);
+      const bool own = !from[i].recompute;
+      totals[i] = from_totals[i] + delta;
+      Add(s + i, from[i], totals[i]);
       ++i;
       if (own) break;
     }
     uint32_t end = length;  // past the last own step
-    while (end > i && steps[end - 1].recompute) --end;
+    while (end > i && from[end - 1].recompute) --end;
     if (end > i) {
       int64_t most = std::numeric_limits<int64_t>::min(), most_own = most;
       for (uint32_t j = i; j < end; ++j) {
-        most = std::max(most, totals[j]);
-        if (!steps[j].recompute) {
-          most_own = std::max(most_own, totals[j]);
-          const size_t n = steps[j].node - first_;
+        const int64_t total = from_totals[j] + delta;
+        totals[j] = total;
+        most = std::max(most, total);
+        if (!from[j].recompute) {
+          most_own = std::max(most_own, total);
+          const size_t n = from[j].node - first_;
           node_peak_[n] = old_node_peak[n] + delta;
         }
       }
@@ -384,7 +390,10 @@ class PeakTracker {
       pending_ = std::numeric_limits<int64_t>::min();
       i = end;
     }
-    for (; i < length; ++i) Add(s + i, steps[i], totals[i]);
+    for (; i < length; ++i) {
+      totals[i] = from_totals[i] + delta;
+      Add(s + i, from[i], totals[i]);
+    }
   }
   /// Writes the peak, its step and the highest own step.
   void Finish() const {

@@ -23,6 +23,7 @@ struct Counts {
   size_t scored = 0;  // saved candidates asked about
   size_t known = 0;   // answered without simulating
   size_t long_walks = 0;  // last reads found through the root's readers
+  size_t whole_replays = 0;  // drops inside a chain that is re-run whole
   size_t resaves = 0, resaves_known = 0;  // dropped candidates asked about, answered
 };
 
@@ -79,6 +80,7 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& 
     }
   }
   counts->long_walks += delta.long_walks();
+  counts->whole_replays += delta.whole_replays();
 }
 
 // Save-all and random plans of `graph` (testing::ForEachRandomPlan).
@@ -94,11 +96,14 @@ TEST_CASE("drops DropDelta scores score as their simulations do") {
   testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
     CheckGraph(graph, seed, name, &counts);
   });
-  MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops, "
-                                << counts.resaves_known << " of " << counts.resaves
-                                << " re-saves");
-  // The corpus must exercise the shortcut, and not only on trivial drops.
+  MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops ("
+                                << counts.whole_replays << " re-running the chain they run "
+                                << "inside whole), " << counts.resaves_known << " of "
+                                << counts.resaves << " re-saves");
+  // The corpus must exercise the shortcut, and not only on trivial drops;
+  // also drops whose steps do not stay one run inside the chain they run in.
   CHECK(counts.known > 2000);
+  CHECK(counts.whole_replays > 0);
   CHECK(counts.known * 4 > counts.scored);
   CHECK(counts.resaves_known > 1000);
   CHECK(counts.resaves_known * 4 > counts.resaves);

@@ -155,6 +155,15 @@ void DropDelta::OldStepEvents() {
 }
 
 DropDelta::Result DropDelta::Score(TensorId t) {
+  bool replay = false;
+  const Result result = ScoreChain(t, /*replay_whole=*/false, &replay);
+  if (!replay) return result;
+  const Result replayed = ScoreChain(t, /*replay_whole=*/true, &replay);
+  whole_replays_ += replayed.known;
+  return replayed;
+}
+
+DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* replay) {
   const Result unknown;
   const SimResult& sim = *sim_;
   scored_.tensor = kNoId;
@@ -207,6 +216,13 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       inside = false;
       chain_begin = chain_end = 0;
       a = InsertionStep(h, t);
+    } else if (replay_whole) {
+      // t's steps do not stay one run among that chain's (below): the
+      // chain is re-run whole, depth first with t missing, as a new chain
+      // at its place; each of its old steps is pulled into it.
+      inside = false;
+      a = chain_begin;
+      chain_begin = chain_end = 0;
     }
   }
 
@@ -311,8 +327,13 @@ DropDelta::Result DropDelta::Score(TensorId t) {
       continue;
     }
     // A step of t's chain, in one run of steps: a node not re-run yet, or
-    // one re-run after the place of the chain (pulled).
-    if (ended) return unknown;
+    // one re-run after the place of the chain (pulled). Steps of t's chain
+    // after an old step of the chain they run in: the chain is scored again
+    // as re-run whole (Score).
+    if (ended) {
+      *replay = true;
+      return unknown;
+    }
     if (!started) {
       started = true;
       if (inside) a = next_old;

@@ -7,7 +7,10 @@
 //  - the chain that re-makes t (the closure of producers through tensors
 //    neither saved nor resident) runs as new steps before t's first
 //    non-forward reader: in that node's group, at the place its input order
-//    gives, or inside the recompute chain whose step reads t first;
+//    gives, or inside the recompute chain whose step reads t first (where
+//    its steps do not stay one run among that chain's old steps, that chain
+//    re-runs whole at its place, depth first with t missing, each of its
+//    old steps pulled into it);
 //  - nodes of the chain that the plan re-runs later are "pulled": their old
 //    steps go, their copies are made in the chain and live to their old last
 //    read, and the storages only those steps read die after their last read
@@ -149,6 +152,10 @@ class DropDelta {
   /// Last reads found through the root's readers rather than a short walk
   /// back over the steps (LastKeptRead), since construction. For tests.
   size_t long_walks() const { return long_walks_; }
+  /// Drops answered with the chain their steps run inside re-run whole
+  /// (their steps not one run among its old ones), since construction. For
+  /// tests.
+  size_t whole_replays() const { return whole_replays_; }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -168,6 +175,11 @@ class DropDelta {
   // The highest total plus offset over the old steps that stay (not
   // deleted_) after the changes_ (Score, ScoreResave).
   int64_t KeptStepsMax();
+  // Score, with t's first non-forward read inside another recompute chain
+  // either run with t's steps inserted among its old ones as one run, or
+  // (`replay_whole`) re-run whole at its place; *replay set where the first
+  // does not apply but the second may.
+  Result ScoreChain(TensorId t, bool replay_whole, bool* replay);
   Result ScoreByproduct(TensorId t, uint32_t made, uint32_t original);
   bool OriginalDies(TensorId t, uint32_t original);
   bool ChainStays(TensorId t, uint32_t chain_begin, uint32_t last) const;
@@ -270,6 +282,7 @@ class DropDelta {
   std::vector<NodeId> readers_;
   mutable std::vector<uint32_t> reader_steps_;  // LastKeptRead's working memory
   mutable size_t long_walks_ = 0;
+  size_t whole_replays_ = 0;
   // Score's working memory: per tensor, the storage of its copy in the chain
   // (a new storage's index, or kExisting | an old buffer's, or kNone) while
   // mark_ is the epoch.

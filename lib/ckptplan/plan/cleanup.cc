@@ -60,7 +60,8 @@ ResaveBounds::Verdict ResaveBounds::Judge(const RegionalMemory& memory, const Sa
     if (!delta_) delta_ = std::make_unique<DropDelta>(context_, &facts_);
     facts_.FillSaved(keep);  // DropDelta's index asks for them; re-save scores do not read them
     delta_->Index(*sim_, keep, first_, static_cast<NodeId>(first_ + num_nodes_),
-                  part_->zero_offset ? nullptr : &part_->offset);
+                  part_->zero_offset ? nullptr : &part_->offset,
+                  part_->zero_offset ? &node_peak_ : nullptr);
     delta_ready_ = true;
   }
   const DropDelta::Result scored = delta_->ScoreResave(t);
@@ -84,6 +85,8 @@ bool ResaveBounds::Patch(const RegionalMemory& memory, TensorId t, RegionalMemor
   patch_region_ = r;
   patch_fills_ = facts_.fills();
   patch_same_ = delta_->patched_prefix();
+  patch_moved_.adds = delta_->group_changes().adds;
+  patch_moved_.resets = delta_->group_changes().resets;
   return true;
 }
 
@@ -171,21 +174,36 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   tensor_shift_ = part.sim.tensor_shift();
   first_ = static_cast<NodeId>(part.range.first - part.sim.node_shift());
   num_nodes_ = sim.node_peak.size();
-  if (part.zero_offset) {
-    node_peak_.BuildOver(sim.node_peak.data(), num_nodes_);  // until the next Prepare
-  } else {
+  // After a patch of the simulation read last, only what it changed.
+  const bool patched = patch_applied_ && patch_region_ == r && patch_fills_ == facts_.fills() &&
+                       tensor_shift_ == 0;
+  patch_applied_ = false;
+  if (!part.zero_offset) {
     int64_t* node_peak = node_peak_.Reset(num_nodes_);
     for (size_t n = 0; n < num_nodes_; ++n) node_peak[n] = sim.node_peak[n] + part.offset[n];
     node_peak_.Finish();
+    peaks_region_ = SIZE_MAX;
+  } else if (patched && peaks_region_ == r && node_peak_.size() == num_nodes_) {
+    for (const DropDelta::GroupChanges::Add& add : patch_moved_.adds) {
+      node_peak_.Add(add.lo, add.hi, add.bytes);
+    }
+    for (const uint32_t n : patch_moved_.resets) node_peak_.Set(n, sim.node_peak[n]);
+    if (verify_) {
+      for (size_t n = 0; n < num_nodes_; ++n) {
+        if (node_peak_.Get(n) == sim.node_peak[n]) continue;
+        throw std::logic_error("cleanup: the node peak of '" +
+                               context_.graph.nodes[first_ + n].name + "' moved by the patch is " +
+                               std::to_string(node_peak_.Get(n)) + ", its simulation's " +
+                               std::to_string(sim.node_peak[n]));
+      }
+    }
+  } else {
+    node_peak_.Build(sim.node_peak.data(), num_nodes_);
+    peaks_region_ = tensor_shift_ == 0 ? r : SIZE_MAX;
   }
   // Groups and storages; the reads only ceilings need come on first use.
-  // After a patch of the simulation read last, only what it changed.
   SimPrefix same;
-  if (patch_applied_ && patch_region_ == r && patch_fills_ == facts_.fills() &&
-      tensor_shift_ == 0) {
-    same = patch_same_;
-  }
-  patch_applied_ = false;
+  if (patched) same = patch_same_;
   const NodeId end = static_cast<NodeId>(first_ + num_nodes_);
   facts_.Fill(sim, first_, end, same);
   if (verify_ && (same.steps > 0 || same.buffers > 0)) {

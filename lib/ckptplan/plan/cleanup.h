@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
+#include "ckptplan/base/range_add_max.h"
 #include "ckptplan/base/range_max.h"
 #include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/regions.h"
@@ -175,7 +176,11 @@ class ResaveBounds {
   // start at first_, and its tensor ids are the region's less tensor_shift_.
   NodeId first_ = 0;
   int64_t tensor_shift_ = 0;
-  RangeMax node_peak_;                    // over nodes of the region, the step's bytes
+  // Over nodes of the region, the step's bytes: with zero offsets moved by
+  // an applied patch's GroupChanges (patch_moved_) where Prepare read the
+  // region patched last (peaks_region_), else built anew.
+  RangeAddMax node_peak_;
+  size_t peaks_region_ = SIZE_MAX;
   size_t num_nodes_ = 0;                  // in the region
   // The prepared simulation's groups and storages, and for ceilings its
   // non-forward reads (read on first use).
@@ -186,6 +191,7 @@ class ResaveBounds {
   size_t patch_region_ = SIZE_MAX;
   uint64_t patch_fills_ = 0;
   SimPrefix patch_same_;
+  DropDelta::GroupChanges patch_moved_;
   bool patch_applied_ = false, verify_ = false;
   // Per step s: bytes of the storages made before s whose last read, at or
   // after s, is a recompute step.

@@ -125,13 +125,14 @@ class DropDelta {
   /// is as in the indexed simulation (StepFacts::Fill need not read it
   /// again); else empty.
   SimPrefix patched_prefix() const { return patched_prefix_; }
-  /// After a Patch that returned true: how its node peaks (each the highest
-  /// total of a node's group, offsets added) moved from the indexed
-  /// simulation's. Nodes in `adds` ranges (indices from the range's first
-  /// node, [lo, hi)) moved by the bytes given, summed where ranges overlap;
-  /// nodes in `resets` (duplicates allowed) changed otherwise and are read
-  /// from the patch; the others did not move. Node peaks kept by range
-  /// adds (group_max of Index) follow a drop in a few updates so.
+  /// After a Patch or PatchResave that returned true: how its node peaks
+  /// (each the highest total of a node's group, offsets added) moved from
+  /// the indexed simulation's. Nodes in `adds` ranges (indices from the
+  /// range's first node, [lo, hi)) moved by the bytes given, summed where
+  /// ranges overlap; nodes in `resets` (duplicates allowed) changed
+  /// otherwise and are read from the patch; the others did not move. Node
+  /// peaks kept by range adds (group_max of Index) follow a drop or a
+  /// re-save in a few updates so.
   struct GroupChanges {
     struct Add {
       uint32_t lo, hi;
@@ -272,8 +273,9 @@ class DropDelta {
   // The highest total plus offset over old steps [lo, hi), non-empty: from
   // value_, or the steps of the groups at its ends and group_max_ between.
   int64_t StepsMax(uint32_t lo, uint32_t hi) const;
-  GroupChanges group_changes_;  // of the last Patch
-  void FindGroupChanges();
+  GroupChanges group_changes_;  // of the last Patch or PatchResave
+  void FindGroupChanges(const uint32_t* places, size_t num_places);
+  std::vector<uint32_t> places_;  // PatchResave's, for FindGroupChanges
   uint32_t implicit_step_ = StepFacts::kNone;  // the step implicit gradients start at
   int64_t implicit_bytes_ = 0;
   // Per storage root, the nodes reading a tensor of it (IndexRootReaders, at

@@ -273,14 +273,16 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   if (!deleted_.empty()) patched_prefix_.steps = std::min(patched_prefix_.steps, deleted_.front());
   patched_prefix_.buffers = inserted;
   if (!moved_.empty()) patched_prefix_.buffers = std::min(patched_prefix_.buffers, moved_.front());
-  FindGroupChanges();
+  const uint32_t place = static_cast<uint32_t>(a);
+  FindGroupChanges(&place, m == 0 ? 0 : 1);
   return true;
 }
 
-// What Patch did to each group's steps, read off Score's range changes over
-// the old steps: a group every step of which a change covers moves by its
-// bytes; one a change cuts, the chain's and those losing a step are reset.
-void DropDelta::FindGroupChanges() {
+// What Patch or PatchResave did to each group's steps, read off the score's
+// range changes over the old steps: a group every step of which a change
+// covers moves by its bytes; one a change cuts, those of the old steps that
+// new steps go before (`places`) and those losing a step are reset.
+void DropDelta::FindGroupChanges(const uint32_t* places, size_t num_places) {
   const StepFacts& facts = *facts_;
   group_changes_.adds.clear();
   group_changes_.resets.clear();
@@ -302,7 +304,7 @@ void DropDelta::FindGroupChanges() {
     }
     if (from <= to) group_changes_.adds.push_back({from - first_, to - first_ + 1, change.bytes});
   }
-  if (!chain_.empty()) resets.push_back(facts.Group(static_cast<uint32_t>(scored_.a)) - first_);
+  for (size_t i = 0; i < num_places; ++i) resets.push_back(facts.Group(places[i]) - first_);
   for (const uint32_t s : deleted_) resets.push_back(facts.Group(s) - first_);
 }
 
@@ -511,6 +513,9 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   // in after it), as are the storages made before them.
   patched_prefix_.steps = gone_first;
   patched_prefix_.buffers = gone_lo;
+  places_.resize(m);  // the moved chains' places, as old steps
+  for (size_t j = 0; j < m; ++j) places_[j] = place_of(j);
+  FindGroupChanges(places_.data(), m);
   return true;
 }
 

@@ -31,7 +31,8 @@
 //    begin and re-run steps, and first and last non-forward reads (by step;
 //    incremental.cc View turns them into groups); selector.h ScoreDrop
 //    compares node peaks; drop_delta.h (where a drop's chain goes:
-//    InsertionStep, the chain a recompute step's read sits in); drop_patch.cc
+//    InsertionStep, the chain a recompute step's read sits in, re-run whole
+//    where the drop's steps would not stay one run in it); drop_patch.cc
 //    (DropDelta::Patch: the steps after a drop, which of them start a chain;
 //    its node peaks and categories go through PeakTracker (CopyRun: a group
 //    whose steps a patch keeps together keeps its node peak, moved) and

@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "base/range_reference.h"
+
 namespace ckptplan {
 namespace {
 
@@ -16,17 +18,14 @@ TEST_CASE("RangeAddMax answers every range after range adds and writes") {
   std::mt19937 random(11);
   size_t checked = 0;
   for (size_t n = 0; n <= 40; ++n) {
-    std::vector<int64_t> values(n);
-    for (int64_t& v : values) v = static_cast<int64_t>(random() % 1000) - 500;
+    std::vector<int64_t> values = testing::RandomValues(n, random);
     RangeAddMax tree;
     tree.Build(values.data(), n);
     CHECK(tree.size() == n);
     for (int round = 0; round < 12; ++round) {
       for (size_t lo = 0; lo <= n; ++lo) {
         for (size_t hi = lo; hi <= n; ++hi) {
-          int64_t expected = RangeAddMax::kEmpty;
-          for (size_t i = lo; i < hi; ++i) expected = std::max(expected, values[i]);
-          REQUIRE(tree.Query(lo, hi) == expected);
+          REQUIRE(tree.Query(lo, hi) == testing::ScanMax(values, lo, hi, RangeAddMax::kEmpty));
           ++checked;
         }
       }

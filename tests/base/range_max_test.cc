@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "base/range_reference.h"
+
 namespace ckptplan {
 namespace {
 
@@ -17,8 +19,7 @@ TEST_CASE("RangeMax answers every range, over its own values and values in place
   std::mt19937 random(7);
   size_t ranges = 0;
   for (size_t n = 0; n <= 70; ++n) {
-    std::vector<int64_t> values(n);
-    for (int64_t& v : values) v = static_cast<int64_t>(random() % 1000) - 500;
+    const std::vector<int64_t> values = testing::RandomValues(n, random);
     RangeMax own, in_place;
     own.Build(values);
     in_place.BuildOver(values.data(), n);
@@ -26,8 +27,7 @@ TEST_CASE("RangeMax answers every range, over its own values and values in place
     CHECK(in_place.values() == values.data());
     for (size_t lo = 0; lo <= n; ++lo) {
       for (size_t hi = lo; hi <= n; ++hi) {
-        int64_t expected = RangeMax::kEmpty;
-        for (size_t i = lo; i < hi; ++i) expected = std::max(expected, values[i]);
+        const int64_t expected = testing::ScanMax(values, lo, hi, RangeMax::kEmpty);
         REQUIRE(own.Query(lo, hi) == expected);
         REQUIRE(in_place.Query(lo, hi) == expected);
         ++ranges;

@@ -85,8 +85,7 @@ bool ResaveBounds::Patch(const RegionalMemory& memory, TensorId t, RegionalMemor
   patch_region_ = r;
   patch_fills_ = facts_.fills();
   patch_same_ = delta_->patched_prefix();
-  patch_moved_.adds = delta_->group_changes().adds;
-  patch_moved_.resets = delta_->group_changes().resets;
+  patch_moved_ = delta_->group_changes();
   return true;
 }
 
@@ -184,18 +183,14 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
     node_peak_.Finish();
     peaks_region_ = SIZE_MAX;
   } else if (patched && peaks_region_ == r && node_peak_.size() == num_nodes_) {
-    for (const DropDelta::GroupChanges::Add& add : patch_moved_.adds) {
-      node_peak_.Add(add.lo, add.hi, add.bytes);
-    }
-    for (const uint32_t n : patch_moved_.resets) node_peak_.Set(n, sim.node_peak[n]);
-    if (verify_) {
-      for (size_t n = 0; n < num_nodes_; ++n) {
-        if (node_peak_.Get(n) == sim.node_peak[n]) continue;
-        throw std::logic_error("cleanup: the node peak of '" +
-                               context_.graph.nodes[first_ + n].name + "' moved by the patch is " +
-                               std::to_string(node_peak_.Get(n)) + ", its simulation's " +
-                               std::to_string(sim.node_peak[n]));
-      }
+    patch_moved_.ApplyTo(sim.node_peak, &node_peak_);
+    const size_t n = verify_ ? DropDelta::GroupChanges::FirstMismatch(node_peak_, sim.node_peak)
+                             : num_nodes_;
+    if (n != num_nodes_) {
+      throw std::logic_error("cleanup: the node peak of '" +
+                             context_.graph.nodes[first_ + n].name + "' moved by the patch is " +
+                             std::to_string(node_peak_.Get(n)) + ", its simulation's " +
+                             std::to_string(sim.node_peak[n]));
     }
   } else {
     node_peak_.Build(sim.node_peak.data(), num_nodes_);

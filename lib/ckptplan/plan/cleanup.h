@@ -15,7 +15,6 @@
 
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/base/range_add_max.h"
-#include "ckptplan/base/range_max.h"
 #include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/regions.h"
 #include "ckptplan/sim/simulator.h"

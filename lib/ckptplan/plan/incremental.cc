@@ -4,7 +4,6 @@
 #include "ckptplan/base/console.h"
 #include "ckptplan/base/limits.h"
 #include "ckptplan/base/range_add_max.h"
-#include "ckptplan/base/range_max.h"
 #include "ckptplan/sim/drop_delta.h"
 #include "ckptplan/sim/regions.h"
 #include "ckptplan/plan/fast_score.h"
@@ -139,10 +138,7 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
     view->node_peak_values = sim.node_peak.data();
     view->max_own_total = sim.max_own_total;
     if (moved != nullptr && view->node_peak.size() == num_nodes) {
-      for (const DropDelta::GroupChanges::Add& add : moved->adds) {
-        view->node_peak.Add(add.lo, add.hi, add.bytes);
-      }
-      for (const uint32_t n : moved->resets) view->node_peak.Set(n, sim.node_peak[n]);
+      moved->ApplyTo(sim.node_peak, &view->node_peak);
     } else {
       view->node_peak.Build(sim.node_peak.data(), num_nodes);
     }
@@ -622,8 +618,7 @@ class RegionSearch {
         patched_.tensor = best.tensor;
         patched_.fills = facts_.fills();
         patched_.prefix = scorer_.patched_prefix();
-        patched_.moved.adds = scorer_.group_changes().adds;
-        patched_.moved.resets = scorer_.group_changes().resets;
+        patched_.moved = scorer_.group_changes();
         ++stats_.patched;
         stats_.simulations += options_.verify;
       } else {
@@ -886,13 +881,12 @@ class RegionSearch {
   // as the last patch said, are the simulation's.
   void VerifyNodePeaks(const RegionalMemory::Part& region) const {
     const std::vector<int64_t>& node_peak = region.sim.full().node_peak;
-    for (size_t n = 0; n < node_peak.size(); ++n) {
-      if (view_.node_peak.Get(n) == node_peak[n]) continue;
-      throw std::logic_error("incremental: the node peak of '" +
-                             context_.graph.nodes[region.range.first + n].name + "' moved by the "
-                             "patch is " + std::to_string(view_.node_peak.Get(n)) +
-                             ", its simulation's " + std::to_string(node_peak[n]));
-    }
+    const size_t n = DropDelta::GroupChanges::FirstMismatch(view_.node_peak, node_peak);
+    if (n == node_peak.size()) return;
+    throw std::logic_error("incremental: the node peak of '" +
+                           context_.graph.nodes[region.range.first + n].name + "' moved by the "
+                           "patch is " + std::to_string(view_.node_peak.Get(n)) +
+                           ", its simulation's " + std::to_string(node_peak[n]));
   }
 
   // Simulates dropping saved candidate `t` of region `r` into *trial and

@@ -140,6 +140,12 @@ class DropDelta {
     };
     std::vector<Add> adds;
     std::vector<uint32_t> resets;
+    /// Moves `tree`, the indexed simulation's node peaks (offsets 0), to
+    /// the patch's, whose node peaks are `node_peak`.
+    void ApplyTo(const std::vector<int64_t>& node_peak, RangeAddMax* tree) const;
+    /// Verify modes: the first node whose peak in `tree` is not
+    /// node_peak's; node_peak.size() when none.
+    static size_t FirstMismatch(const RangeAddMax& tree, const std::vector<int64_t>& node_peak);
   };
   const GroupChanges& group_changes() const { return group_changes_; }
   /// The same for re-saving dropped candidate `t` (ScoreResave(t)): the

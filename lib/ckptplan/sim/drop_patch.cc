@@ -308,6 +308,19 @@ void DropDelta::FindGroupChanges(const uint32_t* places, size_t num_places) {
   for (const uint32_t s : deleted_) resets.push_back(facts.Group(s) - first_);
 }
 
+void DropDelta::GroupChanges::ApplyTo(const std::vector<int64_t>& node_peak,
+                                      RangeAddMax* tree) const {
+  for (const Add& add : adds) tree->Add(add.lo, add.hi, add.bytes);
+  for (const uint32_t n : resets) tree->Set(n, node_peak[n]);
+}
+
+size_t DropDelta::GroupChanges::FirstMismatch(const RangeAddMax& tree,
+                                              const std::vector<int64_t>& node_peak) {
+  size_t n = 0;
+  while (n < node_peak.size() && tree.Get(n) == node_peak[n]) ++n;
+  return n;
+}
+
 // The re-save's patch: the steps that go are one run (deleted_, or none:
 // the steps stay), and the nodes of the run that make what is read after
 // it, if any (MovedChain: chain_, moved_keys_, moved_starts_), re-run in

@@ -24,6 +24,7 @@ struct Counts {
   size_t known = 0;   // answered without simulating
   size_t long_walks = 0;  // last reads found through the root's readers
   size_t whole_replays = 0;  // drops inside a chain that is re-run whole
+  size_t costed_view_reruns = 0, unread_copy_remakes = 0;  // re-saves of those shapes
   size_t resaves = 0, resaves_known = 0;  // dropped candidates asked about, answered
 };
 
@@ -81,6 +82,8 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& 
   }
   counts->long_walks += delta.long_walks();
   counts->whole_replays += delta.whole_replays();
+  counts->costed_view_reruns += delta.costed_view_reruns();
+  counts->unread_copy_remakes += delta.unread_copy_remakes();
 }
 
 // Save-all and random plans of `graph` (testing::ForEachRandomPlan).
@@ -99,11 +102,13 @@ TEST_CASE("drops DropDelta scores score as their simulations do") {
   MESSAGE("DropDelta answered " << counts.known << " of " << counts.scored << " drops ("
                                 << counts.whole_replays << " re-running the chain they run "
                                 << "inside whole), " << counts.resaves_known << " of "
-                                << counts.resaves << " re-saves");
+                                << counts.resaves << " re-saves (" << counts.costed_view_reruns
+                                << " re-running a costed view)");
   // The corpus must exercise the shortcut, and not only on trivial drops;
   // also drops whose steps do not stay one run inside the chain they run in.
   CHECK(counts.known > 2000);
   CHECK(counts.whole_replays > 0);
+  CHECK(counts.costed_view_reruns > 0);
   CHECK(counts.known * 4 > counts.scored);
   CHECK(counts.resaves_known > 1000);
   CHECK(counts.resaves_known * 4 > counts.resaves);
@@ -343,16 +348,16 @@ TEST_CASE("a re-save of a view whose root's copy other views read later moves th
 namespace ckptplan {
 namespace {
 
-TEST_CASE("a re-save whose chain re-made a view a later step reads: scored only if the view is free") {
+TEST_CASE("a re-save whose chain re-made a view a later step reads: the view's node re-runs once") {
   // v views a, at a cost (a traced _reshape_alias has one). With t and v
   // dropped and a saved, bt's chain re-runs vv (making v again) and p; bv
   // then reads that v. Re-saving t takes the chain away, but bv still needs
   // v, so vv re-runs alone before it: the re-save saves p's cost (2), not
   // the chain's (2 + 5). No storage of the chain is read after it (v has
-  // none of its own), so only the views it made show this: DropDelta leaves
-  // such a re-save to a simulation. With vv free (cost 0, no workspace) its
-  // re-run changes neither the cost nor the peak (it allocates nothing, and
-  // bv's own step, which stays, holds more), and the re-save is scored.
+  // none of its own), so only the views it made show this. vv's re-run
+  // changes nothing but the cost (it allocates nothing and uses no
+  // workspace, and bv's own step, which stays, holds more than it), so the
+  // re-save is scored: added cost 5 - (5 + 2) = -2 whatever vv costs.
   const Phase kF = Phase::kForward, kB = Phase::kBackward;
   for (const double view_cost : {5.0, 0.0}) {
     CAPTURE(view_cost);
@@ -388,14 +393,37 @@ TEST_CASE("a re-save whose chain re-made a view a later step reads: scored only 
     DropDelta delta(context);
     delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
     const DropDelta::Result scored = delta.ScoreResave(t);
-    if (view_cost != 0) {
-      CHECK_FALSE(scored.known);  // it read -7 before the views were checked
-    } else {
-      REQUIRE(scored.known);
-      CHECK(scored.added_cost == -2);
-      CHECK(scored.region_max == RangeHighest(trial, nullptr));
-    }
+    REQUIRE(scored.known);
+    CHECK(scored.added_cost == -2);  // it read -7 before vv's re-run was counted
+    CHECK(scored.added_cost == trial.recompute_cost - base.recompute_cost);
+    CHECK(scored.region_max == RangeHighest(trial, nullptr));
   }
+}
+
+TEST_CASE("a re-save of a view whose chain's maker re-runs for its other outputs makes the copy again, unread") {
+  // testing::LayerNormViewGraph under its plan: re-saving t moves ln, which
+  // makes n's copy again, unread.
+  const Graph graph = testing::LayerNormViewGraph();
+  const SimContext context(graph);
+  const SaveSet keep = testing::LayerNormViewPlan(graph);
+  std::mt19937_64 random(7);
+  Counts counts;
+  CheckPlan(context, keep, random, "layer norm", &counts);
+  MESSAGE(counts.resaves_known << " of " << counts.resaves << " re-saves answered, "
+                               << counts.unread_copy_remakes << " re-making the copy unread");
+  CHECK(counts.unread_copy_remakes > 0);
+  // t's own re-save, by hand: before, mm_bwd's chain re-runs ln (3) and vt
+  // (0); after, ln re-runs alone before ln_bwd (3): no cost added.
+  SimOptions options;
+  options.record_details = false;
+  const SimResult base = Simulate(context, keep, options);
+  CHECK(base.recompute_cost == 3);
+  DropDelta delta(context);
+  delta.Index(base, keep, 0, static_cast<NodeId>(graph.nodes.size()), nullptr);
+  const DropDelta::Result scored = delta.ScoreResave(testing::Id(graph, "t"));
+  REQUIRE(scored.known);
+  CHECK(scored.added_cost == 0);
+  CHECK(delta.unread_copy_remakes() == 1);
 }
 
 }  // namespace

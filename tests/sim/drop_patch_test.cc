@@ -207,6 +207,16 @@ TEST_CASE("drops DropDelta patches into a simulation simulate to the same simula
   CHECK(counts.resaves_moving > 100);
 }
 
+TEST_CASE("a re-save whose moved node makes the copy again, unread, patches as it simulates") {
+  // testing::LayerNormViewGraph: re-saving t moves ln before ln_bwd, where
+  // it makes n's copy again for no reader.
+  const Graph graph = testing::LayerNormViewGraph();
+  const SimContext context(graph);
+  Counts counts;
+  CheckPlan(context, testing::LayerNormViewPlan(graph), "layer norm", &counts);
+  CHECK(counts.resaves_moving > 0);
+}
+
 TEST_CASE("SimResultDifference names the first field that differs") {
   const Graph graph = testing::SmallTransformer(1, 1);
   const SimContext context(graph);

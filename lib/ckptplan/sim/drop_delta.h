@@ -163,6 +163,11 @@ class DropDelta {
   /// (their steps not one run among its old ones), since construction. For
   /// tests.
   size_t whole_replays() const { return whole_replays_; }
+  /// Re-saves answered whose removed steps made a view a later step reads,
+  /// at a cost (its node re-runs for it), and those whose moved nodes make
+  /// t's copy again unread, since construction. For tests.
+  size_t costed_view_reruns() const { return costed_view_reruns_; }
+  size_t unread_copy_remakes() const { return unread_copy_remakes_; }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -291,6 +296,7 @@ class DropDelta {
   mutable std::vector<uint32_t> reader_steps_;  // LastKeptRead's working memory
   mutable size_t long_walks_ = 0;
   size_t whole_replays_ = 0;
+  size_t costed_view_reruns_ = 0, unread_copy_remakes_ = 0;
   // Score's working memory: per tensor, the storage of its copy in the chain
   // (a new storage's index, or kExisting | an old buffer's, or kNone) while
   // mark_ is the epoch.
@@ -298,6 +304,7 @@ class DropDelta {
   std::vector<uint32_t> mark_, ref_;
   uint32_t epoch_ = 0;
   std::vector<TensorId> stack_;
+  std::vector<NodeId> view_reruns_;  // ScoreResave: views' nodes re-run for later reads
   std::vector<NodeId> chain_;
   struct NewBuffer {
     int64_t bytes;

@@ -126,9 +126,10 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   // A view the steps made (no storage of its own) and a step after them
   // reads is missing once they go: its node re-runs for that read, with
   // the views of the steps it reads, which the storages below do not show.
-  // Handled only where those re-runs cost nothing and use no workspace (a
-  // step that allocates nothing then holds no more than the reader's own,
-  // which stays); else not.
+  // Handled only where those re-runs use no workspace (a step that
+  // allocates nothing then holds no more than the reader's own, which
+  // stays); else not. Each such node re-runs once (its views are then
+  // made again), so its cost comes back once (view_cost).
   auto made_here = [&](TensorId x) {
     const NodeId p = context_.producer[x];
     if (p < first_ || p >= end_) return false;
@@ -139,6 +140,8 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     return context_.made[x] == SimContext::Made::kAlias && context_.forward_produced[x] &&
            !context_.resident_root[x] && !Saved(x) && made_here(x);
   };
+  view_reruns_.clear();
+  double view_cost = 0;
   for (uint32_t s = begin; s <= last; ++s) {
     const NodeId node = sim.steps[s].node;
     for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
@@ -151,7 +154,11 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
         if (walked == 64) return unknown;
         const NodeId p = context_.producer[stack_.back()];
         stack_.pop_back();
-        if (context_.node_cost[p] != 0 || context_.node_workspace[p] > 0) return unknown;
+        if (context_.node_workspace[p] > 0) return unknown;
+        if (std::find(view_reruns_.begin(), view_reruns_.end(), p) == view_reruns_.end()) {
+          view_reruns_.push_back(p);
+          view_cost += context_.node_cost[p];
+        }
         for (uint32_t k = context_.inputs_begin[p]; k < context_.outputs_begin[p]; ++k) {
           if (view_of_steps(ids[k])) stack_.push_back(ids[k]);
         }
@@ -169,7 +176,8 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     escapes = escapes || ((b != copy || copy_moves) && sim.buffers[b].last_step > last);
   }
   chain_.clear();
-  if (escapes && (copy_before || !MovedChain(t, begin, last, made_first, made_last))) {
+  if (escapes && (copy_before || view_cost != 0 ||
+                  !MovedChain(t, begin, last, made_first, made_last))) {
     return unknown;
   }
   // The k-th moved node's key, and its k (-1: not moved).
@@ -183,6 +191,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   // The storages the moved nodes make: made at their new steps, read up to
   // their last read after the old chain, or inside the new one.
   made_.clear();
+  bool copy_remade = false;
   for (uint32_t b = made_first; escapes && b < made_last; ++b) {
     const Buffer& buffer = sim.buffers[b];
     const int64_t k = moved_index(sim.steps[buffer.first_step].node);
@@ -191,10 +200,13 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
       if ((b != copy || copy_moves) && buffer.last_step > last) return unknown;
       continue;
     }
-    if (b == copy && !copy_moves) return unknown;
+    // A moved node that makes t's copy, read after the chain only through
+    // t (the copy goes, below), makes it again unread: a storage of its
+    // step alone.
+    copy_remade = copy_remade || (b == copy && !copy_moves);
     const uint32_t last_read = b == copy ? other_copy : buffer.last_step;
     made_.push_back({context_.bytes[buffer.root], moved_key(k),
-                     last_read > last ? Key(last_read) : moved_key(k), b});
+                     last_read != kNone && last_read > last ? Key(last_read) : moved_key(k), b});
   }
   // The storages the chain read from before it, and its cost.
   double cost = 0;
@@ -270,9 +282,12 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     }
   }
   // The moved nodes' storages leave their old spans for their new ones.
+  // (The copy's old span, when it does not move, went above.)
   for (const NewBuffer& buffer : made_) {
     const Buffer& old = sim.buffers[buffer.moved];
-    changes_.push_back({Key(old.first_step), Key(old.last_step), -buffer.bytes});
+    if (buffer.moved != copy || copy_moves) {
+      changes_.push_back({Key(old.first_step), Key(old.last_step), -buffer.bytes});
+    }
     changes_.push_back({buffer.first, buffer.last, buffer.bytes});
   }
   // The storages the chain read: they die after their last read that stays,
@@ -308,8 +323,10 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   Result result;
   result.known = true;
   result.region_max = highest;
-  result.added_cost = -cost;
+  result.added_cost = view_cost - cost;
   resaved_ = t;  // PatchResave writes it out
+  costed_view_reruns_ += view_cost != 0;
+  unread_copy_remakes_ += copy_remade;
   return result;
 }
 

@@ -25,6 +25,7 @@ struct Counts {
   size_t long_walks = 0;  // last reads found through the root's readers
   size_t whole_replays = 0;  // drops inside a chain that is re-run whole
   size_t costed_view_reruns = 0, unread_copy_remakes = 0;  // re-saves of those shapes
+  size_t moved_view_reruns = 0;  // costed views' nodes among the moved ones
   size_t resaves = 0, resaves_known = 0;  // dropped candidates asked about, answered
 };
 
@@ -84,6 +85,7 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, std::mt19937_64& 
   counts->whole_replays += delta.whole_replays();
   counts->costed_view_reruns += delta.costed_view_reruns();
   counts->unread_copy_remakes += delta.unread_copy_remakes();
+  counts->moved_view_reruns += delta.moved_view_reruns();
 }
 
 // Save-all and random plans of `graph` (testing::ForEachRandomPlan).
@@ -103,12 +105,14 @@ TEST_CASE("drops DropDelta scores score as their simulations do") {
                                 << counts.whole_replays << " re-running the chain they run "
                                 << "inside whole), " << counts.resaves_known << " of "
                                 << counts.resaves << " re-saves (" << counts.costed_view_reruns
-                                << " re-running a costed view)");
+                                << " re-running a costed view, " << counts.moved_view_reruns
+                                << " moving one)");
   // The corpus must exercise the shortcut, and not only on trivial drops;
   // also drops whose steps do not stay one run inside the chain they run in.
   CHECK(counts.known > 2000);
   CHECK(counts.whole_replays > 0);
   CHECK(counts.costed_view_reruns > 0);
+  CHECK(counts.moved_view_reruns > 0);
   CHECK(counts.known * 4 > counts.scored);
   CHECK(counts.resaves_known > 1000);
   CHECK(counts.resaves_known * 4 > counts.resaves);

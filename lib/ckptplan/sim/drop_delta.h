@@ -168,6 +168,8 @@ class DropDelta {
   /// t's copy again unread, since construction. For tests.
   size_t costed_view_reruns() const { return costed_view_reruns_; }
   size_t unread_copy_remakes() const { return unread_copy_remakes_; }
+  /// Re-saves answered where a costed view's node is among the moved ones.
+  size_t moved_view_reruns() const { return moved_view_reruns_; }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -296,7 +298,7 @@ class DropDelta {
   mutable std::vector<uint32_t> reader_steps_;  // LastKeptRead's working memory
   mutable size_t long_walks_ = 0;
   size_t whole_replays_ = 0;
-  size_t costed_view_reruns_ = 0, unread_copy_remakes_ = 0;
+  size_t costed_view_reruns_ = 0, unread_copy_remakes_ = 0, moved_view_reruns_ = 0;
   // Score's working memory: per tensor, the storage of its copy in the chain
   // (a new storage's index, or kExisting | an old buffer's, or kNone) while
   // mark_ is the epoch.

@@ -176,9 +176,18 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     escapes = escapes || ((b != copy || copy_moves) && sim.buffers[b].last_step > last);
   }
   chain_.clear();
-  if (escapes && (copy_before || view_cost != 0 ||
-                  !MovedChain(t, begin, last, made_first, made_last))) {
+  if (escapes && (copy_before || !MovedChain(t, begin, last, made_first, made_last))) {
     return unknown;
+  }
+  // A view's node that moves makes the view at its new step: its cost
+  // stays with the moved nodes' (below), not counted again.
+  size_t moved_views = 0;
+  for (const NodeId node : view_reruns_) {
+    if (context_.node_cost[node] != 0 &&
+        std::find(chain_.begin(), chain_.end(), node) != chain_.end()) {
+      view_cost -= context_.node_cost[node];
+      ++moved_views;
+    }
   }
   // The k-th moved node's key, and its k (-1: not moved).
   auto moved_key = [&](int64_t k) { return moved_keys_[k]; };
@@ -327,6 +336,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   resaved_ = t;  // PatchResave writes it out
   costed_view_reruns_ += view_cost != 0;
   unread_copy_remakes_ += copy_remade;
+  moved_view_reruns_ += moved_views != 0;
   return result;
 }
 

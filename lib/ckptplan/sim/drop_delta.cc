@@ -31,6 +31,12 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   first_ = first;
   end_ = end;
   whole_ = first == 0 && end == context_.graph.nodes.size();
+  if (forward_range_ != std::make_pair(first, end)) {
+    forward_range_ = {first, end};
+    NodeId n = first;
+    while (n < end && context_.node_forward[n]) ++n;
+    forward_steps_ = n - first;
+  }
   const StepFacts& facts = *facts_;
   const size_t num_steps = sim.steps.size();
   // Epochs only grow (Score), so entries of earlier indexes never match.

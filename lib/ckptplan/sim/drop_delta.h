@@ -290,6 +290,10 @@ class DropDelta {
   void FindGroupChanges(const uint32_t* places, size_t num_places);
   std::vector<uint32_t> places_;  // PatchResave's, for FindGroupChanges
   uint32_t implicit_step_ = StepFacts::kNone;  // the step implicit gradients start at
+  // The range's leading forward nodes, whose own steps are its first ones
+  // (for first_, end_ as cached in forward_range_).
+  uint32_t forward_steps_ = 0;
+  std::pair<NodeId, NodeId> forward_range_{kNoId, kNoId};
   int64_t implicit_bytes_ = 0;
   // Per storage root, the nodes reading a tensor of it (IndexRootReaders, at
   // construction): readers_[readers_begin_[root], readers_begin_[root + 1]).

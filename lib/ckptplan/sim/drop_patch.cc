@@ -23,11 +23,16 @@ namespace ckptplan {
 namespace {
 
 // Old steps [s, s + length) of `sim`, each total moved by `delta`, written
-// from new step n on and summed as a run (PeakTracker::CopyRun).
+// from new step n on and summed as a run (PeakTracker::CopyRun); the part
+// before old step `own_end` (the range's leading forward steps: each its
+// node's only step, node first + s) by CopyOwnRun.
 void CopyRun(const SimResult& sim, uint32_t s, uint32_t length, int64_t delta, uint32_t n,
-             Step* steps, int64_t* totals, PeakTracker* peaks) {
-  peaks->CopyRun(n, sim.steps.data() + s, sim.total.data() + s, length, sim.node_peak.data(),
-                 delta, steps + n, totals + n);
+             uint32_t own_end, Step* steps, int64_t* totals, PeakTracker* peaks) {
+  const uint32_t own = s < own_end ? std::min(length, own_end - s) : 0;
+  peaks->CopyOwnRun(n, sim.steps.data() + s, sim.total.data() + s, own, delta, steps + n,
+                    totals + n);
+  peaks->CopyRun(n + own, sim.steps.data() + s + own, sim.total.data() + s + own, length - own,
+                 sim.node_peak.data(), delta, steps + n + own, totals + n + own);
 }
 
 }  // namespace
@@ -160,7 +165,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     ++s;
     if (stop <= s) continue;
     const uint32_t length = stop - s;
-    CopyRun(sim, s, length, running, n, steps, totals, &peaks);
+    CopyRun(sim, s, length, running, n, forward_steps_, steps, totals, &peaks);
     // The chain of the run's last step, if a recompute step (inside the run,
     // a step whose chain went on was not an own step's).
     for (uint32_t i = length; i-- > 0 && steps[n + i].recompute;) {
@@ -441,7 +446,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     ++s;
     if (stop <= s) continue;
     const uint32_t length = stop - s;
-    CopyRun(sim, s, length, running, n, steps, totals, &peaks);
+    CopyRun(sim, s, length, running, n, forward_steps_, steps, totals, &peaks);
     n += length;
     s = stop;
   }

@@ -371,9 +371,11 @@ class PeakTracker {
     while (end > i && from[end - 1].recompute) --end;
     if (end > i) {
       int64_t most = std::numeric_limits<int64_t>::min(), most_own = most;
+      uint32_t most_at = i;  // the first step reaching it
       for (uint32_t j = i; j < end; ++j) {
         const int64_t total = from_totals[j] + delta;
         totals[j] = total;
+        most_at = total > most ? j : most_at;
         most = std::max(most, total);
         if (!from[j].recompute) {
           most_own = std::max(most_own, total);
@@ -381,11 +383,9 @@ class PeakTracker {
           node_peak_[n] = old_node_peak[n] + delta;
         }
       }
-      if (most > peak_) {  // the first step reaching it
-        uint32_t j = i;
-        while (totals[j] != most) ++j;
+      if (most > peak_) {
         peak_ = most;
-        peak_step_ = s + j;
+        peak_step_ = s + most_at;
       }
       max_own_ = std::max(max_own_, most_own);
       pending_ = std::numeric_limits<int64_t>::min();
@@ -395,6 +395,31 @@ class PeakTracker {
       totals[i] = from_totals[i] + delta;
       Add(s + i, from[i], totals[i]);
     }
+  }
+  /// CopyRun for a run of steps each of which is its node's own and only
+  /// step, of consecutive nodes (a range's leading forward steps): each node
+  /// peak is its step's total, with no group to look up.
+  void CopyOwnRun(uint32_t s, const Step* from, const int64_t* from_totals, uint32_t length,
+                  int64_t delta, Step* steps, int64_t* totals) {
+    if (length == 0) return;
+    std::copy(from, from + length, steps);
+    totals[0] = from_totals[0] + delta;
+    Add(s, from[0], totals[0]);  // closes a group begun before it
+    int64_t* const node_peak = node_peak_ + (from[0].node - first_);
+    int64_t most = std::numeric_limits<int64_t>::min();
+    uint32_t most_at = 0;  // the first step reaching it
+    for (uint32_t j = 1; j < length; ++j) {
+      const int64_t total = from_totals[j] + delta;
+      totals[j] = total;
+      node_peak[j] = total;
+      most_at = total > most ? j : most_at;
+      most = std::max(most, total);
+    }
+    if (length > 1 && most > peak_) {
+      peak_ = most;
+      peak_step_ = s + most_at;
+    }
+    max_own_ = std::max(max_own_, most);
   }
   /// Writes the peak, its step and the highest own step.
   void Finish() const {

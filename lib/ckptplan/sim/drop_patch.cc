@@ -391,15 +391,16 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   // An old step's index after the re-save: the steps before the run stay,
   // the run's go (kNone), and each later one moves back by the run's length
   // and on by the moved steps placed at or before it (emitted before it).
-  auto new_step = [&](uint32_t s) -> uint32_t {
+  const int64_t* const keys = moved_keys_.data();  // m of them (by value below: no reloads)
+  auto new_step = [gone_first, gone_end, keys, m](uint32_t s) -> uint32_t {
     if (s < gone_first) return s;
     if (s < gone_end) return kNone;
     uint32_t moved_before = 0;
     if (m > 0) {
       moved_before = static_cast<uint32_t>(
-          std::partition_point(moved_keys_.begin(), moved_keys_.end(),
+          std::partition_point(keys, keys + m,
                                [s](int64_t key) { return (key >> kKeyShift) <= s; }) -
-          moved_keys_.begin());
+          keys);
     }
     return s - (gone_end - gone_first) + moved_before;
   };
@@ -483,21 +484,29 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   size_t unsettled = 0, written = 0;
   uint32_t b = 0;  // the next old storage
   // The old storages from b on whose first step after is before `limit`.
+  // (The counts and pointers are locals in the loop: stores through the
+  // arrays would otherwise reload them at every storage.)
   auto copy_old = [&](uint32_t limit) {
+    uint32_t* const index_of = index.data();
     while (b < num_buffers) {
       if (b == gone_lo) b = gone_hi;
       const uint32_t run_end = b < gone_lo ? gone_lo : num_buffers;
       const Buffer* const from = sim.buffers.data() + b;
+      uint32_t* const to_index = index_of + b;
+      Buffer* const to = new_buffers + written;
+      size_t lost = 0;
       uint32_t i = 0;
       for (const uint32_t count = run_end - b; i < count; ++i) {
         Buffer copy = from[i];
         copy.first_step = new_step(copy.first_step);
         if (copy.first_step >= limit) break;
         copy.last_step = new_step(copy.last_step);
-        unsettled += copy.last_step == kNone;
-        index[b + i] = static_cast<uint32_t>(written);
-        new_buffers[written++] = copy;
+        lost += copy.last_step == kNone;
+        to_index[i] = static_cast<uint32_t>(written + i);
+        to[i] = copy;
       }
+      unsettled += lost;
+      written += i;
       b += i;
       if (b < run_end) return;
     }

@@ -212,6 +212,19 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     if (hi < lo || written + (hi - lo) > num_new_buffers) return false;
     const Buffer* const from = sim.buffers.data() + lo;
     Buffer* const to = new_buffers + written;
+    if (deleted_.empty()) {
+      // No step goes: each step from the chain's place on moves by its
+      // length (StepMap without a search; a loop without branches).
+      const uint32_t place = static_cast<uint32_t>(a), length = static_cast<uint32_t>(m);
+      for (uint32_t i = 0, count = hi - lo; i < count; ++i) {
+        Buffer copy = from[i];
+        copy.first_step += copy.first_step >= place ? length : 0;
+        copy.last_step += copy.last_step >= place ? length : 0;
+        to[i] = copy;
+      }
+      written += hi - lo;
+      return true;
+    }
     size_t lost = 0, gone = 0;
     for (uint32_t i = 0, count = hi - lo; i < count; ++i) {
       Buffer copy = from[i];

@@ -331,10 +331,11 @@ inline Category ForwardStorageCategory(const SimContext& context, const Step& la
 class PeakTracker {
  public:
   /// Node peaks of nodes [first, end) into `result`; with no steps the peak
-  /// is `empty_peak`.
+  /// is `empty_peak`. Every node's own step must be summed (each writes its
+  /// node's peak; the old values are not cleared first).
   PeakTracker(SimResult* result, NodeId first, NodeId end, int64_t empty_peak)
       : result_(result), first_(first), peak_(empty_peak) {
-    result->node_peak.assign(end - first, 0);
+    result->node_peak.resize(end - first);
     node_peak_ = result->node_peak.data();
   }
   void Add(uint32_t s, const Step& step, int64_t total) {

@@ -217,7 +217,7 @@ void StepFacts::FillReads() {
         context_, view_base_, sim.steps[s].node,
         [&](TensorId x) {
           Reads& reads = reads_[x];
-          read_undo_.push_back({s, x, false, reads.first == kNone, reads, {}});
+          PushUndo(s, x, false, reads.first == kNone, reads, {});
           if (reads.first == kNone) {
             reads.first = s;
             read_.push_back(x);
@@ -228,6 +228,19 @@ void StepFacts::FillReads() {
         [&](TensorId x) { AliasRead(x, s); });
   }
   reads_applied_ = static_cast<uint32_t>(sim.steps.size());
+}
+
+// Filled in place: a braced temporary is stored field by field and loaded
+// back whole to be copied, which stalls (the loads wait for the stores).
+void StepFacts::PushUndo(uint32_t step, TensorId tensor, bool alias, bool listed,
+                         const Reads& reads, const AliasReads& alias_reads) {
+  ReadUndo& undo = read_undo_.emplace_back();
+  undo.step = step;
+  undo.tensor = tensor;
+  undo.alias = alias;
+  undo.listed = listed;
+  undo.reads = reads;
+  undo.alias_reads = alias_reads;
 }
 
 void StepFacts::UndoReads(uint32_t begin) {
@@ -301,7 +314,7 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
   if (base == kNoId) {
     const TensorId root = context_.root[x];
     if (reads_[root].odd != kYes) {
-      read_undo_.push_back({step, root, false, true, reads_[root], {}});
+      PushUndo(step, root, false, true, reads_[root], {});
       reads_[root].odd = kYes;
       read_.push_back(root);
     }
@@ -310,7 +323,7 @@ void StepFacts::AliasRead(TensorId x, uint32_t step) {
   const NodeId maker = context_.producer[x];
   const uint32_t made = maker >= first_ && maker < end_ ? nodes_[maker - first_].own : 0;
   AliasReads& alias = alias_reads_[base];
-  read_undo_.push_back({step, base, true, alias.last == kNone, {}, alias});
+  PushUndo(step, base, true, alias.last == kNone, {}, alias);
   if (alias.last == kNone) {
     alias_read_.push_back(base);
     alias.first_made = made;

@@ -231,6 +231,8 @@ class StepFacts {
   };
   std::vector<ReadUndo> read_undo_;
   uint32_t reads_applied_ = 0;
+  void PushUndo(uint32_t step, TensorId tensor, bool alias, bool listed, const Reads& reads,
+                const AliasReads& alias_reads);
   void UndoReads(uint32_t begin);
   // Per tensor, plan-free: the forward tensor a non-forward read of it
   // reads the storage of: itself when forward-made or resident, the nearest

@@ -335,8 +335,14 @@ class PeakTracker {
   /// node's peak; the old values are not cleared first).
   PeakTracker(SimResult* result, NodeId first, NodeId end, int64_t empty_peak)
       : result_(result), first_(first), peak_(empty_peak) {
-    result->node_peak.resize(end - first);
-    node_peak_ = result->node_peak.data();
+    // Sized exactly, as assign would (resize alone would grow it by half).
+    std::vector<int64_t>& node_peak = result->node_peak;
+    if (node_peak.capacity() < end - first) {
+      node_peak.clear();
+      node_peak.reserve(end - first);
+    }
+    node_peak.resize(end - first);
+    node_peak_ = node_peak.data();
   }
   void Add(uint32_t s, const Step& step, int64_t total) {
     if (s == 0 || total > peak_) {

@@ -16,7 +16,7 @@ namespace {
 // after random range adds and point writes, against a plain array.
 TEST_CASE("RangeAddMax answers every range after range adds and writes") {
   std::mt19937 random(11);
-  size_t checked = 0;
+  size_t checked = 0, searched = 0;
   for (size_t n = 0; n <= 40; ++n) {
     std::vector<int64_t> values = testing::RandomValues(n, random);
     RangeAddMax tree;
@@ -30,6 +30,23 @@ TEST_CASE("RangeAddMax answers every range after range adds and writes") {
         }
       }
       for (size_t i = 0; i < n; ++i) REQUIRE(tree.Get(i) == values[i]);
+      // The first and last positions at or above some thresholds: each
+      // value, one above the max, and the minimum possible.
+      std::vector<int64_t> thresholds = values;
+      thresholds.push_back(n == 0 ? 0 : *std::max_element(values.begin(), values.end()) + 1);
+      thresholds.push_back(RangeAddMax::kEmpty + 1);
+      for (const int64_t x : thresholds) {
+        size_t first = n, last = n;
+        for (size_t i = 0; i < n; ++i) {
+          if (values[i] >= x) {
+            if (first == n) first = i;
+            last = i;
+          }
+        }
+        REQUIRE(tree.FirstAtLeast(x) == first);
+        REQUIRE(tree.LastAtLeast(x) == last);
+        ++searched;
+      }
       if (n == 0) break;
       // A few adds over random ranges (some empty), then a write.
       for (int k = 0; k < 3; ++k) {
@@ -45,6 +62,8 @@ TEST_CASE("RangeAddMax answers every range after range adds and writes") {
   }
   // sum over n = 1..40 of 12 (n + 1)(n + 2) / 2, plus 1 for n = 0
   CHECK(checked == 148081);
+  // sum over n = 1..40 of 12 (n + 2), plus 2 for n = 0: 12 (820 + 80) + 2
+  CHECK(searched == 10802);
 }
 
 TEST_CASE("RangeAddMax: an add over everything moves the max, a write under adds holds") {
@@ -58,6 +77,9 @@ TEST_CASE("RangeAddMax: an add over everything moves the max, a write under adds
   CHECK(tree.Query(0, 3) == 19);
   tree.Set(4, 0);       // 13 19 14 28 0
   CHECK(tree.Query(0, 5) == 28);
+  CHECK(tree.FirstAtLeast(14) == 1);  // 19 is the first at 14 or more
+  CHECK(tree.LastAtLeast(14) == 3);   // 28
+  CHECK(tree.FirstAtLeast(29) == 5);  // none: size()
   CHECK(tree.Get(4) == 0);
   tree.Add(4, 5, 5);    // 13 19 14 28 5
   CHECK(tree.Get(4) == 5);

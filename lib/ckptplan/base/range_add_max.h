@@ -84,8 +84,26 @@ class RangeAddMax {
     }
     return best;
   }
+  /// The first and the last position whose value is at least `x` (above
+  /// kEmpty, which the leaves past size() hold); size() when none is.
+  size_t FirstAtLeast(int64_t x) const { return Find(x, /*last=*/false); }
+  size_t LastAtLeast(int64_t x) const { return Find(x, /*last=*/true); }
 
  private:
+  // Down from the root, into the child (left first, or right first with
+  // `last`) whose subtree holds a value >= x; a node's value plus the adds
+  // of its strict ancestors (`above`) is its subtree's max.
+  size_t Find(int64_t x, bool last) const {
+    if (size_ == 0 || tree_[1] < x) return size_;
+    size_t p = 1;
+    int64_t above = 0;
+    while (p < capacity_) {
+      above += add_[p];
+      const size_t first = last ? 2 * p + 1 : 2 * p, second = last ? 2 * p : 2 * p + 1;
+      p = tree_[first] + above >= x ? first : second;
+    }
+    return p - capacity_;
+  }
   void Apply(size_t p, int64_t bytes) {
     tree_[p] += bytes;
     if (p < capacity_) add_[p] += bytes;

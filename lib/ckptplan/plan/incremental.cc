@@ -823,6 +823,8 @@ class RegionSearch {
     std::vector<Bound>& bounds = tier0_;  // a heap, best first
     bounds.clear();
     popped_.clear();
+    NodeRange peak_nodes;  // PeakNodes, once a plain key needs it
+    bool peak_nodes_ready = false;
     for (;;) {
       while (!key_heap_.empty()) {
         const KeyEntry top = key_heap_.front();
@@ -837,8 +839,25 @@ class RegionSearch {
         key_heap_.pop_back();
         if (stale) continue;
         popped_.push_back(top);
+        // A current plain key's walk pulls nothing (its version would have
+        // moved with the walk): its bound is known to free nothing when the
+        // peak lies outside its own range, with no walk.
+        NodeRange own;
+        const NodeRange* own_known = nullptr;
+        if (key_kind_[top.index] == kKeyPlain) {
+          if (!peak_nodes_ready) {
+            peak_nodes = PeakNodes(region, outside_region);
+            peak_nodes_ready = true;
+          }
+          own = OwnRange(t, view_.facts->GroupOf(view_.facts->FirstRead(t)));
+          if (MissesPeak(own, peak_nodes)) {
+            ++stats_.missed_peak;
+            continue;
+          }
+          own_known = &own;
+        }
         ChainWalker::Chain chain;
-        const Bound bound0 = ShortBound(region, outside_region, t, &chain);
+        const Bound bound0 = ShortBound(region, outside_region, t, &chain, own_known);
         if (bound0.freed > 0) {
           bounds.push_back(bound0);
           std::push_heap(bounds.begin(), bounds.end(), after);
@@ -1017,11 +1036,11 @@ class RegionSearch {
   // The tier-0 bound of dropping `t` from a short walk (*chain), loose when
   // the walk gave up on pulled inputs.
   Bound ShortBound(const RegionalMemory::Part& region, int64_t outside_region, TensorId t,
-                   ChainWalker::Chain* chain) {
+                   ChainWalker::Chain* chain, const NodeRange* own = nullptr) {
     ++stats_.bounded;
     *chain = walker_.Walk(t, view_, kShortPulledWalk);
     Bound bound0;
-    BoundsOf(region, t, *chain, outside_region, &bound0, nullptr);
+    BoundsOf(region, t, *chain, outside_region, &bound0, nullptr, own);
     bound0.loose = chain->pulled_inputs == kUnbounded;
     return bound0;
   }
@@ -1047,11 +1066,51 @@ class RegionSearch {
     return tier == 0 ? bound0 : bound1;
   }
 
+  // Where the original storage of `t` can end earlier once `t` is dropped
+  // (nodes, inclusive): after its forward reads and the reads of the other
+  // saved tensors sharing it, and (the copy taking over) before the first
+  // non-forward use of `t` (`first_use`).
+  NodeRange OwnRange(TensorId t, NodeId first_use) const {
+    const StepFacts& facts = *view_.facts;
+    const SimResult& sim = *facts.sim();
+    const TensorId root = context_.root[t];
+    const uint32_t original = facts.Original(root);
+    const NodeId last_node = original == StepFacts::kNone
+                                 ? 0
+                                 : facts.Group(sim.buffers[original].last_step);
+    NodeRange own{facts.LastForwardRead(root), std::min(last_node, first_use)};
+    const NodeId other = facts.GroupOf(facts.OtherSavedUse(t));
+    if (other != kNoId) own.lo = std::max<int64_t>(own.lo, other);
+    return own;
+  }
+
+  // For a drop whose chain pulls nothing and whose own range is `own`: true
+  // when its tier-0 bound frees nothing, as BoundsOf would find it (a node
+  // peak outside that range, or another region, is at the peak), without
+  // the walk. `peak_nodes`: the first and last node at the peak (PeakNodes).
+  static bool MissesPeak(const NodeRange& own, const NodeRange& peak_nodes) {
+    return own.empty() || peak_nodes.empty() || peak_nodes.lo < own.lo || peak_nodes.hi > own.hi;
+  }
+  // The first and last node of `region` whose peak is the step's (empty
+  // when another region holds the peak): a node peak outside a range is at
+  // the peak when one of these is.
+  NodeRange PeakNodes(const RegionalMemory::Part& region, int64_t outside_region) const {
+    const RangeAddMax& peaks = view_.node_peak;
+    if (outside_region >= view_.peak) return {};
+    const size_t lo = peaks.FirstAtLeast(view_.peak);
+    if (lo == peaks.size()) return {};
+    const int64_t first = region.range.first;
+    return {first + static_cast<int64_t>(lo),
+            first + static_cast<int64_t>(peaks.LastAtLeast(view_.peak))};
+  }
+
   // The tier-0 and, unless `bound1` is null, tier-1 bounds of dropping `t`,
   // whose recompute walks `chain`; a bound that frees no byte has freed <= 0.
-  // Tier 1 needs PrepareTier1.
+  // Tier 1 needs PrepareTier1. `own_known`: OwnRange(t, ...), when the caller
+  // has it.
   void BoundsOf(const RegionalMemory::Part& region, TensorId t, const ChainWalker::Chain& chain,
-                int64_t outside_region, Bound* bound0, Bound* bound1) {
+                int64_t outside_region, Bound* bound0, Bound* bound1,
+                const NodeRange* own_known = nullptr) {
     const View& view = view_;
     const int64_t first = region.range.first;
     const int64_t end = region.range.end;
@@ -1073,18 +1132,9 @@ class RegionSearch {
     const SimResult& sim = *facts.sim();
     const TensorId root = context_.root[t];
     const int64_t bytes = context_.bytes[root];
-    // Where the original storage can end earlier: after its forward reads
-    // and the reads of the other saved tensors sharing it, and (the copy
-    // taking over) before the first non-forward use of `t`.
-    const uint32_t original = facts.Original(root);
-    const NodeId last_node = original == StepFacts::kNone
-                                 ? 0
-                                 : facts.Group(sim.buffers[original].last_step);
     const uint32_t first_read = facts.FirstRead(t);
     const NodeId first_use = facts.GroupOf(first_read);
-    NodeRange own{facts.LastForwardRead(root), std::min(last_node, first_use)};
-    const NodeId other = facts.GroupOf(facts.OtherSavedUse(t));
-    if (other != kNoId) own.lo = std::max<int64_t>(own.lo, other);
+    NodeRange own = own_known != nullptr ? *own_known : OwnRange(t, first_use);
     // A pulled node moves from its slot to the first use of `t`, and its
     // inputs may then end earlier.
     NodeRange pulled;
@@ -1378,7 +1428,8 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.recompute_cost = memory.cost();
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
-  spdlog::debug("incremental: {} bounds, {} lazy keys", counters.bounded, counters.keyed);
+  spdlog::debug("incremental: {} bounds, {} lazy keys, {} passed over (own range misses the peak)",
+                counters.bounded, counters.keyed, counters.missed_peak);
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
       "searches ({} more copied from a copy of the region), {} simulations ({} copied), {} drops "

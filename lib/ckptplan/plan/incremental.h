@@ -47,6 +47,9 @@ struct IncrementalStats {
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
   size_t bounded = 0;      ///< candidate bounds computed
   size_t keyed = 0;        ///< lazy keys computed (GreedyOptions::lazy_keys)
+  /// Lazy keys passed over without a walk: a plain drop whose own range
+  /// misses the peak frees nothing there.
+  size_t missed_peak = 0;
   /// Drops scored from the current simulation (DropDelta), not simulated.
   size_t fast_scores = 0;
   /// Drops applied from a patch of the region's simulation (DropDelta::Patch),

@@ -184,14 +184,11 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
     peaks_region_ = SIZE_MAX;
   } else if (patched && peaks_region_ == r && node_peak_.size() == num_nodes_) {
     patch_moved_.ApplyTo(sim.node_peak, &node_peak_);
-    const size_t n = verify_ ? DropDelta::GroupChanges::FirstMismatch(node_peak_, sim.node_peak)
-                             : num_nodes_;
-    if (n != num_nodes_) {
-      throw std::logic_error("cleanup: the node peak of '" +
-                             context_.graph.nodes[first_ + n].name + "' moved by the patch is " +
-                             std::to_string(node_peak_.Get(n)) + ", its simulation's " +
-                             std::to_string(sim.node_peak[n]));
-    }
+    const std::string mismatch =
+        verify_ ? DropDelta::GroupChanges::Mismatch(node_peak_, sim.node_peak, context_.graph,
+                                                    first_)
+                : "";
+    if (!mismatch.empty()) throw std::logic_error("cleanup: " + mismatch);
   } else {
     node_peak_.Build(sim.node_peak.data(), num_nodes_);
     peaks_region_ = tensor_shift_ == 0 ? r : SIZE_MAX;

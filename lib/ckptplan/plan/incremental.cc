@@ -899,13 +899,9 @@ class RegionSearch {
   // Verify mode: throws std::logic_error unless the view's node peaks, moved
   // as the last patch said, are the simulation's.
   void VerifyNodePeaks(const RegionalMemory::Part& region) const {
-    const std::vector<int64_t>& node_peak = region.sim.full().node_peak;
-    const size_t n = DropDelta::GroupChanges::FirstMismatch(view_.node_peak, node_peak);
-    if (n == node_peak.size()) return;
-    throw std::logic_error("incremental: the node peak of '" +
-                           context_.graph.nodes[region.range.first + n].name + "' moved by the "
-                           "patch is " + std::to_string(view_.node_peak.Get(n)) +
-                           ", its simulation's " + std::to_string(node_peak[n]));
+    const std::string mismatch = DropDelta::GroupChanges::Mismatch(
+        view_.node_peak, region.sim.full().node_peak, context_.graph, region.range.first);
+    if (!mismatch.empty()) throw std::logic_error("incremental: " + mismatch);
   }
 
   // Simulates dropping saved candidate `t` of region `r` into *trial and

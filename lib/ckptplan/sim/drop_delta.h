@@ -143,9 +143,11 @@ class DropDelta {
     /// Moves `tree`, the indexed simulation's node peaks (offsets 0), to
     /// the patch's, whose node peaks are `node_peak`.
     void ApplyTo(const std::vector<int64_t>& node_peak, RangeAddMax* tree) const;
-    /// Verify modes: the first node whose peak in `tree` is not
-    /// node_peak's; node_peak.size() when none.
-    static size_t FirstMismatch(const RangeAddMax& tree, const std::vector<int64_t>& node_peak);
+    /// Verify modes: "" when `tree` holds node_peak (of the range's nodes
+    /// from `first` of `graph`), else what the first node that differs
+    /// shows.
+    static std::string Mismatch(const RangeAddMax& tree, const std::vector<int64_t>& node_peak,
+                                const Graph& graph, NodeId first);
   };
   const GroupChanges& group_changes() const { return group_changes_; }
   /// The same for re-saving dropped candidate `t` (ScoreResave(t)): the

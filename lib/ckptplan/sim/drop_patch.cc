@@ -214,7 +214,9 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     Buffer* const to = new_buffers + written;
     if (deleted_.empty()) {
       // No step goes: each step from the chain's place on moves by its
-      // length (StepMap without a search; a loop without branches).
+      // length (StepMap's first branch, written out: through StepMap the
+      // loop keeps its branch, and the 693-layer greedy at 80% took 1.64
+      // s against 1.54, median of 5 alternating).
       const uint32_t place = static_cast<uint32_t>(a), length = static_cast<uint32_t>(m);
       for (uint32_t i = 0, count = hi - lo; i < count; ++i) {
         Buffer copy = from[i];
@@ -332,11 +334,14 @@ void DropDelta::GroupChanges::ApplyTo(const std::vector<int64_t>& node_peak,
   for (const uint32_t n : resets) tree->Set(n, node_peak[n]);
 }
 
-size_t DropDelta::GroupChanges::FirstMismatch(const RangeAddMax& tree,
-                                              const std::vector<int64_t>& node_peak) {
+std::string DropDelta::GroupChanges::Mismatch(const RangeAddMax& tree,
+                                             const std::vector<int64_t>& node_peak,
+                                             const Graph& graph, NodeId first) {
   size_t n = 0;
   while (n < node_peak.size() && tree.Get(n) == node_peak[n]) ++n;
-  return n;
+  if (n == node_peak.size()) return "";
+  return "the node peak of '" + graph.nodes[first + n].name + "' moved by the patch is " +
+         std::to_string(tree.Get(n)) + ", its simulation's " + std::to_string(node_peak[n]);
 }
 
 // The re-save's patch: the steps that go are one run (deleted_, or none:

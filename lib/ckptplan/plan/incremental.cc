@@ -698,6 +698,7 @@ class RegionSearch {
       walker_.SetPlan(keep, candidates);
       key_version_.assign(n, 0);
       key_kind_.assign(n, kKeyPlain);
+      key_last_slot_.assign(n, 0);
       BuildReaders();
       key_dirty_.assign(n, 0);
       key_heap_.clear();
@@ -738,6 +739,7 @@ class RegionSearch {
         key = most > 0 ? std::max(0.0, chain.cost) / static_cast<double>(most)
                        : std::numeric_limits<double>::infinity();
         key_kind_[i] = chain.pulls ? kKeyPulls : kKeyPlain;
+        key_last_slot_[i] = chain.pulls ? chain.last_slot : 0;
       }
       key_heap_.push_back({key, most, i, ++key_version_[i]});
       std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
@@ -839,19 +841,21 @@ class RegionSearch {
         key_heap_.pop_back();
         if (stale) continue;
         popped_.push_back(top);
-        // A current plain key's walk pulls nothing (its version would have
-        // moved with the walk): its bound is known to free nothing when the
-        // peak lies outside its own range, with no walk.
+        // A current key's walk is the one it was keyed from (its version
+        // would have moved with the walk): its bound is known to free
+        // nothing when the peak lies outside the nodes its drop can lower,
+        // with no walk.
         NodeRange own;
         const NodeRange* own_known = nullptr;
-        if (key_kind_[top.index] == kKeyPlain) {
+        if (key_kind_[top.index] != kKeyZero) {
           if (!peak_nodes_ready) {
             peak_nodes = PeakNodes(region, outside_region);
             peak_nodes_ready = true;
           }
-          own = OwnRange(t, view_.facts->GroupOf(view_.facts->FirstRead(t)));
-          if (MissesPeak(own, peak_nodes)) {
+          own = OwnRange(t, view_.FirstUse(t));
+          if (MissesPeak(KeySpan(top.index, t, own), peak_nodes)) {
             ++stats_.missed_peak;
+            stats_.missed_peak_pulls += key_kind_[top.index] == kKeyPulls;
             continue;
           }
           own_known = &own;
@@ -992,6 +996,24 @@ class RegionSearch {
                                std::to_string(bounds[0].score) + ", " +
                                std::to_string(bounds[0].freed) + " bytes)");
       }
+      // A key passed over as missing the peak (LazyTier0) has a walk as
+      // keyed, and its bound frees nothing.
+      if (lazy && key_kind_[i] != kKeyZero) {
+        const bool walk_as_keyed =
+            key_kind_[i] == kKeyPlain ? !chain.pulls
+                                      : chain.pulls && chain.last_slot <= key_last_slot_[i];
+        if (!walk_as_keyed) {
+          throw std::logic_error("incremental: the walk of '" + context_.graph.tensors[t].name +
+                                 "' changed since its lazy key");
+        }
+        const NodeRange own = OwnRange(t, view_.FirstUse(t));
+        if (MissesPeak(KeySpan(i, t, own), PeakNodes(region, outside_region)) &&
+            bounds[0].freed > 0) {
+          throw std::logic_error("incremental: '" + context_.graph.tensors[t].name +
+                                 "' is passed over as missing the peak, but its bound frees " +
+                                 std::to_string(bounds[0].freed) + " bytes");
+        }
+      }
       if (tried_at_[t] == search) continue;
       const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
       std::string broken;
@@ -1080,12 +1102,29 @@ class RegionSearch {
     return own;
   }
 
-  // For a drop whose chain pulls nothing and whose own range is `own`: true
-  // when its tier-0 bound frees nothing, as BoundsOf would find it (a node
-  // peak outside that range, or another region, is at the peak), without
-  // the walk. `peak_nodes`: the first and last node at the peak (PeakNodes).
-  static bool MissesPeak(const NodeRange& own, const NodeRange& peak_nodes) {
-    return own.empty() || peak_nodes.empty() || peak_nodes.lo < own.lo || peak_nodes.hi > own.hi;
+  // The nodes whose peaks dropping candidate `t` (index `i`, its key
+  // current and not kKeyZero) may lower, as BoundsOf counts them, from
+  // nodes [lo, hi]: its own range `own` (OwnRange) and, where its walk
+  // pulls, the pulled range, from t's first use to the latest group a
+  // pulled node is re-run in. The key's walk gave that group (a long walk,
+  // which reaches as late a group as the short one, ChainWalker::Visit);
+  // t's first use is the current one. Empty when the range is not known.
+  NodeRange KeySpan(uint32_t i, TensorId t, const NodeRange& own) const {
+    if (key_kind_[i] == kKeyPlain) return own;
+    const NodeId first_use = view_.FirstUse(t);
+    if (first_use == kNoId) return {};
+    NodeRange span{first_use, std::max(first_use, key_last_slot_[i])};
+    if (!own.empty()) span = {std::min(span.lo, own.lo), std::max(span.hi, own.hi)};
+    return span;
+  }
+  // For a drop that can lower node peaks over `span` at most (KeySpan):
+  // true when its tier-0 bound frees nothing, as BoundsOf would find it (a
+  // node peak outside that range, or another region, is at the peak),
+  // without the walk. `peak_nodes`: the first and last node at the peak
+  // (PeakNodes).
+  static bool MissesPeak(const NodeRange& span, const NodeRange& peak_nodes) {
+    return span.empty() || peak_nodes.empty() || peak_nodes.lo < span.lo ||
+           peak_nodes.hi > span.hi;
   }
   // The first and last node of `region` whose peak is the step's (empty
   // when another region holds the peak): a node peak outside a range is at
@@ -1246,6 +1285,9 @@ class RegionSearch {
   // one that gave up (key 0, which no drop changes).
   enum : uint8_t { kKeyPlain, kKeyPulls, kKeyZero };
   std::vector<uint8_t> key_kind_, key_dirty_;
+  // Per candidate with a pulling key: the latest group its walk's pulled
+  // nodes are re-run in (ChainWalker::Chain::last_slot), for KeySpan.
+  std::vector<NodeId> key_last_slot_;
   // Forward readers by tensor (BuildReaders), and Renew's marks and stack.
   std::vector<uint32_t> reader_begin_;
   std::vector<NodeId> readers_;

@@ -50,6 +50,9 @@ struct IncrementalStats {
   /// Lazy keys passed over without a walk: a plain drop whose own range
   /// misses the peak frees nothing there.
   size_t missed_peak = 0;
+  /// Of those, keys whose walk pulls: their range reaches the latest group
+  /// a pulled node is re-run in.
+  size_t missed_peak_pulls = 0;
   /// Drops scored from the current simulation (DropDelta), not simulated.
   size_t fast_scores = 0;
   /// Drops applied from a patch of the region's simulation (DropDelta::Patch),

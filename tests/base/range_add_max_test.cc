@@ -28,6 +28,10 @@ TEST_CASE("RangeAddMax answers every range after range adds and writes") {
           REQUIRE(tree.Query(lo, hi) == testing::ScanMax(values, lo, hi, RangeAddMax::kEmpty));
           ++checked;
         }
+        // The ends, each by its own descent.
+        REQUIRE(tree.PrefixMax(lo) == testing::ScanMax(values, 0, lo, RangeAddMax::kEmpty));
+        REQUIRE(tree.SuffixMax(lo) == testing::ScanMax(values, lo, n, RangeAddMax::kEmpty));
+        ++checked;
       }
       for (size_t i = 0; i < n; ++i) REQUIRE(tree.Get(i) == values[i]);
       // The first and last positions at or above some thresholds: each
@@ -60,8 +64,9 @@ TEST_CASE("RangeAddMax answers every range after range adds and writes") {
       tree.Set(i, values[i]);
     }
   }
-  // sum over n = 1..40 of 12 (n + 1)(n + 2) / 2, plus 1 for n = 0
-  CHECK(checked == 148081);
+  // sum over n = 1..40 of 12 (n + 1)(n + 2) / 2 ranges and 12 (n + 1) ends,
+  // plus 1 + 1 for n = 0: 148,081 + 12 (820 + 40) + 1
+  CHECK(checked == 158402);
   // sum over n = 1..40 of 12 (n + 2), plus 2 for n = 0: 12 (820 + 80) + 2
   CHECK(searched == 10802);
 }
@@ -75,8 +80,13 @@ TEST_CASE("RangeAddMax: an add over everything moves the max, a write under adds
   tree.Add(3, 5, 20);   // 13 19 14 28 37
   CHECK(tree.Query(0, 5) == 37);
   CHECK(tree.Query(0, 3) == 19);
+  CHECK(tree.PrefixMax(3) == 19);
+  CHECK(tree.SuffixMax(2) == 37);
   tree.Set(4, 0);       // 13 19 14 28 0
   CHECK(tree.Query(0, 5) == 28);
+  CHECK(tree.SuffixMax(4) == 0);
+  CHECK(tree.PrefixMax(5) == 28);
+  CHECK(tree.SuffixMax(5) == RangeAddMax::kEmpty);
   CHECK(tree.FirstAtLeast(14) == 1);  // 19 is the first at 14 or more
   CHECK(tree.LastAtLeast(14) == 3);   // 28
   CHECK(tree.FirstAtLeast(29) == 5);  // none: size()

@@ -220,7 +220,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     options.max_bytes = 100000;
     graphs.emplace_back("random wide", RandomTrainingGraph(options));
   }
-  size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0;
+  size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0;
   for (const auto& [name, graph] : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
@@ -244,13 +244,15 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
         keyed += stats.keyed;
         missed += stats.missed_peak;
         missed_pulls += stats.missed_peak_pulls;
+        span_passed += stats.span_passed;
         drops += lazy.drops.size();
       }
     }
   }
   MESSAGE(keyed << " lazy keys, " << drops << " drops, " << missed
                 << " keys passed over (own range misses the peak), " << missed_pulls
-                << " of them pulling");
+                << " of them pulling, " << span_passed
+                << " passed over by a span bound");
   CHECK(keyed > 1000);
   CHECK(drops > 1000);
   // The keys passed over without a walk must be some, plain and pulling:
@@ -258,6 +260,9 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   // frees nothing, and simulated it (it must not beat the drop chosen).
   CHECK(missed - missed_pulls > 100);
   CHECK(missed_pulls > 100);
+  // And keys whose span bound (no walk) could not beat the best drop: verify
+  // mode checked each such bound against the bound of a long walk.
+  CHECK(span_passed > 100);
 }
 
 TEST_CASE("incremental planner matches the reference on the sample graphs") {

@@ -84,6 +84,48 @@ class RangeAddMax {
     }
     return best;
   }
+  /// Max over [0, hi) and over [lo, size()), each in one descent from the
+  /// root (Query walks up from both ends); kEmpty when the range is empty.
+  int64_t PrefixMax(size_t hi) const {
+    if (hi == 0 || size_ == 0) return kEmpty;
+    if (hi >= capacity_) return tree_[1];
+    // Node p covers [lo, lo + width), with lo < hi < lo + width.
+    size_t p = 1, lo = 0, width = capacity_;
+    int64_t above = 0, best = kEmpty;
+    for (;;) {
+      above += add_[p];
+      width /= 2;
+      const size_t mid = lo + width;
+      if (hi <= mid) {
+        if (hi == mid) return std::max(best, tree_[2 * p] + above);
+        p = 2 * p;
+      } else {
+        best = std::max(best, tree_[2 * p] + above);
+        p = 2 * p + 1;
+        lo = mid;
+      }
+    }
+  }
+  int64_t SuffixMax(size_t lo) const {
+    if (lo >= size_) return kEmpty;
+    if (lo == 0) return tree_[1];
+    // Node p covers [from, from + width), with from < lo < from + width.
+    size_t p = 1, from = 0, width = capacity_;
+    int64_t above = 0, best = kEmpty;
+    for (;;) {
+      above += add_[p];
+      width /= 2;
+      const size_t mid = from + width;
+      if (lo >= mid) {
+        if (lo == mid) return std::max(best, tree_[2 * p + 1] + above);
+        p = 2 * p + 1;
+        from = mid;
+      } else {
+        best = std::max(best, tree_[2 * p + 1] + above);
+        p = 2 * p;
+      }
+    }
+  }
   /// The first and the last position whose value is at least `x` (above
   /// kEmpty, which the leaves past size() hold); size() when none is.
   size_t FirstAtLeast(int64_t x) const { return Find(x, /*last=*/false); }

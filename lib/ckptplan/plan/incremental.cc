@@ -699,6 +699,7 @@ class RegionSearch {
       key_version_.assign(n, 0);
       key_kind_.assign(n, kKeyPlain);
       key_last_slot_.assign(n, 0);
+      key_cost_.assign(n, 0);
       BuildReaders();
       key_dirty_.assign(n, 0);
       key_heap_.clear();
@@ -740,6 +741,7 @@ class RegionSearch {
                        : std::numeric_limits<double>::infinity();
         key_kind_[i] = chain.pulls ? kKeyPulls : kKeyPlain;
         key_last_slot_[i] = chain.pulls ? chain.last_slot : 0;
+        key_cost_[i] = chain.cost;
       }
       key_heap_.push_back({key, most, i, ++key_version_[i]});
       std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
@@ -844,24 +846,31 @@ class RegionSearch {
         // A current key's walk is the one it was keyed from (its version
         // would have moved with the walk): its bound is known to free
         // nothing when the peak lies outside the nodes its drop can lower,
-        // with no walk.
-        NodeRange own;
-        const NodeRange* own_known = nullptr;
+        // with no walk; else its span bound (SpanBound) goes in, loose, to
+        // be walked and bounded only when it comes first.
         if (key_kind_[top.index] != kKeyZero) {
           if (!peak_nodes_ready) {
             peak_nodes = PeakNodes(region, outside_region);
             peak_nodes_ready = true;
           }
-          own = OwnRange(t, view_.FirstUse(t));
-          if (MissesPeak(KeySpan(top.index, t, own), peak_nodes)) {
+          const NodeRange span = KeySpan(top.index, t, OwnRange(t, view_.FirstUse(t)));
+          if (MissesPeak(span, peak_nodes)) {
             ++stats_.missed_peak;
             stats_.missed_peak_pulls += key_kind_[top.index] == kKeyPulls;
             continue;
           }
-          own_known = &own;
+          ++stats_.span_bounds;
+          const Bound quick = SpanBound(region, outside_region, top, t, span);
+          if (quick.freed <= 0 || (best.tensor != kNoId && !MayBeat(quick, 0, best))) {
+            ++stats_.span_passed;
+            continue;
+          }
+          bounds.push_back(quick);
+          std::push_heap(bounds.begin(), bounds.end(), after);
+          continue;
         }
         ChainWalker::Chain chain;
-        const Bound bound0 = ShortBound(region, outside_region, t, &chain, own_known);
+        const Bound bound0 = ShortBound(region, outside_region, t, &chain);
         if (bound0.freed > 0) {
           bounds.push_back(bound0);
           std::push_heap(bounds.begin(), bounds.end(), after);
@@ -1006,12 +1015,25 @@ class RegionSearch {
           throw std::logic_error("incremental: the walk of '" + context_.graph.tensors[t].name +
                                  "' changed since its lazy key");
         }
-        const NodeRange own = OwnRange(t, view_.FirstUse(t));
-        if (MissesPeak(KeySpan(i, t, own), PeakNodes(region, outside_region)) &&
-            bounds[0].freed > 0) {
+        if (chain.cost != key_cost_[i]) {
+          throw std::logic_error("incremental: the chain cost of '" +
+                                 context_.graph.tensors[t].name + "' changed since its lazy key");
+        }
+        const NodeRange span = KeySpan(i, t, OwnRange(t, view_.FirstUse(t)));
+        if (MissesPeak(span, PeakNodes(region, outside_region)) && bounds[0].freed > 0) {
           throw std::logic_error("incremental: '" + context_.graph.tensors[t].name +
                                  "' is passed over as missing the peak, but its bound frees " +
                                  std::to_string(bounds[0].freed) + " bytes");
+        }
+        const Bound quick = SpanBound(region, outside_region, *key[i], t, span);
+        if (bounds[0].freed > 0 &&
+            (quick.freed < bounds[0].freed || quick.score > bounds[0].score)) {
+          throw std::logic_error("incremental: the span bound of '" +
+                                 context_.graph.tensors[t].name + "' (" +
+                                 std::to_string(quick.score) + ", " +
+                                 std::to_string(quick.freed) + " bytes) beats its bound (" +
+                                 std::to_string(bounds[0].score) + ", " +
+                                 std::to_string(bounds[0].freed) + " bytes)");
         }
       }
       if (tried_at_[t] == search) continue;
@@ -1078,6 +1100,7 @@ class RegionSearch {
   // A loose bound of `tier`, tightened by a long walk.
   Bound Tighten(const RegionalMemory::Part& region, int64_t outside_region, TensorId t,
                 int tier) {
+    ++stats_.bounded;
     const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
     Bound bound0, bound1;
     BoundsOf(region, t, chain, outside_region, &bound0, tier == 0 ? nullptr : &bound1);
@@ -1117,6 +1140,27 @@ class RegionSearch {
     if (!own.empty()) span = {std::min(span.lo, own.lo), std::max(span.hi, own.hi)};
     return span;
   }
+  // A bound of dropping candidate `t` (its key `entry` current and not
+  // kKeyZero) without its walk: the key's chain cost (its walk's, as when
+  // keyed) over no more bytes than the key's and than the peak less the
+  // highest node peak outside `span` (KeySpan, which holds the nodes whose
+  // peaks BoundsOf lets the drop lower). Loose: a long walk tightens it
+  // (Tighten) when it comes first.
+  Bound SpanBound(const RegionalMemory::Part& region, int64_t outside_region,
+                  const KeyEntry& entry, TensorId t, const NodeRange& span) const {
+    const RangeAddMax& peaks = view_.node_peak;
+    const int64_t first = region.range.first;
+    const size_t lo = static_cast<size_t>(std::max<int64_t>(span.lo - first, 0));
+    const size_t hi = static_cast<size_t>(std::clamp<int64_t>(span.hi + 1 - first, 0,
+                                                             static_cast<int64_t>(peaks.size())));
+    const int64_t outside =
+        std::max({outside_region, peaks.PrefixMax(lo), peaks.SuffixMax(hi)});
+    const int64_t freed = std::min(entry.most, view_.peak - outside);
+    const double cost = std::max(0.0, key_cost_[entry.index]);
+    Bound bound{t, freed > 0 ? cost / static_cast<double>(freed) : 0.0, freed};
+    bound.loose = true;
+    return bound;
+  }
   // For a drop that can lower node peaks over `span` at most (KeySpan):
   // true when its tier-0 bound frees nothing, as BoundsOf would find it (a
   // node peak outside that range, or another region, is at the peak),
@@ -1152,8 +1196,12 @@ class RegionSearch {
     // Max of the step's node peaks over global node ids [lo, hi).
     auto peak_max = [&](int64_t lo, int64_t hi) {
       if (lo >= hi) return kLowest;
-      if (view.ends_ready && lo == first) return view.prefix_max[hi - first];
-      if (view.ends_ready && hi == end) return view.suffix_max[lo - first];
+      if (lo == first) {
+        return view.ends_ready ? view.prefix_max[hi - first] : view.node_peak.PrefixMax(hi - first);
+      }
+      if (hi == end) {
+        return view.ends_ready ? view.suffix_max[lo - first] : view.node_peak.SuffixMax(lo - first);
+      }
       return view.node_peak.Query(lo - first, hi - first);
     };
     auto peaks_in = [&](int64_t lo, int64_t hi) {  // inclusive
@@ -1288,6 +1336,8 @@ class RegionSearch {
   // Per candidate with a pulling key: the latest group its walk's pulled
   // nodes are re-run in (ChainWalker::Chain::last_slot), for KeySpan.
   std::vector<NodeId> key_last_slot_;
+  // Per candidate: its key's chain cost (its walk's, SpanBound).
+  std::vector<double> key_cost_;
   // Forward readers by tensor (BuildReaders), and Renew's marks and stack.
   std::vector<uint32_t> reader_begin_;
   std::vector<NodeId> readers_;
@@ -1466,8 +1516,10 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.recompute_cost = memory.cost();
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
-  spdlog::debug("incremental: {} bounds, {} lazy keys, {} passed over (own range misses the peak)",
-                counters.bounded, counters.keyed, counters.missed_peak);
+  spdlog::debug("incremental: {} bounds, {} lazy keys, {} passed over (own range misses the peak), "
+                "{} span bounds ({} passed over)",
+                counters.bounded, counters.keyed, counters.missed_peak, counters.span_bounds,
+                counters.span_passed);
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
       "searches ({} more copied from a copy of the region), {} simulations ({} copied), {} drops "

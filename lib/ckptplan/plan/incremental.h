@@ -45,7 +45,7 @@ namespace ckptplan {
 struct IncrementalStats {
   size_t iterations = 0;
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
-  size_t bounded = 0;      ///< candidate bounds computed
+  size_t bounded = 0;      ///< candidate bounds computed (a walk each, tightenings too)
   size_t keyed = 0;        ///< lazy keys computed (GreedyOptions::lazy_keys)
   /// Lazy keys passed over without a walk: a plain drop whose own range
   /// misses the peak frees nothing there.
@@ -53,6 +53,11 @@ struct IncrementalStats {
   /// Of those, keys whose walk pulls: their range reaches the latest group
   /// a pulled node is re-run in.
   size_t missed_peak_pulls = 0;
+  /// Lazy keys bounded from the nodes their drop may lower, without a walk
+  /// (then walked only if that bound comes first), and of those, the ones
+  /// passed over: that bound frees nothing or cannot beat the best drop.
+  size_t span_bounds = 0;
+  size_t span_passed = 0;
   /// Drops scored from the current simulation (DropDelta), not simulated.
   size_t fast_scores = 0;
   /// Drops applied from a patch of the region's simulation (DropDelta::Patch),

@@ -42,6 +42,7 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   // Epochs only grow (Score), so entries of earlier indexes never match.
   if (pulled_.size() != end - first) pulled_.assign(end - first, 0);
   group_max_ = nullptr;
+  all_max_ready_ = false;
   if (group_max != nullptr) {
     if (offset != nullptr || group_max->size() != end - first) {
       throw std::logic_error("DropDelta: node peaks given for another range or with offsets");
@@ -108,8 +109,15 @@ int64_t DropDelta::KeptStepsMax() {
   std::sort(events_.begin(), events_.end());
   int64_t highest = RangeMax::kEmpty;
   int64_t running = 0, from = 0;
+  // No old step is above the highest of all: a run that cannot pass
+  // `highest` so is not read.
+  if (!all_max_ready_) {
+    all_max_ = StepsMax(0, static_cast<uint32_t>(sim_->steps.size()));
+    all_max_ready_ = true;
+  }
   auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi)
     if (lo >= hi || (hi == lo + 1 && Deleted(static_cast<uint32_t>(lo)))) return;
+    if (highest != RangeMax::kEmpty && all_max_ + running <= highest) return;
     highest = std::max(highest, StepsMax(static_cast<uint32_t>(lo), static_cast<uint32_t>(hi)) +
                                     running);
   };

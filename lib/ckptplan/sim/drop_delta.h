@@ -284,6 +284,10 @@ class DropDelta {
   std::vector<int64_t> offset_;        // per step: its group's node offset; empty: all 0
   int64_t OffsetAt(int64_t s) const { return offset_.empty() ? 0 : offset_[s]; }
   RangeMax value_;                     // per step: total + offset; unless group_max_
+  // The highest step of the indexed simulation (StepsMax over all), once
+  // KeptStepsMax first asks after an Index.
+  bool all_max_ready_ = false;
+  int64_t all_max_ = 0;
   const RangeAddMax* group_max_ = nullptr;  // Index's group_max
   // The highest total plus offset over old steps [lo, hi), non-empty: from
   // value_, or the steps of the groups at its ends and group_max_ between.

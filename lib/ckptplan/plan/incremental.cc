@@ -700,6 +700,7 @@ class RegionSearch {
       key_kind_.assign(n, kKeyPlain);
       key_last_slot_.assign(n, 0);
       key_cost_.assign(n, 0);
+      key_hull_.assign(n, {0, kNoId});
       BuildReaders();
       key_dirty_.assign(n, 0);
       key_heap_.clear();
@@ -742,6 +743,7 @@ class RegionSearch {
         key_kind_[i] = chain.pulls ? kKeyPulls : kKeyPlain;
         key_last_slot_[i] = chain.pulls ? chain.last_slot : 0;
         key_cost_[i] = chain.cost;
+        key_hull_[i] = KeyHull(t, chain);
       }
       key_heap_.push_back({key, most, i, ++key_version_[i]});
       std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
@@ -852,6 +854,12 @@ class RegionSearch {
           if (!peak_nodes_ready) {
             peak_nodes = PeakNodes(region, outside_region);
             peak_nodes_ready = true;
+          }
+          // The key's hull first: most keys are passed over from it alone.
+          if (MissesPeak(key_hull_[top.index], peak_nodes)) {
+            ++stats_.missed_peak;
+            stats_.missed_peak_pulls += key_kind_[top.index] == kKeyPulls;
+            continue;
           }
           const NodeRange span = KeySpan(top.index, t, OwnRange(t, view_.FirstUse(t)));
           if (MissesPeak(span, peak_nodes)) {
@@ -1020,6 +1028,11 @@ class RegionSearch {
                                  context_.graph.tensors[t].name + "' changed since its lazy key");
         }
         const NodeRange span = KeySpan(i, t, OwnRange(t, view_.FirstUse(t)));
+        const NodeRange& hull = key_hull_[i];
+        if (!span.empty() && (span.lo < hull.lo || span.hi > hull.hi)) {
+          throw std::logic_error("incremental: the span of '" + context_.graph.tensors[t].name +
+                                 "' left its key's hull");
+        }
         if (MissesPeak(span, PeakNodes(region, outside_region)) && bounds[0].freed > 0) {
           throw std::logic_error("incremental: '" + context_.graph.tensors[t].name +
                                  "' is passed over as missing the peak, but its bound frees " +
@@ -1139,6 +1152,18 @@ class RegionSearch {
     NodeRange span{first_use, std::max(first_use, key_last_slot_[i])};
     if (!own.empty()) span = {std::min(span.lo, own.lo), std::max(span.hi, own.hi)};
     return span;
+  }
+  // Nodes holding KeySpan while the key (keyed from `chain`, t's walk now)
+  // is current, read from the key alone: its own range starts after the
+  // root's last forward read, which no plan moves, and its pulled range at
+  // t's first use, a non-forward node; both end by t's first use, which a
+  // drop only brings earlier, or the latest group a pulled node is re-run in.
+  NodeRange KeyHull(TensorId t, const ChainWalker::Chain& chain) const {
+    const NodeId first_use = view_.FirstUse(t);
+    const int64_t hi = first_use == kNoId ? kNoId : std::max(first_use, chain.pulls ? chain.last_slot : 0);
+    return {std::min<int64_t>(view_.facts->LastForwardRead(context_.root[t]),
+                              context_.first_non_forward),
+            hi};
   }
   // A bound of dropping candidate `t` (its key `entry` current and not
   // kKeyZero) without its walk: the key's chain cost (its walk's, as when
@@ -1338,6 +1363,8 @@ class RegionSearch {
   std::vector<NodeId> key_last_slot_;
   // Per candidate: its key's chain cost (its walk's, SpanBound).
   std::vector<double> key_cost_;
+  // Per candidate: nodes holding its span while its key is current (KeyHull).
+  std::vector<NodeRange> key_hull_;
   // Forward readers by tensor (BuildReaders), and Renew's marks and stack.
   std::vector<uint32_t> reader_begin_;
   std::vector<NodeId> readers_;

@@ -704,6 +704,7 @@ class RegionSearch {
       BuildReaders();
       key_dirty_.assign(n, 0);
       key_heap_.clear();
+      parked_.clear();
       dirty_.clear();
       pending_.clear();
       above_own_ = above_own;
@@ -749,14 +750,13 @@ class RegionSearch {
       std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
     }
     dirty_.clear();
-    if (key_heap_.size() > 2 * n + 64) {  // stale entries: drop them
-      key_heap_.erase(std::remove_if(key_heap_.begin(), key_heap_.end(),
-                                     [&](const KeyEntry& e) {
-                                       return e.version != key_version_[e.index] ||
-                                              !keep[candidates[e.index]];
-                                     }),
-                      key_heap_.end());
+    if (key_heap_.size() + parked_.size() > 2 * n + 64) {  // stale entries: drop them
+      auto stale = [&](const KeyEntry& e) {
+        return e.version != key_version_[e.index] || !keep[candidates[e.index]];
+      };
+      key_heap_.erase(std::remove_if(key_heap_.begin(), key_heap_.end(), stale), key_heap_.end());
       std::make_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
+      parked_.erase(std::remove_if(parked_.begin(), parked_.end(), stale), parked_.end());
     }
   }
 
@@ -831,9 +831,21 @@ class RegionSearch {
     popped_.clear();
     NodeRange peak_nodes;  // PeakNodes, once a plain key needs it
     bool peak_nodes_ready = false;
+    // Keys come in key order from two sources: the keys read by earlier
+    // searches (parked_, in key order) and the heap of those not read since
+    // they were keyed. Each key read is parked, in order, for later searches
+    // (it holds as it is); the parked keys not reached follow them.
+    size_t next_parked = 0;
+    KeyEntry last_read{};  // verify mode: keys come in key order
+    bool read_any = false;
+    auto parked_first = [&]() {
+      return next_parked < parked_.size() &&
+             (key_heap_.empty() || !KeyAfter(parked_[next_parked], key_heap_.front()));
+    };
     for (;;) {
-      while (!key_heap_.empty()) {
-        const KeyEntry top = key_heap_.front();
+      while (next_parked < parked_.size() || !key_heap_.empty()) {
+        const bool from_parked = parked_first();
+        const KeyEntry top = from_parked ? parked_[next_parked] : key_heap_.front();
         const TensorId t = candidates[top.index];
         const bool stale = top.version != key_version_[top.index] || !keep[t] || context_.pinned[t];
         if (!stale) {
@@ -841,8 +853,18 @@ class RegionSearch {
           if (best.tensor != kNoId && !MayBeat(optimistic, 0, best)) break;
           if (!bounds.empty() && BoundBefore(bounds.front(), optimistic)) break;
         }
-        std::pop_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
-        key_heap_.pop_back();
+        if (options_.verify && read_any && KeyAfter(last_read, top)) {
+          throw std::logic_error("incremental: the lazy key of '" +
+                                 context_.graph.tensors[t].name + "' was read out of key order");
+        }
+        last_read = top;
+        read_any = true;
+        if (from_parked) {
+          ++next_parked;
+        } else {
+          std::pop_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
+          key_heap_.pop_back();
+        }
         if (stale) continue;
         popped_.push_back(top);
         // A current key's walk is the one it was keyed from (its version
@@ -895,11 +917,8 @@ class RegionSearch {
         std::push_heap(bounds.begin(), bounds.end(), after);
       }
     }
-    // The keys bounded hold for later searches as they are.
-    for (const KeyEntry& entry : popped_) {
-      key_heap_.push_back(entry);
-      std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
-    }
+    popped_.insert(popped_.end(), parked_.begin() + next_parked, parked_.end());
+    parked_.swap(popped_);
     return best.tensor != kNoId && best.tier == 0;
   }
 
@@ -990,8 +1009,10 @@ class RegionSearch {
     std::vector<const KeyEntry*> key(region.candidates.size(), nullptr);
     const bool lazy = keys_ready_ && LazyKeys(memory);
     if (lazy) {
-      for (const KeyEntry& entry : key_heap_) {
-        if (entry.version == key_version_[entry.index]) key[entry.index] = &entry;
+      for (const std::vector<KeyEntry>* entries : {&key_heap_, &parked_}) {
+        for (const KeyEntry& entry : *entries) {
+          if (entry.version == key_version_[entry.index]) key[entry.index] = &entry;
+        }
       }
     }
     for (uint32_t i = 0; i < region.candidates.size(); ++i) {
@@ -1372,7 +1393,9 @@ class RegionSearch {
   uint32_t mark_epoch_ = 0;
   std::vector<NodeId> frontier_;
   std::vector<uint32_t> dirty_;
-  std::vector<KeyEntry> popped_;
+  std::vector<KeyEntry> popped_;  // LazyTier0's keys read, in key order
+  // Keys read by a search, in key order (KeyAfter), not in key_heap_.
+  std::vector<KeyEntry> parked_;
   std::vector<TensorId> pending_;   // drops applied since the last search
   int64_t above_own_ = 0;           // the peak above every own step, at most, since keying
 };

@@ -88,43 +88,11 @@ class RangeAddMax {
   /// root (Query walks up from both ends); kEmpty when the range is empty.
   int64_t PrefixMax(size_t hi) const {
     if (hi == 0 || size_ == 0) return kEmpty;
-    if (hi >= capacity_) return tree_[1];
-    // Node p covers [lo, lo + width), with lo < hi < lo + width.
-    size_t p = 1, lo = 0, width = capacity_;
-    int64_t above = 0, best = kEmpty;
-    for (;;) {
-      above += add_[p];
-      width /= 2;
-      const size_t mid = lo + width;
-      if (hi <= mid) {
-        if (hi == mid) return std::max(best, tree_[2 * p] + above);
-        p = 2 * p;
-      } else {
-        best = std::max(best, tree_[2 * p] + above);
-        p = 2 * p + 1;
-        lo = mid;
-      }
-    }
+    return hi >= capacity_ ? tree_[1] : EndMax(hi, /*suffix=*/false);
   }
   int64_t SuffixMax(size_t lo) const {
     if (lo >= size_) return kEmpty;
-    if (lo == 0) return tree_[1];
-    // Node p covers [from, from + width), with from < lo < from + width.
-    size_t p = 1, from = 0, width = capacity_;
-    int64_t above = 0, best = kEmpty;
-    for (;;) {
-      above += add_[p];
-      width /= 2;
-      const size_t mid = from + width;
-      if (lo >= mid) {
-        if (lo == mid) return std::max(best, tree_[2 * p + 1] + above);
-        p = 2 * p + 1;
-        from = mid;
-      } else {
-        best = std::max(best, tree_[2 * p + 1] + above);
-        p = 2 * p;
-      }
-    }
+    return lo == 0 ? tree_[1] : EndMax(lo, /*suffix=*/true);
   }
   /// The first and the last position whose value is at least `x` (above
   /// kEmpty, which the leaves past size() hold); size() when none is.
@@ -145,6 +113,29 @@ class RangeAddMax {
       p = tree_[first] + above >= x ? first : second;
     }
     return p - capacity_;
+  }
+  // PrefixMax (max over positions before `at`) or SuffixMax (from `at` on),
+  // 0 < at < capacity_: down from the root towards `at`, each child wholly
+  // on the side asked for read whole.
+  int64_t EndMax(size_t at, bool suffix) const {
+    // Node p covers [from, from + width), with from < at < from + width.
+    size_t p = 1, from = 0, width = capacity_;
+    int64_t above = 0, best = kEmpty;
+    for (;;) {
+      above += add_[p];
+      width /= 2;
+      const size_t mid = from + width;
+      // The child on the side asked for, which the descent leaves whole.
+      const int64_t whole = tree_[suffix ? 2 * p + 1 : 2 * p] + above;
+      if (at == mid) return std::max(best, whole);
+      if ((at > mid) != suffix) best = std::max(best, whole);
+      if (at > mid) {
+        p = 2 * p + 1;
+        from = mid;
+      } else {
+        p = 2 * p;
+      }
+    }
   }
   void Apply(size_t p, int64_t bytes) {
     tree_[p] += bytes;

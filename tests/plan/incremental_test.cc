@@ -250,7 +250,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     }
   }
   MESSAGE(keyed << " lazy keys, " << drops << " drops, " << missed
-                << " keys passed over (own range misses the peak), " << missed_pulls
+                << " keys passed over (span misses the peak), " << missed_pulls
                 << " of them pulling, " << span_passed
                 << " passed over by a span bound");
   CHECK(keyed > 1000);

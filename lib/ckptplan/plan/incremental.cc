@@ -877,13 +877,11 @@ class RegionSearch {
             peak_nodes = PeakNodes(region, outside_region);
             peak_nodes_ready = true;
           }
-          // The key's hull first: most keys are passed over from it alone.
-          if (MissesPeak(key_hull_[top.index], peak_nodes)) {
-            ++stats_.missed_peak;
-            stats_.missed_peak_pulls += key_kind_[top.index] == kKeyPulls;
-            continue;
-          }
-          const NodeRange span = KeySpan(top.index, t, OwnRange(t, view_.FirstUse(t)));
+          // The key's hull first: most keys are passed over from it alone
+          // (an empty span misses the peak too).
+          const NodeRange span = MissesPeak(key_hull_[top.index], peak_nodes)
+                                     ? NodeRange{}
+                                     : KeySpan(top.index, t, OwnRange(t, view_.FirstUse(t)));
           if (MissesPeak(span, peak_nodes)) {
             ++stats_.missed_peak;
             stats_.missed_peak_pulls += key_kind_[top.index] == kKeyPulls;
@@ -1004,8 +1002,9 @@ class RegionSearch {
     PrepareTier1(region, &view_);
     const int64_t outside_region = memory.Outside(r);
     const double slack = context_.exact_costs ? 0.0 : 1e-9;
-    // Each candidate's key: its one entry of the current version (a search
-    // puts back what it took).
+    const NodeRange peak_nodes = PeakNodes(region, outside_region);
+    // Each candidate's key: its one entry of the current version (in the
+    // heap, or parked by a search that read it).
     std::vector<const KeyEntry*> key(region.candidates.size(), nullptr);
     const bool lazy = keys_ready_ && LazyKeys(memory);
     if (lazy) {
@@ -1054,7 +1053,7 @@ class RegionSearch {
           throw std::logic_error("incremental: the span of '" + context_.graph.tensors[t].name +
                                  "' left its key's hull");
         }
-        if (MissesPeak(span, PeakNodes(region, outside_region)) && bounds[0].freed > 0) {
+        if (MissesPeak(span, peak_nodes) && bounds[0].freed > 0) {
           throw std::logic_error("incremental: '" + context_.graph.tensors[t].name +
                                  "' is passed over as missing the peak, but its bound frees " +
                                  std::to_string(bounds[0].freed) + " bytes");
@@ -1110,11 +1109,11 @@ class RegionSearch {
   // The tier-0 bound of dropping `t` from a short walk (*chain), loose when
   // the walk gave up on pulled inputs.
   Bound ShortBound(const RegionalMemory::Part& region, int64_t outside_region, TensorId t,
-                   ChainWalker::Chain* chain, const NodeRange* own = nullptr) {
+                   ChainWalker::Chain* chain) {
     ++stats_.bounded;
     *chain = walker_.Walk(t, view_, kShortPulledWalk);
     Bound bound0;
-    BoundsOf(region, t, *chain, outside_region, &bound0, nullptr, own);
+    BoundsOf(region, t, *chain, outside_region, &bound0, nullptr);
     bound0.loose = chain->pulled_inputs == kUnbounded;
     return bound0;
   }
@@ -1181,7 +1180,8 @@ class RegionSearch {
   // drop only brings earlier, or the latest group a pulled node is re-run in.
   NodeRange KeyHull(TensorId t, const ChainWalker::Chain& chain) const {
     const NodeId first_use = view_.FirstUse(t);
-    const int64_t hi = first_use == kNoId ? kNoId : std::max(first_use, chain.pulls ? chain.last_slot : 0);
+    const int64_t hi =
+        first_use == kNoId ? kNoId : std::max(first_use, chain.pulls ? chain.last_slot : 0);
     return {std::min<int64_t>(view_.facts->LastForwardRead(context_.root[t]),
                               context_.first_non_forward),
             hi};
@@ -1231,11 +1231,9 @@ class RegionSearch {
 
   // The tier-0 and, unless `bound1` is null, tier-1 bounds of dropping `t`,
   // whose recompute walks `chain`; a bound that frees no byte has freed <= 0.
-  // Tier 1 needs PrepareTier1. `own_known`: OwnRange(t, ...), when the caller
-  // has it.
+  // Tier 1 needs PrepareTier1.
   void BoundsOf(const RegionalMemory::Part& region, TensorId t, const ChainWalker::Chain& chain,
-                int64_t outside_region, Bound* bound0, Bound* bound1,
-                const NodeRange* own_known = nullptr) {
+                int64_t outside_region, Bound* bound0, Bound* bound1) {
     const View& view = view_;
     const int64_t first = region.range.first;
     const int64_t end = region.range.end;
@@ -1263,7 +1261,7 @@ class RegionSearch {
     const int64_t bytes = context_.bytes[root];
     const uint32_t first_read = facts.FirstRead(t);
     const NodeId first_use = facts.GroupOf(first_read);
-    NodeRange own = own_known != nullptr ? *own_known : OwnRange(t, first_use);
+    NodeRange own = OwnRange(t, first_use);
     // A pulled node moves from its slot to the first use of `t`, and its
     // inputs may then end earlier.
     NodeRange pulled;
@@ -1566,7 +1564,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.recompute_cost = memory.cost();
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
-  spdlog::debug("incremental: {} bounds, {} lazy keys, {} passed over (own range misses the peak), "
+  spdlog::debug("incremental: {} bounds, {} lazy keys, {} passed over (span misses the peak), "
                 "{} span bounds ({} passed over)",
                 counters.bounded, counters.keyed, counters.missed_peak, counters.span_bounds,
                 counters.span_passed);

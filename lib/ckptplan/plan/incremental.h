@@ -47,8 +47,9 @@ struct IncrementalStats {
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
   size_t bounded = 0;      ///< candidate bounds computed (a walk each, tightenings too)
   size_t keyed = 0;        ///< lazy keys computed (GreedyOptions::lazy_keys)
-  /// Lazy keys passed over without a walk: a plain drop whose own range
-  /// misses the peak frees nothing there.
+  /// Lazy keys passed over without a walk: a drop whose span (its own
+  /// range and, with a pull, the pulled range; or the key's hull of it)
+  /// misses a node at the peak frees nothing there.
   size_t missed_peak = 0;
   /// Of those, keys whose walk pulls: their range reaches the latest group
   /// a pulled node is re-run in.

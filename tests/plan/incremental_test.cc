@@ -220,7 +220,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     options.max_bytes = 100000;
     graphs.emplace_back("random wide", RandomTrainingGraph(options));
   }
-  size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0;
+  size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0, cut = 0;
   for (const auto& [name, graph] : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
@@ -245,6 +245,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
         missed += stats.missed_peak;
         missed_pulls += stats.missed_peak_pulls;
         span_passed += stats.span_passed;
+        cut += stats.cut_scores;
         drops += lazy.drops.size();
       }
     }
@@ -252,7 +253,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   MESSAGE(keyed << " lazy keys, " << drops << " drops, " << missed
                 << " keys passed over (span misses the peak), " << missed_pulls
                 << " of them pulling, " << span_passed
-                << " passed over by a span bound");
+                << " passed over by a span bound, " << cut << " scores cut short");
   CHECK(keyed > 1000);
   CHECK(drops > 1000);
   // The keys passed over without a walk must be some, plain and pulling:
@@ -263,6 +264,10 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   // And keys whose span bound (no walk) could not beat the best drop: verify
   // mode checked each such bound against the bound of a long walk.
   CHECK(span_passed > 100);
+  // And exact scores cut short once a drop was seen to lose to the best
+  // (DropDelta::Cutoff): verify mode simulated each, which must reach the
+  // value it was cut at and not beat the best.
+  CHECK(cut > 100);
 }
 
 TEST_CASE("incremental planner matches the reference on the sample graphs") {

@@ -92,7 +92,7 @@ TEST_CASE("local search: where a cap stops it does not depend on pruning") {
   }
   graphs.push_back(testing::SmallTransformer(1, /*layers=*/2));
   graphs.push_back(testing::SmallTransformer(2, /*layers=*/1));  // two regions, copies
-  size_t fast_scores = 0, floored = 0, stopped = 0;
+  size_t fast_scores = 0, cut = 0, floored = 0, stopped = 0;
   for (size_t i = 0; i < graphs.size(); ++i) {
     const Graph& graph = graphs[i];
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
@@ -123,13 +123,17 @@ TEST_CASE("local search: where a cap stops it does not depend on pruning") {
         CHECK(off.fast_scores == 0);
         CHECK(off.floored == 0);
         fast_scores += on.fast_scores;
+        cut += verified.cut_scores;
         floored += on.floored;
         stopped += on.considered >= cap;
       }
     }
   }
-  // The corpus exercises both shortcuts and the cap.
+  // The corpus exercises both shortcuts and the cap, and drops' scores cut
+  // short (each simulated too in verify mode).
+  MESSAGE(fast_scores << " scored by DropDelta, " << cut << " cut short in verify mode");
   CHECK(fast_scores > 100);
+  CHECK(cut > 100);
   CHECK(floored > 10);
   CHECK(stopped > 10);
 }

@@ -12,17 +12,18 @@ FastDropScorer::FastDropScorer(const SimContext& context, std::string caller,
     : context_(context), caller_(std::move(caller)), facts_(facts) {}
 
 bool FastDropScorer::Score(const RegionalMemory& memory, size_t r, const SaveSet& keep,
-                           TensorId t, FastScore* score) {
-  return Flip(memory, r, keep, t, /*resave=*/false, score);
+                           TensorId t, FastScore* score, const DropDelta::Cutoff* cutoff) {
+  return Flip(memory, r, keep, t, /*resave=*/false, score, cutoff);
 }
 
 bool FastDropScorer::ScoreResave(const RegionalMemory& memory, size_t r, const SaveSet& keep,
                                  TensorId t, FastScore* score) {
-  return Flip(memory, r, keep, t, /*resave=*/true, score);
+  return Flip(memory, r, keep, t, /*resave=*/true, score, nullptr);
 }
 
 bool FastDropScorer::Flip(const RegionalMemory& memory, size_t r, const SaveSet& keep,
-                          TensorId t, bool resave, FastScore* score) {
+                          TensorId t, bool resave, FastScore* score,
+                          const DropDelta::Cutoff* cutoff) {
   // DropDelta answers exact integer costs only: no index is worth building.
   if (!context_.exact_costs) return false;
   if (!delta_) delta_ = std::make_unique<DropDelta>(context_, facts_);
@@ -33,13 +34,14 @@ bool FastDropScorer::Flip(const RegionalMemory& memory, size_t r, const SaveSet&
                   part.zero_offset && r == group_max_region_ ? group_max_ : nullptr);
     indexed_ = r;
   }
-  const DropDelta::Result scored = resave ? delta_->ScoreResave(t) : delta_->Score(t);
+  const DropDelta::Result scored = resave ? delta_->ScoreResave(t) : delta_->Score(t, cutoff);
   if (!scored.known) return false;
   score->region_max = scored.region_max;
   score->peak = std::max(memory.Outside(r), scored.region_max);
   score->added_cost = scored.added_cost;
   // Exact integer costs: the sum is the trial's cost exactly.
   score->cost = memory.cost() + scored.added_cost;
+  score->cut = scored.cut;
   return true;
 }
 

@@ -31,6 +31,9 @@ struct FastScore {
   int64_t peak = 0;        ///< the step's peak after
   double added_cost = 0;   ///< recompute cost after minus before (exact)
   double cost = 0;         ///< the step's recompute cost after
+  /// Cut short by the cutoff given to Score (DropDelta::Result::cut):
+  /// region_max and peak are only values they reach at least.
+  bool cut = false;
 };
 
 class FastDropScorer {
@@ -56,8 +59,9 @@ class FastDropScorer {
   /// simulation in `memory`, whose plan is `keep`; false when DropDelta does
   /// not handle the drop (nor any of a graph whose costs are not exact). The
   /// region is indexed at its first score since Forget or another region's.
+  /// With `cutoff`, the score may be cut short (DropDelta::Score).
   bool Score(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t,
-             FastScore* score);
+             FastScore* score, const DropDelta::Cutoff* cutoff = nullptr);
 
   /// The same for re-saving dropped candidate `t` (DropDelta::ScoreResave).
   bool ScoreResave(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t,
@@ -89,7 +93,7 @@ class FastDropScorer {
   static constexpr size_t kNone = SIZE_MAX;
 
   bool Flip(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t, bool resave,
-            FastScore* score);
+            FastScore* score, const DropDelta::Cutoff* cutoff);
   const RangeAddMax* group_max_ = nullptr;  // Forget's
   size_t group_max_region_ = kNone;
 

@@ -961,6 +961,55 @@ class RegionSearch {
     return ScoreDrop(t, drop);
   }
 
+  // Dropping `t` loses to `best`, a drop of tier 0 (it lowers the step's
+  // peak, `peak`), once the step's peak after it (at least the other
+  // regions' highest, `outside`, and the region's highest node peak) is seen
+  // to be at least `peak` (tier 1 at best), or to free too few bytes: it
+  // frees at most `peak` less that, so its score (added cost per byte
+  // freed, ScoreDrop's division) is at least the cost over those bytes. A
+  // higher score loses; an equal one loses on fewer bytes freed, or equal
+  // bytes and a higher id (DropChoice::BetterThan).
+  class BeatenBy final : public DropDelta::Cutoff {
+   public:
+    BeatenBy(TensorId t, const DropChoice& best, int64_t peak, int64_t outside)
+        : t_(t), best_(best), peak_(peak), outside_(outside) {}
+    bool Beaten(int64_t region_max_at_least, double added_cost) const override {
+      const int64_t after = std::max(outside_, region_max_at_least);
+      if (after >= peak_) return true;
+      const int64_t most = peak_ - after;
+      const double least = std::max(0.0, added_cost) / static_cast<double>(most);
+      if (least != best_.score) return least > best_.score;
+      return most < best_.freed || (most == best_.freed && t_ > best_.tensor);
+    }
+
+   private:
+    TensorId t_;
+    DropChoice best_;
+    int64_t peak_, outside_;
+  };
+
+  // Verify mode, for a score cut short against `best`: simulates the drop
+  // and throws std::logic_error unless its region reaches the value cut at,
+  // it adds the cost scored, and it does not beat `best`.
+  void VerifyCut(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+                 const FastScore& score, const DropChoice& best) {
+    const DropChoice choice = TryDrop(memory, r, keep, t, &verify_trial_);
+    std::string wrong;
+    if (verify_trial_.region_max < score.region_max) {
+      wrong = "its region reaches " + std::to_string(verify_trial_.region_max) + ", not " +
+              std::to_string(score.region_max);
+    } else if (verify_trial_.added_cost != score.added_cost) {
+      wrong = "it adds cost " + std::to_string(verify_trial_.added_cost) + ", not " +
+              std::to_string(score.added_cost);
+    } else if (choice.tensor != kNoId && choice.BetterThan(best)) {
+      wrong = "it beats the best drop '" + context_.graph.tensors[best.tensor].name + "'";
+    }
+    if (!wrong.empty()) {
+      throw std::logic_error("incremental: the score of dropping '" +
+                             context_.graph.tensors[t].name + "' was cut short, but " + wrong);
+    }
+  }
+
   // Scores dropping saved candidate `t` of region `r` from the region's
   // current simulation (FastDropScorer, its figures in *score), without
   // simulating; *fast false when DropDelta does not handle the drop, or it
@@ -970,10 +1019,25 @@ class RegionSearch {
   DropChoice ScoreFast(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
                        const DropChoice& best, FastScore* score, bool* fast) {
     *fast = false;
-    if (!options_.prune || !scorer_.Score(memory, r, keep, t, score)) return {};
     const int64_t peak = memory.peak();
+    // Once a drop of tier 0 is the best, a score may stop where the drop
+    // is seen to lose to it (BeatenBy).
+    const bool tier0 = best.tensor != kNoId && best.tier == 0;
+    const BeatenBy beaten(t, best, peak, memory.Outside(r));
+    if (!options_.prune || !scorer_.Score(memory, r, keep, t, score, tier0 ? &beaten : nullptr)) {
+      return {};
+    }
+    if (score->cut) {
+      ++stats_.fast_scores;
+      ++stats_.cut_scores;
+      // Verify mode: the drop's simulation reaches the value the score was
+      // cut at, adds the cost scored, and does not beat `best`.
+      if (options_.verify) VerifyCut(memory, r, keep, t, *score, best);
+      *fast = true;
+      return {};
+    }
     const bool leaves_peak = score->peak == peak;
-    if (leaves_peak && (best.tensor == kNoId || best.tier != 0)) return {};
+    if (leaves_peak && !tier0) return {};
     ++stats_.fast_scores;
     if (options_.verify) {
       scorer_.Confirm(memory, r, keep, t, *score, &verify_trial_);
@@ -1565,9 +1629,9 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
   spdlog::debug("incremental: {} bounds, {} lazy keys, {} passed over (span misses the peak), "
-                "{} span bounds ({} passed over)",
+                "{} span bounds ({} passed over), {} scores cut short",
                 counters.bounded, counters.keyed, counters.missed_peak, counters.span_bounds,
-                counters.span_passed);
+                counters.span_passed, counters.cut_scores);
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
       "searches ({} more copied from a copy of the region), {} simulations ({} copied), {} drops "

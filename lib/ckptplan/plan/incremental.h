@@ -61,6 +61,9 @@ struct IncrementalStats {
   size_t span_passed = 0;
   /// Drops scored from the current simulation (DropDelta), not simulated.
   size_t fast_scores = 0;
+  /// Of those, scores cut short: the drop was beaten by the best of the
+  /// search at the simulation's highest step (DropDelta::Cutoff).
+  size_t cut_scores = 0;
   /// Drops applied from a patch of the region's simulation (DropDelta::Patch),
   /// not simulated.
   size_t patched = 0;

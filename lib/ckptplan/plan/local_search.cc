@@ -61,7 +61,7 @@ class Search {
         continue;
       }
       Key key;
-      const bool fast = ScoreFlipFast(t, &score);
+      const bool fast = ScoreFlipFast(t, best, &score);
       if (fast) {
         key = KeyOf(score.peak, score.cost);
       } else {
@@ -134,6 +134,7 @@ class Search {
     result.simulations = simulations_;
     result.floored = floored_;
     result.fast_scores = fast_scores_;
+    result.cut_scores = cut_scores_;
     return result;
   }
 
@@ -148,21 +149,56 @@ class Search {
     ++simulations_;
   }
 
+  // A drop whose key (KeyOf) cannot be below `best` from a peak it reaches
+  // at least, its own and the other regions' (`outside`), and its exact
+  // cost after (the current `cost` plus the added cost): every part of the
+  // key only rises with the peak.
+  class KeyBeaten final : public DropDelta::Cutoff {
+   public:
+    KeyBeaten(const Search& search, const Key& best, int64_t outside, double cost)
+        : search_(search), best_(best), outside_(outside), cost_(cost) {}
+    bool Beaten(int64_t region_max_at_least, double added_cost) const override {
+      return !(search_.KeyOf(std::max(outside_, region_max_at_least), cost_ + added_cost) <
+               best_);
+    }
+
+   private:
+    const Search& search_;
+    Key best_;
+    int64_t outside_;
+    double cost_;
+  };
+
   // Flipping candidate `t` (dropping it when saved, re-saving it when
   // dropped), from its region's current simulation without simulating
   // (FastDropScorer); false when pruning is off, the region's trials are
   // shared with copies (RegionalMemory::Try), or DropDelta does not handle
-  // the flip. In verify mode the flip is also simulated and must give the
-  // same figures.
-  bool ScoreFlipFast(TensorId t, FastScore* score) {
+  // the flip. A drop's score may be cut short once its key is seen not to
+  // beat `best` (its figures then give a key no lower than its own). In
+  // verify mode the flip is also simulated and must give the same figures
+  // (a cut score: a key no lower than the figures', and not below `best`).
+  bool ScoreFlipFast(TensorId t, const Key& best, FastScore* score) {
     if (!options_.prune) return false;
     const size_t r = memory_->RegionOf(t);
     if (memory_->part(r).shape.copies > 1) return false;
-    const bool scored = keep_[t] ? scorer_.Score(*memory_, r, keep_, t, score)
+    const KeyBeaten beaten(*this, best, memory_->Outside(r), memory_->cost());
+    const bool scored = keep_[t] ? scorer_.Score(*memory_, r, keep_, t, score, &beaten)
                                  : scorer_.ScoreResave(*memory_, r, keep_, t, score);
     if (!scored) return false;
     ++fast_scores_;
-    if (options_.verify) {
+    cut_scores_ += score->cut;
+    if (options_.verify && score->cut) {
+      TryFlip(t, &trial_);
+      const Key key = KeyOf(trial_.peak, trial_.cost);
+      if (trial_.region_max < score->region_max || trial_.cost != score->cost || key < best) {
+        throw std::logic_error("local search: the score of dropping '" +
+                               context_.graph.tensors[t].name +
+                               "' was cut short, but its simulation reaches region max " +
+                               std::to_string(trial_.region_max) + " (cut at " +
+                               std::to_string(score->region_max) + "), cost " +
+                               std::to_string(trial_.cost) + (key < best ? ", a better key" : ""));
+      }
+    } else if (options_.verify) {
       scorer_.Confirm(*memory_, r, keep_, t, *score, &trial_);
       ++simulations_;
     }
@@ -221,6 +257,7 @@ class Search {
   size_t simulations_ = 0;
   size_t floored_ = 0;  // re-saves ruled out by a floor, not simulated
   size_t fast_scores_ = 0;  // drops and re-saves scored by DropDelta, not simulated
+  size_t cut_scores_ = 0;   // of those, drops cut short
 };
 
 }  // namespace
@@ -237,9 +274,10 @@ LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
   }
   LocalSearchResult result = search.Result();
   spdlog::info("local search: {} moves, {} considered, {} simulations ({} re-saves ruled out "
-               "by a floor, {} drops and re-saves scored by DropDelta), peak {} bytes, cost {}, {}",
+               "by a floor, {} drops and re-saves scored by DropDelta, {} of them cut short), "
+               "peak {} bytes, cost {}, {}",
                result.moves, result.considered, result.simulations, result.floored,
-               result.fast_scores, result.peak,
+               result.fast_scores, result.cut_scores, result.peak,
                result.recompute_cost, result.fits ? "fits" : "does not fit");
   return result;
 }

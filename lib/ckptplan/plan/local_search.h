@@ -47,6 +47,9 @@ struct LocalSearchResult {
   size_t simulations = 0;  ///< trials simulated, the start's included
   size_t floored = 0;  ///< re-saves not simulated: their floor is over the budget
   size_t fast_scores = 0;  ///< single drops and re-saves scored by DropDelta, not simulated
+  /// Of those, drops whose score was cut short: seen not to beat the best
+  /// move (DropDelta::Cutoff).
+  size_t cut_scores = 0;
 };
 
 LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,

@@ -43,6 +43,7 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   if (pulled_.size() != end - first) pulled_.assign(end - first, 0);
   group_max_ = nullptr;
   all_max_ready_ = false;
+  top_step_ = StepFacts::kNone;
   if (group_max != nullptr) {
     if (offset != nullptr || group_max->size() != end - first) {
       throw std::logic_error("DropDelta: node peaks given for another range or with offsets");
@@ -61,9 +62,12 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
       if (!step.recompute) group_offset = (*offset)[step.node - first];
       offset_[s] = group_offset;
       value[s] = sim.total[s] + group_offset;
+      if (s + 1 == num_steps || value[s] >= value[top_step_]) top_step_ = static_cast<uint32_t>(s);
     }
     value_.Finish();
   }
+  // Offsets 0: the simulation's peak step is the first highest.
+  if (offset == nullptr) top_step_ = num_steps == 0 ? StepFacts::kNone : sim.peak_step;
   const int64_t implicit = context_.graph.training.implicit_gradient_bytes;
   const NodeId first_backward = context_.first_non_forward;
   implicit_step_ = StepFacts::kNone;
@@ -168,13 +172,28 @@ void DropDelta::OldStepEvents() {
   }
 }
 
-DropDelta::Result DropDelta::Score(TensorId t) {
+DropDelta::Result DropDelta::Score(TensorId t, const Cutoff* cutoff) {
+  cutoff_ = cutoff;
   bool replay = false;
-  const Result result = ScoreChain(t, /*replay_whole=*/false, &replay);
-  if (!replay) return result;
-  const Result replayed = ScoreChain(t, /*replay_whole=*/true, &replay);
-  whole_replays_ += replayed.known;
-  return replayed;
+  Result result = ScoreChain(t, /*replay_whole=*/false, &replay);
+  if (replay) {
+    result = ScoreChain(t, /*replay_whole=*/true, &replay);
+    whole_replays_ += result.known;
+  }
+  cutoff_ = nullptr;
+  return result;
+}
+
+bool DropDelta::CutAtTop(double added_cost, int64_t* at_least) const {
+  if (cutoff_ == nullptr || top_step_ == StepFacts::kNone || Deleted(top_step_)) return false;
+  // An old step that stays: the highest node peak after is at least its value.
+  int64_t value = sim_->total[top_step_] + OffsetAt(top_step_);
+  for (const Change& change : changes_) {
+    int64_t lo, hi;
+    if (OldSteps(change, &lo, &hi) && lo <= top_step_ && top_step_ <= hi) value += change.bytes;
+  }
+  *at_least = value;
+  return cutoff_->Beaten(value, added_cost);
 }
 
 DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* replay) {
@@ -474,6 +493,14 @@ DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* rep
     LastReadMoves(b, Key(buffer.last_step), last, context_.bytes[buffer.root]);
   }
 
+  scored_ = {t, a, inside, chain_begin, cost};
+  Result result;
+  result.known = true;
+  result.added_cost = cost;
+  if (CutAtTop(cost, &result.region_max)) {
+    result.cut = true;
+    return result;
+  }
   // The old steps that stay: piecewise-constant changes over range maxima.
   int64_t highest = KeptStepsMax();
   // The chain's steps: what lives across the place it goes, plus the changes.
@@ -491,11 +518,7 @@ DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* rep
     const int64_t workspace = std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
     highest = std::max(highest, across + running + workspace);
   }
-  scored_ = {t, a, inside, chain_begin, cost};
-  Result result;
-  result.known = true;
   result.region_max = highest;
-  result.added_cost = cost;
   return result;
 }
 
@@ -531,8 +554,12 @@ DropDelta::Result DropDelta::ScoreByproduct(TensorId t, uint32_t made, uint32_t 
   scored_ = {t, static_cast<int64_t>(sim.steps.size()), false, 0, 0.0};  // no chain
   Result result;
   result.known = true;
-  result.region_max = KeptStepsMax();
   result.added_cost = 0;
+  if (CutAtTop(0, &result.region_max)) {
+    result.cut = true;
+    return result;
+  }
+  result.region_max = KeptStepsMax();
   return result;
 }
 

@@ -86,9 +86,24 @@ class DropDelta {
     bool known = false;      ///< false: this drop is not one handled here
     int64_t region_max = 0;  ///< highest node peak of the range after, offsets added
     double added_cost = 0;   ///< recompute cost after minus before (exact)
+    /// Stopped by the Cutoff given to Score: region_max is only a value the
+    /// range's highest node peak after the drop reaches at least.
+    bool cut = false;
+  };
+  /// What a caller that scores drops to choose one needs no more of: true
+  /// when a drop adding `added_cost` whose range's highest node peak after
+  /// is at least `region_max_at_least` (offsets added) cannot be chosen.
+  class Cutoff {
+   public:
+    virtual ~Cutoff() = default;
+    virtual bool Beaten(int64_t region_max_at_least, double added_cost) const = 0;
   };
   /// Dropping saved candidate `t` of the indexed range, from the index.
-  Result Score(TensorId t);
+  /// With `cutoff`, once the chain and its range changes are known, the
+  /// indexed simulation's first highest step, moved by the changes over it,
+  /// is asked first: where the cutoff finds the drop beaten there, the
+  /// result is cut (the maxima over every step are not read).
+  Result Score(TensorId t, const Cutoff* cutoff = nullptr);
 
   /// Re-saving dropped candidate `t` of the indexed range, the reverse of a
   /// drop (sim/resave_delta.cc). Handled where t's root is an activation and
@@ -191,6 +206,13 @@ class DropDelta {
   // The highest total plus offset over the old steps that stay (not
   // deleted_) after the changes_ (Score, ScoreResave).
   int64_t KeptStepsMax();
+  // Score's cutoff, while it scores; and the indexed simulation's first
+  // highest step (Index), kNone without steps.
+  const Cutoff* cutoff_ = nullptr;
+  uint32_t top_step_ = StepFacts::kNone;
+  // With a cutoff: the top step's value after the changes_ into *at_least,
+  // true when the cutoff finds a drop adding `added_cost` beaten there.
+  bool CutAtTop(double added_cost, int64_t* at_least) const;
   // Score, with t's first non-forward read inside another recompute chain
   // either run with t's steps inserted among its old ones as one run, or
   // (`replay_whole`) re-run whole at its place; *replay set where the first

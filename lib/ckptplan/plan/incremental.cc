@@ -32,6 +32,13 @@ constexpr int64_t kUnbounded = std::numeric_limits<int64_t>::max();
 // candidate cost more than the simulations they save).
 constexpr size_t kShortPulledWalk = 1;
 constexpr size_t kLongPulledWalk = 256;
+// A search that bounds this many keys from their spans, and at least one in
+// this many of the region's nodes, reads the node peaks' prefix and suffix
+// maxima from arrays (PrepareEnds) rather than the tree: each span bound
+// descends it twice (about 2 log n nodes apart in memory), the arrays cost a
+// pass over the region.
+constexpr size_t kSpanBoundsBeforeEnds = 16;
+constexpr size_t kNodesPerSpanBound = 512;
 
 // Drops are ranked exactly as the reference ranks them (DropChoice in
 // selector.h); tests/plan/incremental_test.cc checks the two stay identical.
@@ -150,7 +157,8 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
   }
 }
 
-// The view's prefix and suffix maxima, once a search bounds every candidate.
+// The view's prefix and suffix maxima, once a search bounds every candidate
+// or many keys from their spans.
 void PrepareEnds(View* view) {
   if (view->ends_ready) return;
   view->ends_ready = true;
@@ -836,6 +844,7 @@ class RegionSearch {
     // they were keyed. Each key read is parked, in order, for later searches
     // (it holds as it is); the parked keys not reached follow them.
     size_t next_parked = 0;
+    size_t span_bounds = 0;  // in this search
     KeyEntry last_read{};  // verify mode: keys come in key order
     bool read_any = false;
     auto parked_first = [&]() {
@@ -888,6 +897,13 @@ class RegionSearch {
             continue;
           }
           ++stats_.span_bounds;
+          // Each span bound reads the node-peak tree from its root twice;
+          // past a few per search, the view's prefix and suffix maxima (a
+          // pass over the region) cost less.
+          if (++span_bounds == std::max<size_t>(kSpanBoundsBeforeEnds,
+                                                view_.node_peak.size() / kNodesPerSpanBound)) {
+            PrepareEnds(&view_);
+          }
           const Bound quick = SpanBound(region, outside_region, top, t, span);
           if (quick.freed <= 0 || (best.tensor != kNoId && !MayBeat(quick, 0, best))) {
             ++stats_.span_passed;
@@ -1264,7 +1280,9 @@ class RegionSearch {
     const size_t hi = static_cast<size_t>(std::clamp<int64_t>(span.hi + 1 - first, 0,
                                                              static_cast<int64_t>(peaks.size())));
     const int64_t outside =
-        std::max({outside_region, peaks.PrefixMax(lo), peaks.SuffixMax(hi)});
+        view_.ends_ready
+            ? std::max({outside_region, view_.prefix_max[lo], view_.suffix_max[hi]})
+            : std::max({outside_region, peaks.PrefixMax(lo), peaks.SuffixMax(hi)});
     const int64_t freed = std::min(entry.most, view_.peak - outside);
     const double cost = std::max(0.0, key_cost_[entry.index]);
     Bound bound{t, freed > 0 ? cost / static_cast<double>(freed) : 0.0, freed};

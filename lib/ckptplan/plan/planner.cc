@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -14,6 +19,7 @@
 #include "ckptplan/plan/local_search.h"
 #include "ckptplan/plan/mincut.h"
 #include "ckptplan/plan/selector.h"
+#include "ckptplan/sim/peak_floor.h"
 #include "ckptplan/sim/regions.h"
 
 namespace ckptplan {
@@ -74,8 +80,13 @@ class Candidates {
 
   PlannerResult Measure(SaveSet keep, std::string method) const {
     SimResult sim = Simulate(context_, keep, sim_options_);
+    return Measured(std::move(keep), sim, std::move(method));
+  }
+  // Measure's result from `sim`, the simulation of `keep` under sim_options().
+  PlannerResult Measured(SaveSet keep, const SimResult& sim, std::string method) const {
     return Result(std::move(keep), sim.peak_bytes, sim.recompute_cost, std::move(method));
   }
+  const SimOptions& sim_options() const { return sim_options_; }
 
   // Adds a plan found since `since` (for the log's timings); a fitting plan
   // is cleaned up first.
@@ -94,7 +105,22 @@ class Candidates {
     AddPlan(std::move(keep), std::move(method), since, Clean::kWhereCheap);
   }
 
+  // Adds a plan measured before (Measure), as Add would.
+  void AddMeasured(PlannerResult measured, std::chrono::steady_clock::time_point since) {
+    AddResult(std::move(measured), since, Clean::kAlways);
+  }
+
   const PlannerResult& best() const { return best_; }
+
+  // Fitting beats not fitting; then lower cost (fitting) or lower peak.
+  // Ties keep the earlier plan.
+  static bool Better(const PlannerResult& a, const PlannerResult& b) {
+    if (a.fits != b.fits) return a.fits;
+    if (a.fits)
+      return a.recompute_cost < b.recompute_cost ||
+             (a.recompute_cost == b.recompute_cost && a.peak < b.peak);
+    return a.peak < b.peak || (a.peak == b.peak && a.recompute_cost < b.recompute_cost);
+  }
 
   // The `count` best plans with distinct save sets, best first.
   std::vector<PlannerResult> Top(size_t count) const {
@@ -117,7 +143,11 @@ class Candidates {
 
   void AddPlan(SaveSet keep, std::string method, std::chrono::steady_clock::time_point since,
                Clean clean) {
-    PlannerResult result = Measure(std::move(keep), method);
+    AddResult(Measure(std::move(keep), std::move(method)), since, clean);
+  }
+
+  void AddResult(PlannerResult result, std::chrono::steady_clock::time_point since, Clean clean) {
+    const std::string method = result.method;
     const size_t work = result.fits && clean == Clean::kWhereCheap ? CleanupWork(result.keep) : 0;
     if (work > 0) {
       spdlog::debug("planner: {}: cleanup estimated at {} node-steps (budget {}{})", method, work,
@@ -167,16 +197,6 @@ class Candidates {
     result.fits = peak <= options_.budget_bytes;
     result.method = std::move(method);
     return result;
-  }
-
-  // Fitting beats not fitting; then lower cost (fitting) or lower peak.
-  // Ties keep the earlier plan.
-  static bool Better(const PlannerResult& a, const PlannerResult& b) {
-    if (a.fits != b.fits) return a.fits;
-    if (a.fits)
-      return a.recompute_cost < b.recompute_cost ||
-             (a.recompute_cost == b.recompute_cost && a.peak < b.peak);
-    return a.peak < b.peak || (a.peak == b.peak && a.recompute_cost < b.recompute_cost);
   }
 
   // What cleaning `keep` up costs, about, in node-steps: a trial (a region
@@ -256,9 +276,11 @@ SaveSet Greedy(const SimContext& context, const SaveSet& start, const PlannerOpt
 }
 
 // Every-k-th: the fitting segment plan of least cost, else the lowest peak
-// (and, when `greedy_from_best`, the greedy from it).
+// (and, when `greedy_from_best`, the greedy from it). `save_all`: the
+// simulation of SaveAll under the candidates' options (for the plans' peak
+// floors).
 void AddBestSegments(const SimContext& context, const PlannerOptions& options,
-                     bool greedy_from_best, Candidates* candidates) {
+                     const SimResult& save_all, bool greedy_from_best, Candidates* candidates) {
   const Graph& graph = context.graph;
   const SegmentPlans plans(context);
   // Compared raw; only the chosen one is cleaned up (by `candidates`).
@@ -267,11 +289,64 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
       std::max<size_t>(kMinSegments, kSegmentNodeSteps / std::max<size_t>(graph.nodes.size(), 1));
   const int most = static_cast<int>(std::min<size_t>({plans.forward(), kMaxSegments, affordable}));
   const auto since = std::chrono::steady_clock::now();
-  for (int k = 1; k <= most; ++k) {
-    segments.Add(plans.Plan(k), std::to_string(k) + " segments");
+  auto name = [](int k) { return std::to_string(k) + " segments"; };
+  std::vector<std::optional<PlannerResult>> measured(static_cast<size_t>(std::max(most, 0)) + 1);
+  if (!options.prune) {
+    for (int k = 1; k <= most; ++k) measured[k] = segments.Measure(plans.Plan(k), name(k));
+  } else {
+    // Each plan's peak is at least its floor (sim/peak_floor.h, from the
+    // save-all simulation). A plan whose floor is over the budget cannot fit;
+    // when none fits, one whose floor is over the lowest peak found cannot
+    // have the lowest. Those are not simulated: they lose to the best.
+    const PeakFloor floor(context, save_all);
+    std::vector<std::pair<int64_t, int>> over;  // (floor, k) over the budget
+    bool fits = false;
+    for (int k = 1; k <= most; ++k) {
+      SaveSet keep = plans.Plan(k);
+      const int64_t at_least = floor.Of(keep);
+      if (at_least > options.budget_bytes) {
+        over.emplace_back(at_least, k);
+        continue;
+      }
+      measured[k] = segments.Measure(std::move(keep), name(k));
+      fits = fits || measured[k]->fits;
+    }
+    if (!fits) {
+      int64_t lowest = std::numeric_limits<int64_t>::max();
+      for (const auto& result : measured) {
+        if (result) lowest = std::min(lowest, result->peak);
+      }
+      std::sort(over.begin(), over.end());
+      for (const auto& [at_least, k] : over) {
+        if (at_least > lowest) break;
+        measured[k] = segments.Measure(plans.Plan(k), name(k));
+        lowest = std::min(lowest, measured[k]->peak);
+      }
+    }
   }
-  spdlog::debug("planner: {} segment plans ({:.3f} s)", most,
+  // In k order, as all were added before: ties keep the earlier plan.
+  int simulated = 0;
+  for (int k = 1; k <= most; ++k) {
+    if (!measured[k]) continue;
+    segments.AddMeasured(std::move(*measured[k]), since);
+    ++simulated;
+  }
+  spdlog::debug("planner: {} segment plans, {} simulated ({:.3f} s)", most, simulated,
                 SecondsSince(since));
+  if (options.verify) {
+    // The plans left out, simulated: each must lose to the best outright
+    // (a tie would have kept the earlier plan).
+    for (int k = 1; k <= most; ++k) {
+      if (measured[k]) continue;
+      const PlannerResult left = segments.Measure(plans.Plan(k), name(k));
+      if (!Candidates::Better(segments.best(), left)) {
+        throw std::logic_error("planner: " + name(k) + " was left out by its peak floor, but (peak " +
+                               std::to_string(left.peak) + ", cost " +
+                               std::to_string(left.recompute_cost) + ") does not lose to " +
+                               segments.best().method);
+      }
+    }
+  }
   const PlannerResult& best = segments.best();
   if (best.keep.empty()) return;
   candidates->AddBaseline(best.keep, best.method);
@@ -318,8 +393,11 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
     candidates.Add(Greedy(context, set, options), "greedy from " + start, since);
     start_sets.push_back(std::move(set));
   }
-  AddBestSegments(context, options, extra_greedy, &candidates);
-  candidates.Add(SaveAll(graph), "save-all");
+  // Save-all, simulated once: the segment plans' floors read it too.
+  const SimResult save_all = Simulate(context, SaveAll(graph), candidates.sim_options());
+  AddBestSegments(context, options, save_all, extra_greedy, &candidates);
+  candidates.AddMeasured(candidates.Measured(SaveAll(graph), save_all, "save-all"),
+                         std::chrono::steady_clock::now());
   candidates.AddBaseline(ScopeCheckpointPlan(context), "scope-checkpoint");
   candidates.AddBaseline(SqrtSegmentsPlan(context), "sqrt-segments");
   candidates.AddBaseline(KnapsackPlan(context, options.budget_bytes, options.reserve_bytes),

@@ -62,7 +62,11 @@
 //    chain reads, views backward nodes take); ScoreResave's lifetimes
 //    after a re-save (the copy's reads go to the original, storages the
 //    removed chain read last die at their last kept read, a root's copy
-//    read only through the re-saved view goes).
+//    read only through the re-saved view goes); peak_floor.h PeakFloor (at
+//    a node's own step, every plan keeps the non-forward nodes' storages,
+//    the forward roots a later forward node reads and those a later
+//    non-forward node reads through a saved candidate, and a dropped root's
+//    copy between its first and last non-forward reader).
 //  - Resident state all step; gradients to the end of the step: FindRegions
 //    and ShapeRegions (the region of the implicit gradients has its own
 //    shape), SimOptions::first_node's region accounting, ComputeLowerBound.

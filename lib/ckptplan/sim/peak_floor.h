@@ -1,0 +1,62 @@
+// A floor under the peak of any plan, read off the save-all simulation.
+//
+// Every plan's simulation runs each node's own step, so its peak is at least
+// its total at the own step of node n, the node of the save-all simulation's
+// peak step. The memory rule (simulator.h) keeps there, whatever the plan,
+// what save-all keeps there but for forward storages: the storages
+// non-forward nodes made (no recompute step reads or makes them, and
+// non-forward nodes run as in save-all), the resident state, n's workspace
+// and the implicit gradients. A forward root's original stays there when a
+// forward node at or after n reads the root or makes a tensor of it (the
+// forward runs alike under every plan; LastForwardReads), or when a
+// non-forward node at or after n reads a saved candidate of the root
+// (saved: its non-forward reads read the original). The bytes of every
+// other forward root live there in save-all are taken off. A dropped
+// candidate that is a storage's root and that non-forward nodes read both
+// at or before n and at or after it has its copy live there (made before
+// its first non-forward reader, freed after its last): its bytes are added.
+// What else a plan adds there (other recomputed copies, reads that extend a
+// storage) is not counted. So Of(keep) is at most the peak Simulate gives
+// for `keep`, not a peak itself.
+// tests/sim/peak_floor_test.cc works floors out by hand and checks them
+// against simulations of random plans.
+#ifndef CKPTPLAN_PEAK_FLOOR_H_
+#define CKPTPLAN_PEAK_FLOOR_H_
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "ckptplan/ir/graph.h"
+#include "ckptplan/sim/simulator.h"
+
+namespace ckptplan {
+
+class PeakFloor {
+ public:
+  /// From `save_all`, the whole-step simulation of `context`'s graph under
+  /// SaveAll with the options the plans floored are simulated with.
+  PeakFloor(const SimContext& context, const SimResult& save_all);
+  /// At most the peak of the whole-step simulation of `keep` (the same
+  /// options as save-all's).
+  int64_t Of(const SaveSet& keep) const;
+
+ private:
+  int64_t total_ = 0;  // save-all's total at its peak step
+  // Forward roots live at that step in save-all that a plan may free there:
+  // their bytes, and the candidates of the root a non-forward node at or
+  // after the step's node reads (readers_[first, end)): one of them saved
+  // keeps the root live.
+  struct Root {
+    int64_t bytes;
+    uint32_t first, end;
+  };
+  std::vector<Root> roots_;
+  std::vector<TensorId> readers_;
+  // Candidates whose copy is live there when dropped, and its bytes.
+  std::vector<std::pair<TensorId, int64_t>> copies_;
+};
+
+}  // namespace ckptplan
+
+#endif  // CKPTPLAN_PEAK_FLOOR_H_

@@ -10,6 +10,7 @@
 #include "ckptplan/plan/selector.h"
 #include "ckptplan/ir/synth.h"
 #include "cli_util.h"
+#include "test_graphs.h"
 
 namespace ckptplan {
 namespace {
@@ -109,6 +110,43 @@ TEST_CASE("planner: plans do not depend on pruning, and verify mode checks every
       CHECK(pruned.keep == verified.keep);
       CHECK(pruned.peak == simulated.peak);
       CHECK(pruned.recompute_cost == simulated.recompute_cost);
+    }
+  }
+}
+
+TEST_CASE("planner: segment plans left out by their floors and costs lose") {
+  // The default search simulates only the segment plans that may be chosen
+  // (a floor under each peak, PeakFloor; recompute costs once one fits).
+  // Verify mode simulates every plan left out and throws unless it loses
+  // to the chosen one outright; the plan equals the one without pruning.
+  // Random graphs and small transformers at budgets 30% to 95% of save-all
+  // (skipping the cheaper plans after the first fit fails here: "3 segments
+  // was left out ... but does not lose to 4 segments").
+  std::vector<Graph> graphs;
+  for (uint64_t seed = 1; seed <= 40; ++seed) {
+    RandomGraphOptions random;
+    random.seed = seed;
+    random.layers = 4 + static_cast<int>(seed % 8);
+    random.width = 1 + static_cast<int>(seed % 4);
+    random.max_inputs = 1 + static_cast<int>(seed % 3);
+    graphs.push_back(RandomTrainingGraph(random));
+  }
+  for (int layers : {1, 2, 3, 4}) graphs.push_back(testing::SmallTransformer(1, layers));
+  for (const Graph& graph : graphs) {
+    const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+    for (int percent = 30; percent <= 95; percent += 5) {
+      CAPTURE(graph.source);
+      CAPTURE(percent);
+      PlannerOptions options;
+      options.budget_bytes = save_all * percent / 100;
+      options.verify = true;
+      PlannerResult verified;
+      CHECK_NOTHROW(verified = PlanGraph(graph, options));
+      options.verify = false;
+      options.prune = false;
+      const PlannerResult simulated = PlanGraph(graph, options);
+      CHECK(verified.keep == simulated.keep);
+      CHECK(verified.method == simulated.method);
     }
   }
 }

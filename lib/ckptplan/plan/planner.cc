@@ -295,21 +295,40 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
     for (int k = 1; k <= most; ++k) measured[k] = segments.Measure(plans.Plan(k), name(k));
   } else {
     // Each plan's peak is at least its floor (sim/peak_floor.h, from the
-    // save-all simulation). A plan whose floor is over the budget cannot fit;
-    // when none fits, one whose floor is over the lowest peak found cannot
-    // have the lowest. Those are not simulated: they lose to the best.
+    // save-all simulation). A plan whose floor is over the budget cannot
+    // fit. The others are simulated in the order of their floors until one
+    // fits; then only those of the rest that cost no more (RecomputeCost, a
+    // fraction of a simulation), cheapest first: the others lose to it.
+    // When none fits, one whose floor is over the lowest peak found cannot
+    // have the lowest. The plans not simulated lose to the best.
     const PeakFloor floor(context, save_all);
-    std::vector<std::pair<int64_t, int>> over;  // (floor, k) over the budget
-    bool fits = false;
+    std::vector<std::pair<int64_t, int>> over, within;  // (floor, k): over the budget, not
     for (int k = 1; k <= most; ++k) {
-      SaveSet keep = plans.Plan(k);
-      const int64_t at_least = floor.Of(keep);
-      if (at_least > options.budget_bytes) {
-        over.emplace_back(at_least, k);
-        continue;
+      const int64_t at_least = floor.Of(plans.Plan(k));
+      (at_least > options.budget_bytes ? over : within).emplace_back(at_least, k);
+    }
+    std::sort(within.begin(), within.end());
+    bool fits = false;
+    double fitting_cost = 0;  // the least cost of a plan found to fit
+    size_t next = 0;
+    for (; next < within.size() && !fits; ++next) {
+      const int k = within[next].second;
+      measured[k] = segments.Measure(plans.Plan(k), name(k));
+      fits = measured[k]->fits;
+      fitting_cost = measured[k]->recompute_cost;
+    }
+    if (fits) {
+      std::vector<std::pair<double, int>> rest;  // (recompute cost, k)
+      for (; next < within.size(); ++next) {
+        const int k = within[next].second;
+        rest.emplace_back(RecomputeCost(context, plans.Plan(k), segments.sim_options()), k);
       }
-      measured[k] = segments.Measure(std::move(keep), name(k));
-      fits = fits || measured[k]->fits;
+      std::sort(rest.begin(), rest.end());
+      for (const auto& [cost, k] : rest) {
+        if (cost > fitting_cost) break;
+        measured[k] = segments.Measure(plans.Plan(k), name(k));
+        if (measured[k]->fits) fitting_cost = std::min(fitting_cost, cost);
+      }
     }
     if (!fits) {
       int64_t lowest = std::numeric_limits<int64_t>::max();
@@ -340,7 +359,8 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
       if (measured[k]) continue;
       const PlannerResult left = segments.Measure(plans.Plan(k), name(k));
       if (!Candidates::Better(segments.best(), left)) {
-        throw std::logic_error("planner: " + name(k) + " was left out by its peak floor, but (peak " +
+        throw std::logic_error("planner: " + name(k) + " was left out by its peak floor or its "
+                               "recompute cost, but (peak " +
                                std::to_string(left.peak) + ", cost " +
                                std::to_string(left.recompute_cost) + ") does not lose to " +
                                segments.best().method);

@@ -95,10 +95,14 @@ std::vector<uint8_t> PinnedCandidates(const Graph& graph,
 // Builds the step program and the buffers' lifetimes for one save set.
 class Builder {
  public:
+  // With `cost_only`, Run decides the recompute steps and sums their cost
+  // (result->recompute_cost) as it would otherwise, but writes no steps or
+  // storages: each storage made is only counted, for the kNone-or-not its
+  // index stands for.
   Builder(const SimContext& context, const SaveSet& keep, NodeId first, NodeId end,
-          bool record_details, SimResult* result)
+          bool record_details, SimResult* result, bool cost_only = false)
       : context_(context), graph_(context.graph), keep_(keep), result_(*result),
-        first_(first), end_(end), record_details_(record_details),
+        first_(first), end_(end), record_details_(record_details), cost_only_(cost_only),
         stack_(context.scratch.stack),
         original_(context.scratch.original),
         recomputed_(context.scratch.recomputed),
@@ -139,8 +143,12 @@ class Builder {
     auto found = scratch.prefixes.find(key);
     if (found != scratch.prefixes.end()) {
       const Prefix& prefix = found->second;
-      result_.steps.assign(prefix.steps.begin(), prefix.steps.end());
-      result_.buffers.assign(prefix.buffers.begin(), prefix.buffers.end());
+      if (cost_only_) {
+        made_ = static_cast<uint32_t>(prefix.buffers.size());
+      } else {
+        result_.steps.assign(prefix.steps.begin(), prefix.steps.end());
+        result_.buffers.assign(prefix.buffers.begin(), prefix.buffers.end());
+      }
       touched_.assign(prefix.outputs.begin(), prefix.outputs.end());
       for (size_t i = 0; i < prefix.outputs.size(); ++i) {
         original_[prefix.outputs[i]] = prefix.output_buffers[i];
@@ -149,7 +157,7 @@ class Builder {
     }
     NodeId n = first_;
     for (; n < end_ && context_.node_forward[n]; ++n) EmitStep(n, /*recompute=*/false);
-    if (n == first_) return n;
+    if (n == first_ || cost_only_) return n;  // a cost-only run keeps no steps to share
     // Bounded like the planners' caches: dropped all at once past a size.
     const size_t most = std::max(kMinPrefixBytes, kPrefixBytesPerNode * graph_.nodes.size());
     if (scratch.prefix_bytes > most) {
@@ -207,7 +215,7 @@ class Builder {
         continue;
       }
       EmitStep(p, /*recompute=*/true);
-      result_.steps.back().starts_chain = first;
+      if (!cost_only_) result_.steps.back().starts_chain = first;
       first = false;
       if (record_details_) record.chain.push_back(p);
       record.cost += context_.node_cost[p];
@@ -223,19 +231,23 @@ class Builder {
     if (buffer != kNone) result_.buffers[buffer].last_step = step;
   }
 
+  // A cost-only run (cost_only_) writes no step nor storage: a storage made
+  // gets the next count as its index, and the copies are recorded alike.
   void EmitStep(NodeId n, bool recompute) {
     const uint32_t step = static_cast<uint32_t>(result_.steps.size());
     const bool forward_read = context_.node_forward[n] && !recompute;
-    // Filled in place: a braced temporary makes the compiler store the
-    // fields one by one and load them back whole, which stalls.
-    Step& emitted = result_.steps.emplace_back();
-    emitted.node = n;
-    emitted.recompute = recompute;
-    emitted.starts_chain = false;
     const TensorId* ids = context_.ids.data();
     const uint32_t outputs = context_.outputs_begin[n];
-    for (uint32_t i = context_.inputs_begin[n]; i < outputs; ++i) {
-      Read(BufferFor(ids[i], forward_read), step);
+    if (!cost_only_) {
+      // Filled in place: a braced temporary makes the compiler store the
+      // fields one by one and load them back whole, which stalls.
+      Step& emitted = result_.steps.emplace_back();
+      emitted.node = n;
+      emitted.recompute = recompute;
+      emitted.starts_chain = false;
+      for (uint32_t i = context_.inputs_begin[n]; i < outputs; ++i) {
+        Read(BufferFor(ids[i], forward_read), step);
+      }
     }
     for (uint32_t i = outputs; i < context_.inputs_begin[n + 1]; ++i) {
       const TensorId out = ids[i];
@@ -243,6 +255,8 @@ class Builder {
       const SimContext::Made made = context_.made[out];
       if (made == SimContext::Made::kAlias) {
         buffer = BufferFor(context_.alias_of[out], forward_read);
+      } else if (made != SimContext::Made::kNothing && cost_only_) {
+        buffer = made_++;
       } else if (made != SimContext::Made::kNothing) {
         buffer = static_cast<uint32_t>(result_.buffers.size());
         Category category = recompute ? Category::kRecomputed
@@ -269,6 +283,8 @@ class Builder {
   SimResult& result_;
   const NodeId first_, end_;           // nodes simulated
   const bool record_details_;
+  const bool cost_only_;
+  uint32_t made_ = 0;                  // storages counted (cost-only)
   std::vector<TensorId>& stack_;       // of MaterializeForTensor
   std::vector<uint32_t>& original_;    // buffer of each tensor's first instance
   std::vector<uint32_t>& recomputed_;  // buffer of its recomputed copy
@@ -450,6 +466,16 @@ SimContext::SimContext(const Graph& g) : graph(g) {
     alias_of[t] = tensor.alias_of;
     bytes[t] = tensor.bytes;
   }
+}
+
+double RecomputeCost(const SimContext& context, const SaveSet& keep, const SimOptions& options) {
+  const NodeId end = std::min<size_t>(options.end_node, context.graph.nodes.size());
+  const NodeId first = std::min(options.first_node, end);
+  SimResult result;  // only its recompute cost is written
+  Builder builder(context, keep, first, end, /*record_details=*/false, &result,
+                  /*cost_only=*/true);
+  builder.Run();
+  return result.recompute_cost;
 }
 
 SimResult Simulate(const Graph& graph, const SaveSet& keep, const SimOptions& options) {

@@ -308,6 +308,10 @@ SimResult Simulate(const SimContext& context, const SaveSet& keep, const SimOpti
 /// The same into `result`, reusing the memory it already holds.
 void Simulate(const SimContext& context, const SaveSet& keep, const SimOptions& options,
               SimResult* result);
+/// Simulate's recompute_cost for `keep` over `options`' range, summed the
+/// same way (the same recompute steps, in the same order), without the
+/// steps' storages and bytes: a fraction of a simulation.
+double RecomputeCost(const SimContext& context, const SaveSet& keep, const SimOptions& options);
 
 /// Makes room in `values`, per-step working memory, for `size` elements and
 /// half as many again when it is short. resize() and assign() on a short

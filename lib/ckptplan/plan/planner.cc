@@ -315,7 +315,7 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
       const int k = within[next].second;
       measured[k] = segments.Measure(plans.Plan(k), name(k));
       fits = measured[k]->fits;
-      fitting_cost = measured[k]->recompute_cost;
+      if (fits) fitting_cost = measured[k]->recompute_cost;
     }
     if (fits) {
       std::vector<std::pair<double, int>> rest;  // (recompute cost, k)

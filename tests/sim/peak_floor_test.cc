@@ -4,7 +4,9 @@
 
 #include <doctest/doctest.h>
 
+#include <limits>
 #include <random>
+#include <vector>
 #include <string>
 
 #include "ckptplan/sim/simulator.h"
@@ -93,6 +95,91 @@ TEST_CASE("peak floor: never above a simulated peak") {
   });
   MESSAGE(plans << " plans, " << tight << " floors equal to the peak");
   CHECK(plans > 200);
+}
+
+TEST_CASE("peak floor: the least cost of a fitting plan, on the tiny chain by hand") {
+  // Node costs: f1 5, f2 1, f3 1. Save-all peaks at f3_bwd at 510 (above).
+  Graph graph = TinyChain();
+  const TensorId a = Id(graph, "a"), b = Id(graph, "b"), c = Id(graph, "c");
+  const SimContext context(graph);
+  const PeakFloor floor(context, Simulate(context, SaveAll(graph), {}));
+  SaveSet keep = SaveAll(graph);
+  // Nothing dropped: nothing re-runs.
+  CHECK(floor.CostOfFitting(context, keep, 510) == 0);
+  keep[a] = 0;
+  // a dropped re-runs f1 (its input x is an input): 5. Its floor is 410
+  // (above), so at a budget of 410 nothing may be saved again: saving a
+  // keeps its 100 bytes at f3_bwd (its reader f1_bwd comes after).
+  CHECK(floor.CostOfFitting(context, keep, 410) == 5);
+  // At 510 a fits back whole: 0. At 460 half of its bytes fit: 5 - 2.5.
+  CHECK(floor.CostOfFitting(context, keep, 510) == 0);
+  CHECK(floor.CostOfFitting(context, keep, 460) == 2.5);
+  keep = SaveAll(graph);
+  keep[b] = 0;
+  keep[c] = 0;
+  // b re-runs f2 and c re-runs f3 (their inputs a and b are candidates,
+  // which a plan may save): 1 + 1 = 2. The floor: 510 - 100 (b) - 100 (c)
+  // + 100 (c's copy, f3_bwd its only reader) = 410. At a budget of 410 the
+  // capacity is 410 - 410 + 100 (saving c takes its copy away) = 100: b
+  // (id before c, both 1 a 100 bytes) is saved, and c stays: 2 - 1 = 1.
+  // The least a fitting plan costs is 1 indeed: keep a and c, drop b
+  // (peak 410: a, c, dc, db and x at f3_bwd); dropping both peaks at 510.
+  CHECK(floor.CostOfFitting(context, keep, 410) == 1);
+  SaveSet fitting = SaveAll(graph);
+  fitting[b] = 0;
+  const SimResult sim = Simulate(context, fitting, {});
+  CHECK(sim.peak_bytes == 410);
+  CHECK(sim.recompute_cost == 1);
+  // Under the floor of every plan (x and the parameters' 10 bytes and the
+  // gradients dc, db live at f3_bwd: 310) nothing fits.
+  CHECK(floor.CostOfFitting(context, keep, 200) == std::numeric_limits<double>::infinity());
+}
+
+TEST_CASE("peak floor: no fitting plan that saves more costs less than the cost floor") {
+  std::mt19937_64 rng(28);
+  size_t pairs = 0, positive = 0, tight = 0;
+  testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& what) {
+    CAPTURE(what);
+    SimOptions options;
+    options.reserve_bytes = static_cast<int64_t>(seed % 3) * 50;
+    const SimContext context(graph);
+    const PeakFloor floor(context, Simulate(context, SaveAll(graph), options));
+    for (int round = 0; round < 10; ++round) {
+      SaveSet keep = SaveAll(graph);
+      const double drop = 0.25 + (round % 4) / 4.0;  // 0.25 to 1 of the droppable candidates
+      std::uniform_real_distribution<> uniform(0, 1);
+      for (TensorId t : context.droppable) keep[t] = uniform(rng) >= drop;
+      // Plans that save more: each dropped candidate saved at a chance;
+      // the budget is one's peak (so that one fits), and each at most that
+      // budget must cost at least the floor.
+      std::vector<SimResult> more;
+      std::vector<SaveSet> sets;
+      for (int i = 0; i < 6; ++i) {
+        SaveSet superset = keep;
+        const double save = i / 5.0;
+        for (TensorId t : context.droppable) superset[t] = superset[t] || uniform(rng) < save;
+        more.push_back(Simulate(context, superset, options));
+        sets.push_back(std::move(superset));
+      }
+      for (const SimResult& budget_from : more) {
+        const int64_t budget = budget_from.peak_bytes;
+        const double at_least = floor.CostOfFitting(context, keep, budget);
+        for (const SimResult& plan : more) {
+          if (plan.peak_bytes > budget) continue;
+          // The floor's shares are divisions: a relative margin and one of
+          // the step's cost (as the planner allows).
+          CHECK(plan.recompute_cost >= at_least * (1 - 1e-9) - 1e-9 * context.step_cost);
+          ++pairs;
+          positive += at_least > 0;
+          tight += at_least > 0 && plan.recompute_cost <= at_least * (1 + 1e-9);
+        }
+      }
+    }
+  });
+  MESSAGE(pairs << " fitting plans checked, " << positive << " floors above 0, " << tight
+                << " equal to the plan's cost");
+  CHECK(pairs > 1000);
+  CHECK(positive > 100);
 }
 
 }  // namespace

@@ -111,6 +111,11 @@ class Candidates {
   }
 
   const PlannerResult& best() const { return best_; }
+  // With a floor, a baseline's cleanup is skipped where its plan, cleaned
+  // up, cannot beat the best plan so far (PeakFloor::CostOfFitting): only
+  // where the best plan alone is read afterwards (local search from one
+  // start), so that the plans added are judged as without it.
+  void set_floor(const PeakFloor* floor) { floor_ = floor; }
 
   // Fitting beats not fitting; then lower cost (fitting) or lower peak.
   // Ties keep the earlier plan.
@@ -155,6 +160,8 @@ class Candidates {
     }
     if (result.fits && cleanup_ && always_fits_ && work > CleanupBudget()) {
       spdlog::debug("planner: {}: not cleaned up", method);
+    } else if (result.fits && cleanup_ && clean == Clean::kWhereCheap && CannotWin(result)) {
+      spdlog::debug("planner: {}: not cleaned up (it cannot beat {})", method, best_.method);
     } else if (result.fits && cleanup_) {
       // The same plan cleans up the same: a start often ends where another did.
       const Cleaned* cleaned = nullptr;
@@ -187,6 +194,35 @@ class Candidates {
     }
     all_.push_back(std::move(result));
   }
+
+  // Whether `result`, a fitting plan, cleaned up would cost more than the
+  // best plan so far, a fitting one: the least cost of a fitting plan that
+  // saves what it saves is above the best's (a margin, relative to the
+  // best's and the step's costs, for the floor's divisions). Verify mode
+  // cleans it up and checks.
+  bool CannotWin(const PlannerResult& result) const {
+    if (floor_ == nullptr || !options_.prune || !has_best_ || !best_.fits) return false;
+    const double at_least = floor_->CostOfFitting(context_, result.keep, options_.budget_bytes);
+    const double margin = kCostMargin * (best_.recompute_cost + context_.step_cost);
+    if (!(at_least > best_.recompute_cost + margin)) return false;
+    if (options_.verify) {
+      CleanupOptions cleanup_options;
+      cleanup_options.verify = true;
+      const CleanupResult cleanup = ResaveDropped(context_, result.keep, options_.budget_bytes,
+                                                  options_.reserve_bytes, cleanup_options);
+      const PlannerResult cleaned =
+          Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after, result.method);
+      if (cleaned.recompute_cost < at_least - margin || !Better(best_, cleaned)) {
+        throw std::logic_error("planner: " + result.method + " was not cleaned up, as a plan "
+                               "that saves what it saves and fits costs at least " +
+                               std::to_string(at_least) + ", but cleaned up it costs " +
+                               std::to_string(cleaned.recompute_cost) + " (best: " +
+                               best_.method + ", " + std::to_string(best_.recompute_cost) + ")");
+      }
+    }
+    return true;
+  }
+  static constexpr double kCostMargin = 1e-9;
 
   // A plan with its peak and recompute cost, judged against the budget.
   PlannerResult Result(SaveSet keep, int64_t peak, double cost, std::string method) const {
@@ -256,6 +292,7 @@ class Candidates {
 
   const SimContext& context_;
   const PlannerOptions& options_;
+  const PeakFloor* floor_ = nullptr;
   const bool cleanup_;
   std::vector<Cleaned> cleaned_;
   bool always_fits_ = false;  // a plan added with Add (not AddBaseline) fits
@@ -276,11 +313,10 @@ SaveSet Greedy(const SimContext& context, const SaveSet& start, const PlannerOpt
 }
 
 // Every-k-th: the fitting segment plan of least cost, else the lowest peak
-// (and, when `greedy_from_best`, the greedy from it). `save_all`: the
-// simulation of SaveAll under the candidates' options (for the plans' peak
-// floors).
+// (and, when `greedy_from_best`, the greedy from it). `floor`: the plans'
+// peak floors, from the simulation of SaveAll under the candidates' options.
 void AddBestSegments(const SimContext& context, const PlannerOptions& options,
-                     const SimResult& save_all, bool greedy_from_best, Candidates* candidates) {
+                     const PeakFloor& floor, bool greedy_from_best, Candidates* candidates) {
   const Graph& graph = context.graph;
   const SegmentPlans plans(context);
   // Compared raw; only the chosen one is cleaned up (by `candidates`).
@@ -301,7 +337,6 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
     // fraction of a simulation), cheapest first: the others lose to it.
     // When none fits, one whose floor is over the lowest peak found cannot
     // have the lowest. The plans not simulated lose to the best.
-    const PeakFloor floor(context, save_all);
     std::vector<std::pair<int64_t, int>> over, within;  // (floor, k): over the budget, not
     for (int k = 1; k <= most; ++k) {
       const int64_t at_least = floor.Of(plans.Plan(k));
@@ -415,7 +450,10 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   }
   // Save-all, simulated once: the segment plans' floors read it too.
   const SimResult save_all = Simulate(context, SaveAll(graph), candidates.sim_options());
-  AddBestSegments(context, options, save_all, extra_greedy, &candidates);
+  const PeakFloor floor(context, save_all);
+  // Local search starts from the best plan alone on such graphs.
+  if (num_candidates > kManyStartsLimit) candidates.set_floor(&floor);
+  AddBestSegments(context, options, floor, extra_greedy, &candidates);
   candidates.AddMeasured(candidates.Measured(SaveAll(graph), save_all, "save-all"),
                          std::chrono::steady_clock::now());
   candidates.AddBaseline(ScopeCheckpointPlan(context), "scope-checkpoint");

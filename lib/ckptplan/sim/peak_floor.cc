@@ -69,4 +69,89 @@ int64_t PeakFloor::Of(const SaveSet& keep) const {
   return floor;
 }
 
+double PeakFloor::CostOfFitting(const SimContext& context, const SaveSet& keep,
+                                int64_t budget) const {
+  // The most the floor may fall: every dropped copy saved.
+  double capacity = static_cast<double>(budget) - static_cast<double>(Of(keep));
+  for (const auto& [t, bytes] : copies_) {
+    if (!keep[t]) capacity += static_cast<double>(bytes);
+  }
+  if (capacity < 0) return std::numeric_limits<double>::infinity();
+  // Each dropped candidate's chain re-runs at least its producer and,
+  // through inputs no plan saves (forward-made, not resident, not
+  // candidates), their producers. `forced`: (candidate, node) pairs; a node
+  // in a plan's re-run set until every candidate naming it is saved.
+  const size_t num_nodes = context.graph.nodes.size();
+  std::vector<uint32_t> naming(num_nodes, 0);  // dropped candidates naming the node
+  std::vector<TensorId> seen_by(num_nodes, kNoId);
+  std::vector<std::pair<TensorId, NodeId>> forced;
+  std::vector<NodeId> stack;
+  std::vector<TensorId> dropped;
+  for (TensorId t : context.candidates) {
+    if (keep[t]) continue;
+    dropped.push_back(t);
+    stack.assign(1, context.producer[t]);
+    seen_by[context.producer[t]] = t;
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      forced.emplace_back(t, n);
+      ++naming[n];
+      for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
+        const TensorId in = context.ids[i];
+        if (!context.forward_produced[in] || context.resident_root[in] ||
+            context.is_candidate[in]) {
+          continue;
+        }
+        const NodeId p = context.producer[in];
+        if (seen_by[p] == t) continue;
+        seen_by[p] = t;
+        stack.push_back(p);
+      }
+    }
+  }
+  // Each candidate's share of the nodes it names: saving it with the
+  // others naming a node takes the node away.
+  std::vector<double> value(context.graph.tensors.size(), 0);
+  for (const auto& [t, n] : forced) {
+    value[t] += context.node_cost[n] / static_cast<double>(naming[n]);
+  }
+  // Each root not kept: its bytes shared among its candidates read at or
+  // after the peak step's node (all dropped; saving one keeps the root).
+  std::vector<double> weight(context.graph.tensors.size(), 0);
+  for (const Root& root : roots_) {
+    bool kept = false;
+    for (uint32_t i = root.first; i < root.end && !kept; ++i) kept = keep[readers_[i]] != 0;
+    if (kept || root.first == root.end) continue;
+    const double share =
+        static_cast<double>(root.bytes) / static_cast<double>(root.end - root.first);
+    for (uint32_t i = root.first; i < root.end; ++i) weight[readers_[i]] += share;
+  }
+  // The fractional knapsack: the candidates of most value per byte are
+  // saved first (no weight: all of them), ties by id.
+  std::vector<std::pair<double, TensorId>> order;  // (value per byte, candidate)
+  order.reserve(dropped.size());
+  for (TensorId t : dropped) {
+    order.emplace_back(weight[t] > 0 ? value[t] / weight[t]
+                                     : std::numeric_limits<double>::infinity(),
+                       t);
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  // The shares of the candidates left dropped, summed (no difference of
+  // sums, so that a floor is 0 only where every share may be saved).
+  double cost = 0;
+  for (const auto& [ratio, t] : order) {
+    const double w = weight[t];
+    if (w <= capacity) {
+      capacity -= w;  // saved whole
+    } else {
+      cost += value[t] * (1.0 - capacity / w);  // saved in part, or (capacity 0) not
+      capacity = 0;
+    }
+  }
+  return cost;
+}
+
 }  // namespace ckptplan

@@ -40,6 +40,18 @@ class PeakFloor {
   /// At most the peak of the whole-step simulation of `keep` (the same
   /// options as save-all's).
   int64_t Of(const SaveSet& keep) const;
+  /// At most the recompute cost of any plan that saves every candidate
+  /// `keep` saves and whose peak is at most `budget` (the same options);
+  /// +infinity when no such plan exists. Each dropped candidate re-runs its
+  /// producer at least once (the simulator's chains), so such a plan costs
+  /// at least its dropped candidates' producers, once each. A producer the
+  /// plan no longer re-runs has had every dropped candidate of it saved;
+  /// the floor rises by the bytes of each root so kept at the peak step,
+  /// which is shared among the producers of its candidates read there, and
+  /// falls by at most the copies saved. What the producers left re-run can
+  /// cost least is then a fractional knapsack: their costs, those bytes as
+  /// weights, and budget - Of(keep) + the dropped copies' bytes as capacity.
+  double CostOfFitting(const SimContext& context, const SaveSet& keep, int64_t budget) const;
 
  private:
   int64_t total_ = 0;  // save-all's total at its peak step

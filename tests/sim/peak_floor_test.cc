@@ -182,5 +182,55 @@ TEST_CASE("peak floor: no fitting plan that saves more costs less than the cost 
   CHECK(positive > 100);
 }
 
+TEST_CASE("peak floor: recompute cost floors, by hand and under simulated costs") {
+  {
+    // The tiny chain: node costs f1 5, f2 1, f3 1. Dropping a, b and c
+    // re-runs f1, f2 and f3: 7, the simulation's cost (each chain stops at a
+    // candidate or the input x).
+    Graph graph = TinyChain();
+    const SimContext context(graph);
+    SaveSet keep = SaveAll(graph);
+    CHECK(RecomputeCostFloor(context, keep) == 0);
+    for (const char* name : {"a", "b", "c"}) keep[Id(graph, name)] = 0;
+    CHECK(RecomputeCostFloor(context, keep) == 7);
+    CHECK(Simulate(context, keep, {}).recompute_cost == 7);
+  }
+  {
+    // A chain through a tensor no plan saves: x -f1-> u -f2-> v, where only v
+    // is read by the backward (u is no candidate). Dropping v re-runs f2 and,
+    // as u is never saved, f1: 5 + 1 = 6.
+    GraphBuilder b;
+    b.Tensor("x", 10, TensorKind::kInput).Tensor("u", 100).Tensor("v", 100).Tensor("l", 4);
+    b.Tensor("dv", 100);
+    b.Node("f1", "relu", F, {"x"}, {"u"}, 5).Node("f2", "relu", F, {"u"}, {"v"}, 1);
+    b.Node("s", "sum", F, {"v"}, {"l"}, 1).Node("s_bwd", "sum_bwd", B, {"l"}, {"dv"}, 1);
+    b.Node("f2_bwd", "relu_bwd", B, {"dv", "v"}, {}, 1);
+    Graph graph = b.Build();
+    const SimContext context(graph);
+    SaveSet keep = SaveAll(graph);
+    keep[Id(graph, "v")] = 0;
+    CHECK(RecomputeCostFloor(context, keep) == 6);
+    CHECK(Simulate(context, keep, {}).recompute_cost == 6);
+  }
+  std::mt19937_64 rng(29);
+  size_t plans = 0, equal = 0;
+  testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t, const std::string& what) {
+    CAPTURE(what);
+    const SimContext context(graph);
+    for (int round = 0; round < 20; ++round) {
+      SaveSet keep = SaveAll(graph);
+      const double drop = (round % 5) / 4.0;
+      for (TensorId t : context.droppable) keep[t] = std::uniform_real_distribution<>(0, 1)(rng) >= drop;
+      const double cost = Simulate(context, keep, {}).recompute_cost;
+      const double at_least = RecomputeCostFloor(context, keep);
+      CHECK(at_least <= cost * (1 + 1e-12));
+      equal += at_least == cost;
+      ++plans;
+    }
+  });
+  MESSAGE(plans << " plans, " << equal << " cost floors equal to the cost");
+  CHECK(plans > 200);
+}
+
 }  // namespace
 }  // namespace ckptplan

@@ -327,6 +327,7 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
   const auto since = std::chrono::steady_clock::now();
   auto name = [](int k) { return std::to_string(k) + " segments"; };
   std::vector<std::optional<PlannerResult>> measured(static_cast<size_t>(std::max(most, 0)) + 1);
+  int costs_read = 0;  // RecomputeCost
   if (!options.prune) {
     for (int k = 1; k <= most; ++k) measured[k] = segments.Measure(plans.Plan(k), name(k));
   } else {
@@ -353,14 +354,23 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
       if (fits) fitting_cost = measured[k]->recompute_cost;
     }
     if (fits) {
-      std::vector<std::pair<double, int>> rest;  // (recompute cost, k)
+      // In the order of a floor under their costs (RecomputeCostFloor, a
+      // pass over the chains' forced nodes; a margin for its own order of
+      // sums): the cost itself is read only for plans whose floor is not
+      // over the least fitting cost, and those that cost no more are
+      // simulated. Every plan of least cost is simulated, as before.
+      std::vector<std::pair<double, int>> rest;  // (recompute cost floor, k)
       for (; next < within.size(); ++next) {
         const int k = within[next].second;
-        rest.emplace_back(RecomputeCost(context, plans.Plan(k), segments.sim_options()), k);
+        rest.emplace_back(RecomputeCostFloor(context, plans.Plan(k)), k);
       }
       std::sort(rest.begin(), rest.end());
-      for (const auto& [cost, k] : rest) {
-        if (cost > fitting_cost) break;
+      const double margin = 1e-9 * context.step_cost;
+      for (const auto& [at_least, k] : rest) {
+        if (at_least > fitting_cost + margin) break;
+        const double cost = RecomputeCost(context, plans.Plan(k), segments.sim_options());
+        ++costs_read;
+        if (cost > fitting_cost) continue;
         measured[k] = segments.Measure(plans.Plan(k), name(k));
         if (measured[k]->fits) fitting_cost = std::min(fitting_cost, cost);
       }
@@ -385,8 +395,8 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
     segments.AddMeasured(std::move(*measured[k]), since);
     ++simulated;
   }
-  spdlog::debug("planner: {} segment plans, {} simulated ({:.3f} s)", most, simulated,
-                SecondsSince(since));
+  spdlog::debug("planner: {} segment plans, {} simulated, {} more costs read ({:.3f} s)", most,
+                simulated, costs_read, SecondsSince(since));
   if (options.verify) {
     // The plans left out, simulated: each must lose to the best outright
     // (a tie would have kept the earlier plan).

@@ -8,6 +8,51 @@
 #include "ckptplan/sim/step_facts.h"
 
 namespace ckptplan {
+namespace {
+
+// Calls visit(t, n) for each dropped candidate t of `keep` and each node n
+// its chain must re-run whatever else a plan saves: t's producer, and the
+// producers reached from it through inputs no plan saves (forward-made, not
+// resident, not candidates). Each pair once.
+template <typename Visit>
+void ForEachForcedRerun(const SimContext& context, const SaveSet& keep, Visit visit) {
+  std::vector<TensorId> seen_by(context.graph.nodes.size(), kNoId);
+  std::vector<NodeId> stack;
+  for (TensorId t : context.candidates) {
+    if (keep[t]) continue;
+    stack.assign(1, context.producer[t]);
+    seen_by[context.producer[t]] = t;
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      visit(t, n);
+      for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
+        const TensorId in = context.ids[i];
+        if (!context.forward_produced[in] || context.resident_root[in] ||
+            context.is_candidate[in]) {
+          continue;
+        }
+        const NodeId p = context.producer[in];
+        if (seen_by[p] == t) continue;
+        seen_by[p] = t;
+        stack.push_back(p);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+double RecomputeCostFloor(const SimContext& context, const SaveSet& keep) {
+  std::vector<uint8_t> counted(context.graph.nodes.size(), 0);
+  double cost = 0;
+  ForEachForcedRerun(context, keep, [&](TensorId, NodeId n) {
+    if (counted[n]) return;
+    counted[n] = 1;
+    cost += context.node_cost[n];
+  });
+  return cost;
+}
 
 PeakFloor::PeakFloor(const SimContext& context, const SimResult& save_all) {
   if (save_all.steps.empty()) {
@@ -77,39 +122,17 @@ double PeakFloor::CostOfFitting(const SimContext& context, const SaveSet& keep,
     if (!keep[t]) capacity += static_cast<double>(bytes);
   }
   if (capacity < 0) return std::numeric_limits<double>::infinity();
-  // Each dropped candidate's chain re-runs at least its producer and,
-  // through inputs no plan saves (forward-made, not resident, not
-  // candidates), their producers. `forced`: (candidate, node) pairs; a node
-  // in a plan's re-run set until every candidate naming it is saved.
-  const size_t num_nodes = context.graph.nodes.size();
-  std::vector<uint32_t> naming(num_nodes, 0);  // dropped candidates naming the node
-  std::vector<TensorId> seen_by(num_nodes, kNoId);
+  // The nodes each dropped candidate's chain re-runs whatever else is
+  // saved (ForEachForcedRerun): a node stays re-run until every candidate
+  // naming it is saved.
+  std::vector<uint32_t> naming(context.graph.nodes.size(), 0);
   std::vector<std::pair<TensorId, NodeId>> forced;
-  std::vector<NodeId> stack;
   std::vector<TensorId> dropped;
-  for (TensorId t : context.candidates) {
-    if (keep[t]) continue;
-    dropped.push_back(t);
-    stack.assign(1, context.producer[t]);
-    seen_by[context.producer[t]] = t;
-    while (!stack.empty()) {
-      const NodeId n = stack.back();
-      stack.pop_back();
-      forced.emplace_back(t, n);
-      ++naming[n];
-      for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
-        const TensorId in = context.ids[i];
-        if (!context.forward_produced[in] || context.resident_root[in] ||
-            context.is_candidate[in]) {
-          continue;
-        }
-        const NodeId p = context.producer[in];
-        if (seen_by[p] == t) continue;
-        seen_by[p] = t;
-        stack.push_back(p);
-      }
-    }
-  }
+  ForEachForcedRerun(context, keep, [&](TensorId t, NodeId n) {
+    if (dropped.empty() || dropped.back() != t) dropped.push_back(t);
+    forced.emplace_back(t, n);
+    ++naming[n];
+  });
   // Each candidate's share of the nodes it names: saving it with the
   // others naming a node takes the node away.
   std::vector<double> value(context.graph.tensors.size(), 0);

@@ -32,6 +32,14 @@
 
 namespace ckptplan {
 
+/// At most the recompute cost Simulate gives for `keep` (any options): each
+/// dropped candidate's chain re-runs its producer and, through inputs no
+/// plan saves (forward-made, not resident, not candidates), their
+/// producers; this sums those nodes' costs, once each. On graphs whose
+/// chains stop at candidates (views and their roots both saved) it is the
+/// cost itself. A pass over the dropped candidates and the nodes reached.
+double RecomputeCostFloor(const SimContext& context, const SaveSet& keep);
+
 class PeakFloor {
  public:
   /// From `save_all`, the whole-step simulation of `context`'s graph under

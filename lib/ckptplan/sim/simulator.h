@@ -79,7 +79,10 @@
 //    its walk reaches; first non-forward reads only move earlier as drops
 //    are added);
 //    cleanup.cc Ceiling and ByproductCeiling (a chain that served one tensor
-//    alone); SaveCandidates and the min-cut's network (mincut.h);
+//    alone); peak_floor.h RecomputeCostFloor and PeakFloor::CostOfFitting
+//    (a dropped candidate's chain re-runs its producer and the producers
+//    reached through tensors no plan saves, each node at least once);
+//    SaveCandidates and the min-cut's network (mincut.h);
 //    drop_delta.h DropDelta::Score (the chain's depth-first order, nodes
 //    re-run later pulled into it, the added cost) and ScoreResave (a chain
 //    that served the re-saved tensor alone, its depth-first run inside

@@ -163,23 +163,53 @@ SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, int64_t re
       std::clamp<int64_t>(kTableBits / static_cast<int64_t>(k), kMinBuckets, kMaxBuckets);
   const int64_t unit = std::max<int64_t>(1, (capacity + buckets - 1) / buckets);
   const size_t cap = static_cast<size_t>(capacity / unit);
+  // best[c]: the most value within c buckets from the items so far. Two
+  // shortcuts leave the choice as the plain table's:
+  // - an item of no value is never taken (best is non-decreasing in c, so
+  //   best[c - w] + 0 never beats best[c]): its row is skipped;
+  // - once the items so far fit whole in c buckets (c >= their summed
+  //   weights, `whole`), best[c] is the sum of their values and the last
+  //   item is taken there: such cells are not written, but read as `all`,
+  //   and an item's take bit at c >= its `whole` is 1 (while adding its
+  //   value raises the sum: past a rounding loss every cell is written).
   std::vector<double> best(cap + 1, 0);
   std::vector<uint64_t> take((k * (cap + 1) + 63) / 64, 0);
+  std::vector<size_t> whole_after(k, cap + 1);  // per item: bits at or past it are 1
   auto bit = [&](size_t i, size_t c) { return i * (cap + 1) + c; };
+  size_t whole = 0;  // the items so far fit whole in `whole` buckets or more
+  double all = 0;    // their values' sum
   for (size_t i = 0; i < k; ++i) {
-    const int64_t w = (weight[i] + unit - 1) / unit;
-    for (size_t c = cap + 1; c-- > 0;) {
-      if (static_cast<int64_t>(c) < w) break;
-      double with = best[c - w] + value[i];
-      if (with > best[c]) {
+    if (!(value[i] > 0)) continue;
+    if (!(all + value[i] > all) && whole <= cap) {
+      // The value is lost in the sum (rounding): the plain table does not
+      // take it where all fit, so from here every cell is written.
+      std::fill(best.begin() + static_cast<std::ptrdiff_t>(whole), best.end(), all);
+      whole = cap + 1;
+    }
+    const size_t w = static_cast<size_t>((weight[i] + unit - 1) / unit);
+    const size_t next_whole = std::min(cap + 1, whole + w);
+    auto read = [&](size_t c) { return c < whole ? best[c] : all; };
+    for (size_t c = next_whole; c-- > w;) {
+      const double without = read(c);
+      const double with = read(c - w) + value[i];
+      if (with > without) {
         best[c] = with;
         take[bit(i, c) / 64] |= uint64_t{1} << (bit(i, c) % 64);
+      } else {
+        best[c] = without;
       }
     }
+    // Below w the item does not fit: cells at or past the old `whole` (w >
+    // those cells only when w > old whole) keep the old sum, written out.
+    for (size_t c = whole; c < std::min(w, next_whole); ++c) best[c] = all;
+    whole = next_whole;
+    all += value[i];
+    whole_after[i] = whole;
   }
   size_t c = cap;
   for (size_t i = k; i-- > 0;) {
-    if (!((take[bit(i, c) / 64] >> (bit(i, c) % 64)) & 1)) continue;
+    const bool taken = c >= whole_after[i] || ((take[bit(i, c) / 64] >> (bit(i, c) % 64)) & 1);
+    if (!taken) continue;
     keep[candidates[i]] = 1;
     c -= static_cast<size_t>((weight[i] + unit - 1) / unit);
   }

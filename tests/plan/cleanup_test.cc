@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <random>
+#include <vector>
 
 #include "ckptplan/ir/synth.h"
 #include "test_graphs.h"
@@ -278,6 +279,53 @@ TEST_CASE("property: the cleanup re-saves what a plain re-simulating cleanup doe
   CHECK(resaved > 200);
   CHECK(pended > 20);
   MESSAGE(resaved << " re-saves, " << pended << " applied without simulating");
+}
+
+TEST_CASE("property: the cleanup's stop sees fitting plans that grow to its own") {
+  // CleanupOptions::stop is called before the first re-save and after each
+  // one applied, with plans that fit and that the cleanup's plan saves all
+  // of; stopping after the n-th call leaves the plan it was called with.
+  std::mt19937_64 rng(6);
+  size_t calls_seen = 0, stopped = 0;
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    const Graph graph = testing::Copies(testing::RandomStep(seed, 3), 1 + seed % 3);
+    CAPTURE(seed);
+    SimContext context(graph);
+    SaveSet keep = SaveAll(graph);
+    for (TensorId t : context.candidates) keep[t] = rng() % 3 == 0;
+    const int64_t dropped = Simulate(context, keep, SimOptions{}).peak_bytes;
+    const int64_t all = Simulate(context, SaveAll(graph), SimOptions{}).peak_bytes;
+    const int64_t budget = (dropped + all) / 2;
+    std::vector<SaveSet> seen;
+    CleanupOptions options;
+    options.stop = [&](const SaveSet& plan) {
+      seen.push_back(plan);
+      return false;
+    };
+    const CleanupResult whole = ResaveDropped(context, keep, budget, 0, options);
+    CHECK_FALSE(whole.stopped);
+    REQUIRE(seen.size() == whole.resaved.size() + 1);  // before the first, after each
+    CHECK(seen.front() == keep);
+    for (size_t i = 0; i < seen.size(); ++i) {
+      CHECK(Simulate(context, seen[i], SimOptions{}).peak_bytes <= budget);
+      for (TensorId t : context.candidates) {
+        if (seen[i][t]) CHECK(whole.keep[t]);
+        if (i > 0 && seen[i - 1][t]) CHECK(seen[i][t]);
+      }
+    }
+    calls_seen += seen.size();
+    // Stopped at the middle call: the plan it was called with.
+    const size_t stop_at = seen.size() / 2;
+    size_t calls = 0;
+    options.stop = [&](const SaveSet&) { return calls++ == stop_at; };
+    const CleanupResult part = ResaveDropped(context, keep, budget, 0, options);
+    CHECK(part.stopped);
+    CHECK(part.keep == seen[stop_at]);
+    CHECK(part.resaved.size() == stop_at);
+    ++stopped;
+  }
+  MESSAGE(calls_seen << " plans seen by stop");
+  CHECK(calls_seen > 50);
 }
 
 TEST_CASE("property: every re-save the cleanup answers without simulating simulates as judged") {

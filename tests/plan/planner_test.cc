@@ -164,11 +164,11 @@ size_t CountLines(const std::string& text, const std::string& needle) {
 }
 
 TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
-  // Where a greedy's plan fits, a fitting baseline is cleaned up only when a
-  // plan that saves what it saves and fits may cost less than the best
-  // (PeakFloor::CostOfFitting). Verify mode cleans up the baselines skipped
-  // and throws unless each loses to the best; the plans equal those without
-  // pruning. Graphs of more than 64 candidates (where local search starts
+  // Where a greedy's plan fits, a fitting baseline's cleanup stops once no
+  // fitting plan that saves what it saves by then may cost less than the
+  // best (PeakFloor::CostOfFitting), before its first re-save or after 1, 2,
+  // 4, ... of them. Verify mode cleans those baselines up whole and throws
+  // unless each loses to the best; the plans equal those without pruning. Graphs of more than 64 candidates (where local search starts
   // from the best plan alone): small transformers and random graphs.
   std::vector<Graph> graphs;
   for (int layers : {3, 4, 6}) {
@@ -212,9 +212,12 @@ TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
     }
   }
   spdlog::set_default_logger(previous);
-  const size_t skipped = CountLines(log.str(), "not cleaned up (it cannot beat");
-  MESSAGE(skipped << " baseline cleanups skipped in " << plans << " plans");
-  CHECK(skipped > 20);
+  const size_t stopped = CountLines(log.str(), "cleanup stopped after");
+  const size_t at_start = CountLines(log.str(), "cleanup stopped after 0 re-saves");
+  MESSAGE(stopped << " baseline cleanups stopped in " << plans << " plans, " << at_start
+                  << " of them before a re-save");
+  CHECK(at_start > 20);
+  CHECK(stopped - at_start > 5);
 }
 
 TEST_CASE("planner: start sets") {

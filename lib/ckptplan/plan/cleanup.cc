@@ -522,6 +522,11 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     failed_at[t] = version[r];
     return false;
   };
+  if (changed && cleanup_options.stop && cleanup_options.stop(result.keep)) {
+    result.stopped = true;
+    spdlog::debug("cleanup: stopped before the first re-save");
+    return result;
+  }
   while (changed) {
     changed = false;
     ++rounds;
@@ -613,6 +618,14 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
         }
       }
       changed = true;
+      if (cleanup_options.stop && cleanup_options.stop(result.keep)) {
+        result.stopped = true;
+        break;
+      }
+    }
+    if (result.stopped) {
+      spdlog::debug("cleanup: stopped after {} re-saves", result.resaved.size());
+      return result;
     }
     flush();
   }

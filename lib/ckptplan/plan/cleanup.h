@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -30,6 +31,8 @@ struct CleanupResult {
   size_t scored = 0;                        ///< re-saves DropDelta answered, not simulated
   size_t pended = 0;  ///< re-saves applied on ceilings, simulated with others (ResaveBounds::Pend)
   size_t patched = 0;  ///< re-saves applied from DropDelta's patch, not simulated
+  /// CleanupOptions::stop ended it: only `keep` and `resaved` hold, part way.
+  bool stopped = false;
 };
 
 /// Re-saves dropped candidates of `keep`, most expensive recompute first
@@ -47,6 +50,10 @@ struct CleanupOptions {
   /// std::logic_error on a verdict or recompute cost the simulation does not
   /// bear out (tests).
   bool verify = false;
+  /// When set, called with the plan before the first re-save and after each
+  /// re-save applied (each such plan fits, and the cleanup's plan saves all
+  /// it saves); true stops the cleanup there (CleanupResult::stopped).
+  std::function<bool(const SaveSet& keep)> stop;
 };
 
 /// The same, reusing `context` (see SimContext).

@@ -111,10 +111,11 @@ class Candidates {
   }
 
   const PlannerResult& best() const { return best_; }
-  // With a floor, a baseline's cleanup is skipped where its plan, cleaned
-  // up, cannot beat the best plan so far (PeakFloor::CostOfFitting): only
-  // where the best plan alone is read afterwards (local search from one
-  // start), so that the plans added are judged as without it.
+  // With a floor, a baseline's cleanup is stopped where its plan, cleaned
+  // up, cannot beat the best plan so far (PeakFloor::CostOfFitting), and
+  // the baseline is added as it was: only where the best plan alone is read
+  // afterwards (local search from one start), so that the plan chosen is
+  // the same.
   void set_floor(const PeakFloor* floor) { floor_ = floor; }
 
   // Fitting beats not fitting; then lower cost (fitting) or lower peak.
@@ -160,26 +161,61 @@ class Candidates {
     }
     if (result.fits && cleanup_ && always_fits_ && work > CleanupBudget()) {
       spdlog::debug("planner: {}: not cleaned up", method);
-    } else if (result.fits && cleanup_ && clean == Clean::kWhereCheap && CannotWin(result)) {
-      spdlog::debug("planner: {}: not cleaned up (it cannot beat {})", method, best_.method);
     } else if (result.fits && cleanup_) {
       // The same plan cleans up the same: a start often ends where another did.
       const Cleaned* cleaned = nullptr;
       for (const Cleaned& earlier : cleaned_) {
         if (earlier.from == result.keep) cleaned = &earlier;
       }
+      // A floor under the cost of the plan cleaned up, over the best's: it
+      // loses (only baselines' cleanups are stopped so; see set_floor).
+      std::optional<double> hopeless;
+      size_t calls = 0, hopeless_after = 0;  // calls of cleanup_options.stop; re-saves by then
       if (cleaned == nullptr) {
         CleanupOptions cleanup_options;
         cleanup_options.prune = options_.prune;
         cleanup_options.verify = options_.verify;
+        if (clean == Clean::kWhereCheap && floor_ != nullptr && options_.prune && has_best_ &&
+            best_.fits) {
+          // Any fitting plan that saves what the cleanup's plan saves so far
+          // costs at least its CostOfFitting, and the cleanup only saves
+          // more: once that is over the best's cost, the cleanup is stopped.
+          // Read before the first re-save and after 1, 2, 4, ... of them (a
+          // pass over the dropped candidates each).
+          cleanup_options.stop = [&](const SaveSet& keep) {
+            const size_t resaved = calls++;
+            if (hopeless || (resaved & (resaved - 1)) != 0) return false;
+            const double at_least = floor_->CostOfFitting(context_, keep, options_.budget_bytes);
+            if (!(at_least > best_.recompute_cost + CostMargin())) return false;
+            hopeless = at_least;
+            hopeless_after = resaved;
+            return !options_.verify;  // verify mode cleans up whole, and checks below
+          };
+        }
         CleanupResult cleanup = ResaveDropped(context_, result.keep, options_.budget_bytes,
                                               options_.reserve_bytes, cleanup_options);
-        cleaned_.push_back({result.keep, std::move(cleanup)});
-        cleaned = &cleaned_.back();
+        if (hopeless && options_.verify) {
+          const PlannerResult whole =
+              Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after, method + " + cleanup");
+          if (whole.recompute_cost < *hopeless - CostMargin() || !Better(best_, whole)) {
+            throw std::logic_error(
+                "planner: the cleanup of " + method + " was stopped, as a fitting plan that "
+                "saves what it saved by then costs at least " + std::to_string(*hopeless) +
+                ", but cleaned up whole it costs " + std::to_string(whole.recompute_cost) +
+                " (best: " + best_.method + ", " + std::to_string(best_.recompute_cost) + ")");
+          }
+        }
+        if (!hopeless) {
+          cleaned_.push_back({result.keep, std::move(cleanup)});
+          cleaned = &cleaned_.back();
+        }
       }
-      const CleanupResult& cleanup = cleaned->result;
-      if (!cleanup.resaved.empty()) {
+      if (hopeless) {
+        spdlog::debug("planner: {}: cleanup stopped after {} re-saves: it cannot beat {}",
+                      method, hopeless_after, best_.method);
+      } else if (!cleaned->result.resaved.empty()) {
         // The cleanup's figures are the step's, exactly (RegionalMemory).
+        const CleanupResult& cleanup = cleaned->result;
         result = Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after,
                         method + " + cleanup");
       }
@@ -195,34 +231,9 @@ class Candidates {
     all_.push_back(std::move(result));
   }
 
-  // Whether `result`, a fitting plan, cleaned up would cost more than the
-  // best plan so far, a fitting one: the least cost of a fitting plan that
-  // saves what it saves is above the best's (a margin, relative to the
-  // best's and the step's costs, for the floor's divisions). Verify mode
-  // cleans it up and checks.
-  bool CannotWin(const PlannerResult& result) const {
-    if (floor_ == nullptr || !options_.prune || !has_best_ || !best_.fits) return false;
-    const double at_least = floor_->CostOfFitting(context_, result.keep, options_.budget_bytes);
-    const double margin = kCostMargin * (best_.recompute_cost + context_.step_cost);
-    if (!(at_least > best_.recompute_cost + margin)) return false;
-    if (options_.verify) {
-      CleanupOptions cleanup_options;
-      cleanup_options.verify = true;
-      const CleanupResult cleanup = ResaveDropped(context_, result.keep, options_.budget_bytes,
-                                                  options_.reserve_bytes, cleanup_options);
-      const PlannerResult cleaned =
-          Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after, result.method);
-      if (cleaned.recompute_cost < at_least - margin || !Better(best_, cleaned)) {
-        throw std::logic_error("planner: " + result.method + " was not cleaned up, as a plan "
-                               "that saves what it saves and fits costs at least " +
-                               std::to_string(at_least) + ", but cleaned up it costs " +
-                               std::to_string(cleaned.recompute_cost) + " (best: " +
-                               best_.method + ", " + std::to_string(best_.recompute_cost) + ")");
-      }
-    }
-    return true;
-  }
-  static constexpr double kCostMargin = 1e-9;
+  // The margin a cost floor must clear over a cost (the floor's shares are
+  // divisions): relative to the best's and the step's costs.
+  double CostMargin() const { return 1e-9 * (best_.recompute_cost + context_.step_cost); }
 
   // A plan with its peak and recompute cost, judged against the budget.
   PlannerResult Result(SaveSet keep, int64_t peak, double cost, std::string method) const {

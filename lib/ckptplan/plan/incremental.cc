@@ -99,25 +99,32 @@ struct View {
   // own steps are (saturating sum).
   std::vector<int64_t> gap_prefix;
   int64_t max_own_total = kLowest;     // most bytes at a node's own step
+  NodeId max_own_node = kNoId;         // the first node whose own step holds it
 };
 
-// The most bytes at a node's own step with the region's offsets, and (unless
+// The most bytes at a node's own step with the region's offsets, the first
+// node whose own step holds them (into *max_node, unless null) and (unless
 // null) each node's peak with its offset into node_peak. The nodes' own steps
 // come in node order, one each. (Locals in the loop: stores through a field
 // would alias.)
 int64_t OwnMax(const SimResult& sim, const RegionalMemory::Part& region, NodeId first,
-               int64_t* node_peak) {
+               int64_t* node_peak, NodeId* max_node = nullptr) {
   const int64_t* const offset = region.offset.data();
   const int64_t* const sim_node_peak = sim.node_peak.data();
   const int64_t* const total = sim.total.data();
   const Step* const steps = sim.steps.data();
   int64_t max_own_total = kLowest;
+  NodeId node = kNoId;
   for (size_t s = 0, num_steps = sim.steps.size(); s < num_steps; ++s) {
     if (steps[s].recompute) continue;
     const size_t n = steps[s].node - first;
-    max_own_total = std::max(max_own_total, total[s] + offset[n]);
+    if (total[s] + offset[n] > max_own_total) {
+      max_own_total = total[s] + offset[n];
+      node = steps[s].node;
+    }
     if (node_peak != nullptr) node_peak[n] = sim_node_peak[n] + offset[n];
   }
+  if (max_node != nullptr) *max_node = node;
   return max_own_total;
 }
 
@@ -144,6 +151,7 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
     // place: the view lives until the region's simulation changes).
     view->node_peak_values = sim.node_peak.data();
     view->max_own_total = sim.max_own_total;
+    view->max_own_node = sim.max_own_node;
     if (moved != nullptr && view->node_peak.size() == num_nodes) {
       moved->ApplyTo(sim.node_peak, &view->node_peak);
     } else {
@@ -151,7 +159,8 @@ void BuildView(const SaveSet& keep, const RegionalMemory::Part& region, int64_t 
     }
   } else {
     view->own_values.resize(num_nodes);
-    view->max_own_total = OwnMax(sim, region, first, view->own_values.data());
+    view->max_own_total =
+        OwnMax(sim, region, first, view->own_values.data(), &view->max_own_node);
     view->node_peak_values = view->own_values.data();
     view->node_peak.Build(view->own_values.data(), num_nodes);
   }
@@ -503,9 +512,13 @@ class RegionSearch {
     view_region_ = r;
     if (options_.verify && (same.steps > 0 || same.buffers > 0)) VerifyFacts(region, keep);
     if (options_.verify && moved) VerifyNodePeaks(region);
-    if (options_.verify && OwnMax(region.sim.full(), region, region.range.first, nullptr) !=
-                               view_.max_own_total) {
-      throw std::logic_error("incremental: the simulation's highest own step is not its own");
+    if (options_.verify) {
+      NodeId node = kNoId;
+      if (OwnMax(region.sim.full(), region, region.range.first, nullptr, &node) !=
+              view_.max_own_total ||
+          node != view_.max_own_node) {
+        throw std::logic_error("incremental: the simulation's highest own step is not its own");
+      }
     }
     scorer_.Forget(&view_.node_peak, r);
     const int64_t outside_region = memory.Outside(r);
@@ -1402,6 +1415,14 @@ class RegionSearch {
       freed0 = std::min(freed0, own_bytes);
     } else if (view.max_own_total != kLowest) {
       freed0 = std::min(freed0, SaturatingAdd(view.peak - view.max_own_total, leaving));
+      // A node before t's first use whose own step holds the peak keeps it
+      // but t's storage: the chain and the pulled nodes run from that use
+      // on, and the pulled inputs are read there.
+      if (view.max_own_total == view.peak && first_read != StepFacts::kNone &&
+          view.max_own_node < first_use && freed0 > own_bytes) {
+        freed0 = own_bytes;
+        ++stats_.peak_before_use;
+      }
     }
     if (freed0 > 0) {
       // What the pull adds (ChainWalker::MovedFloor), only where the drop

@@ -59,6 +59,9 @@ struct IncrementalStats {
   /// passed over: that bound frees nothing or cannot beat the best drop.
   size_t span_bounds = 0;
   size_t span_passed = 0;
+  /// Tier-0 bounds of pulling drops held to the drop's own storage: a node
+  /// before the drop's first use holds the peak at its own step.
+  size_t peak_before_use = 0;
   /// Drops scored from the current simulation (DropDelta), not simulated.
   size_t fast_scores = 0;
   /// Of those, scores cut short: the drop was beaten by the best of the

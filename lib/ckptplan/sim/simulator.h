@@ -205,6 +205,8 @@ struct SimResult {
   /// The most bytes at a node's own step (not a recompute step); the lowest
   /// int64_t without steps. Set with the node peaks (PeakTracker).
   int64_t max_own_total = std::numeric_limits<int64_t>::min();
+  /// The first node whose own step holds max_own_total (kNoId without steps).
+  NodeId max_own_node = kNoId;
   std::vector<CategoryBytes> by_category;  ///< per step, if recorded
   std::vector<Buffer> buffers;
   std::vector<Recompute> recomputes;  ///< in the order they first happen
@@ -364,7 +366,10 @@ class PeakTracker {
     if (!step.recompute) {
       node_peak_[step.node - first_] = pending_;
       pending_ = std::numeric_limits<int64_t>::min();
-      max_own_ = std::max(max_own_, total);
+      if (total > max_own_) {
+        max_own_ = total;
+        max_own_node_ = step.node;
+      }
     }
   }
   /// Add for steps [s, s + length) copied from a run of consecutive steps of
@@ -390,13 +395,17 @@ class PeakTracker {
     if (end > i) {
       int64_t most = std::numeric_limits<int64_t>::min(), most_own = most;
       uint32_t most_at = i;  // the first step reaching it
+      NodeId most_own_node = kNoId;  // the first own step reaching most_own
       for (uint32_t j = i; j < end; ++j) {
         const int64_t total = from_totals[j] + delta;
         totals[j] = total;
         most_at = total > most ? j : most_at;
         most = std::max(most, total);
         if (!from[j].recompute) {
-          most_own = std::max(most_own, total);
+          if (total > most_own) {
+            most_own = total;
+            most_own_node = from[j].node;
+          }
           const size_t n = from[j].node - first_;
           node_peak_[n] = old_node_peak[n] + delta;
         }
@@ -405,7 +414,10 @@ class PeakTracker {
         peak_ = most;
         peak_step_ = s + most_at;
       }
-      max_own_ = std::max(max_own_, most_own);
+      if (most_own > max_own_) {
+        max_own_ = most_own;
+        max_own_node_ = most_own_node;
+      }
       pending_ = std::numeric_limits<int64_t>::min();
       i = end;
     }
@@ -437,13 +449,17 @@ class PeakTracker {
       peak_ = most;
       peak_step_ = s + most_at;
     }
-    max_own_ = std::max(max_own_, most);
+    if (length > 1 && most > max_own_) {
+      max_own_ = most;
+      max_own_node_ = from[most_at].node;
+    }
   }
   /// Writes the peak, its step and the highest own step.
   void Finish() const {
     result_->peak_bytes = peak_;
     result_->peak_step = peak_step_;
     result_->max_own_total = max_own_;
+    result_->max_own_node = max_own_node_;
   }
 
  private:
@@ -454,6 +470,7 @@ class PeakTracker {
   uint32_t peak_step_ = 0;
   int64_t pending_ = std::numeric_limits<int64_t>::min();  // most since the last node's step
   int64_t max_own_ = std::numeric_limits<int64_t>::min();
+  NodeId max_own_node_ = kNoId;
 };
 
 /// Bytes any plan needs: resident state + reserve + the largest single step

@@ -118,6 +118,24 @@ TEST_CASE("planner: plans do not depend on pruning, and verify mode checks every
   }
 }
 
+// Plans `graph` at `percent` of its save-all peak in verify mode (which
+// throws where a shortcut's bound fails) and checks the plan is the one
+// made without pruning.
+void CheckVerifiedPlanUnpruned(const Graph& graph, int64_t save_all, int percent) {
+  CAPTURE(graph.source);
+  CAPTURE(percent);
+  PlannerOptions options;
+  options.budget_bytes = save_all * percent / 100;
+  options.verify = true;
+  PlannerResult verified;
+  CHECK_NOTHROW(verified = PlanGraph(graph, options));
+  options.verify = false;
+  options.prune = false;
+  const PlannerResult simulated = PlanGraph(graph, options);
+  CHECK(verified.keep == simulated.keep);
+  CHECK(verified.method == simulated.method);
+}
+
 TEST_CASE("planner: segment plans left out by their floors and costs lose") {
   // The default search simulates only the segment plans that may be chosen
   // (a floor under each peak, PeakFloor; recompute costs once one fits).
@@ -139,18 +157,7 @@ TEST_CASE("planner: segment plans left out by their floors and costs lose") {
   for (const Graph& graph : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     for (int percent = 30; percent <= 95; percent += 5) {
-      CAPTURE(graph.source);
-      CAPTURE(percent);
-      PlannerOptions options;
-      options.budget_bytes = save_all * percent / 100;
-      options.verify = true;
-      PlannerResult verified;
-      CHECK_NOTHROW(verified = PlanGraph(graph, options));
-      options.verify = false;
-      options.prune = false;
-      const PlannerResult simulated = PlanGraph(graph, options);
-      CHECK(verified.keep == simulated.keep);
-      CHECK(verified.method == simulated.method);
+      CheckVerifiedPlanUnpruned(graph, save_all, percent);
     }
   }
 }
@@ -196,18 +203,7 @@ TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
     REQUIRE(SimContext(graph).candidates.size() > 64);
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     for (int percent = 40; percent <= 95; percent += 5) {
-      CAPTURE(graph.source);
-      CAPTURE(percent);
-      PlannerOptions options;
-      options.budget_bytes = save_all * percent / 100;
-      options.verify = true;
-      PlannerResult verified;
-      CHECK_NOTHROW(verified = PlanGraph(graph, options));
-      options.verify = false;
-      options.prune = false;
-      const PlannerResult simulated = PlanGraph(graph, options);
-      CHECK(verified.keep == simulated.keep);
-      CHECK(verified.method == simulated.method);
+      CheckVerifiedPlanUnpruned(graph, save_all, percent);
       ++plans;
     }
   }

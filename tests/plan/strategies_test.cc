@@ -127,7 +127,9 @@ TEST_CASE("strategies: knapsack counts saved bytes for the whole step") {
 }
 
 // KnapsackPlan's table without its shortcuts (rows of no value skipped,
-// cells the items fill whole read as their sum): every row, every cell.
+// cells the items fill whole read as their sum): every row, every cell. Its
+// items and capacity are restated from KnapsackPlan on purpose, so that the
+// reference stands on its own.
 SaveSet PlainKnapsack(const SimContext& context, int64_t budget_bytes) {
   const Graph& graph = context.graph;
   const std::vector<TensorId>& candidates = context.droppable;

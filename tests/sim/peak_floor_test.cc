@@ -72,19 +72,29 @@ TEST_CASE("peak floor: the tiny chain by hand") {
   CHECK(Simulate(context, keep, {}).peak_bytes == 510);
 }
 
-TEST_CASE("peak floor: never above a simulated peak") {
-  std::mt19937_64 rng(27);
-  size_t plans = 0, tight = 0;
-  // The single-drop corpus (random graphs, small transformers with views
-  // and microbatches, concatenated steps, implicit gradients), at a reserve.
+// Calls visit(context, options, floor) for each graph of the single-drop
+// corpus (random graphs, small transformers with views and microbatches,
+// concatenated steps, implicit gradients), at a reserve, with the floor
+// read off its save-all simulation.
+template <typename Visit>
+void ForEachCorpusFloor(Visit visit) {
   testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& what) {
     CAPTURE(what);
     SimOptions options;
     options.reserve_bytes = static_cast<int64_t>(seed % 3) * 50;
     const SimContext context(graph);
     const PeakFloor floor(context, Simulate(context, SaveAll(graph), options));
+    visit(context, options, floor);
+  });
+}
+
+TEST_CASE("peak floor: never above a simulated peak") {
+  std::mt19937_64 rng(27);
+  size_t plans = 0, tight = 0;
+  ForEachCorpusFloor([&](const SimContext& context, const SimOptions& options,
+                         const PeakFloor& floor) {
     for (int round = 0; round < 20; ++round) {
-      SaveSet keep = SaveAll(graph);
+      SaveSet keep = SaveAll(context.graph);
       const double drop = (round % 5) / 4.0;  // 0 to 1 of the droppable candidates
       for (TensorId t : context.droppable) keep[t] = std::uniform_real_distribution<>(0, 1)(rng) >= drop;
       const int64_t peak = Simulate(context, keep, options).peak_bytes;
@@ -138,14 +148,10 @@ TEST_CASE("peak floor: the least cost of a fitting plan, on the tiny chain by ha
 TEST_CASE("peak floor: no fitting plan that saves more costs less than the cost floor") {
   std::mt19937_64 rng(28);
   size_t pairs = 0, positive = 0, tight = 0;
-  testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& what) {
-    CAPTURE(what);
-    SimOptions options;
-    options.reserve_bytes = static_cast<int64_t>(seed % 3) * 50;
-    const SimContext context(graph);
-    const PeakFloor floor(context, Simulate(context, SaveAll(graph), options));
+  ForEachCorpusFloor([&](const SimContext& context, const SimOptions& options,
+                         const PeakFloor& floor) {
     for (int round = 0; round < 10; ++round) {
-      SaveSet keep = SaveAll(graph);
+      SaveSet keep = SaveAll(context.graph);
       const double drop = 0.25 + (round % 4) / 4.0;  // 0.25 to 1 of the droppable candidates
       std::uniform_real_distribution<> uniform(0, 1);
       for (TensorId t : context.droppable) keep[t] = uniform(rng) >= drop;

@@ -77,14 +77,22 @@ PeakFloor::PeakFloor(const SimContext& context, const SimResult& save_all) {
   }
   // The candidates read at or after `node`, by root; the roots whose copy
   // is live there when dropped.
-  std::vector<std::pair<TensorId, TensorId>> read_after;  // (root, candidate)
+  std::vector<std::pair<TensorId, TensorId>>& read_after = read_after_;  // (root, candidate)
+  context_ = &context;
+  late_root_.assign(num_tensors, 0);
   for (TensorId t : context.candidates) {
-    if (reads[t] & kAtOrAfter) read_after.emplace_back(context.root[t], t);
+    if (reads[t] & kAtOrAfter) {
+      read_after.emplace_back(context.root[t], t);
+      const TensorId root = context.root[t];
+      if (context.made[root] == SimContext::Made::kActivation) late_root_[root] = 1;
+    }
+    if (reads[t] & kAtOrBefore) read_early_.push_back(t);
     if (context.made[t] == SimContext::Made::kActivation && context.root[t] == t &&
         reads[t] == (kAtOrBefore | kAtOrAfter)) {
       copies_.emplace_back(t, context.bytes[t]);
     }
   }
+  for (const auto& [t, bytes] : copies_) late_root_[t] = 0;  // counted there
   std::sort(read_after.begin(), read_after.end());
   const std::vector<NodeId> last_forward = LastForwardReads(context);
   for (const Buffer& buffer : save_all.buffers) {
@@ -101,26 +109,75 @@ PeakFloor::PeakFloor(const SimContext& context, const SimResult& save_all) {
   }
 }
 
-int64_t PeakFloor::Of(const SaveSet& keep) const {
+int64_t PeakFloor::Of(const SaveSet& keep, int64_t* copies) const {
   int64_t floor = total_;
   for (const Root& root : roots_) {
     bool kept = false;
     for (uint32_t i = root.first; i < root.end && !kept; ++i) kept = keep[readers_[i]] != 0;
     if (!kept) floor -= root.bytes;
   }
+  int64_t copied = 0;
   for (const auto& [t, bytes] : copies_) {
-    if (!keep[t]) floor += bytes;
+    if (!keep[t]) copied += bytes;
   }
-  return floor;
+  if (context_ != nullptr && !read_early_.empty()) {
+    // The nodes re-run at or before the peak step's node: from the dropped
+    // candidates read by then, producers through inputs neither saved nor
+    // resident (the simulator's chains). Their dropped outputs read only
+    // after it keep their copies there.
+    const SimContext& context = *context_;
+    std::vector<uint8_t> rerun(context.graph.nodes.size(), 0);
+    std::vector<NodeId> stack;
+    auto reach = [&](TensorId t) {
+      const NodeId p = context.producer[t];
+      if (rerun[p]) return;
+      rerun[p] = 1;
+      stack.push_back(p);
+    };
+    for (TensorId t : read_early_) {
+      if (!keep[t]) reach(t);
+    }
+    while (!stack.empty()) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
+        const TensorId in = context.ids[i];
+        if (!context.forward_produced[in] || context.resident_root[in] ||
+            (context.is_candidate[in] && keep[in])) {
+          continue;
+        }
+        reach(in);
+      }
+      for (uint32_t i = context.outputs_begin[n]; i < context.inputs_begin[n + 1]; ++i) {
+        const TensorId out = context.ids[i];
+        if (!late_root_[out] || (context.is_candidate[out] && keep[out])) continue;
+        for (auto it = std::lower_bound(read_after_.begin(), read_after_.end(),
+                                        std::make_pair(out, TensorId{0}));
+             it != read_after_.end() && it->first == out; ++it) {
+          // A dropped view reads the copy unless a view between is saved
+          // (it then reads that view's original).
+          bool through_copy = !keep[it->second];
+          for (TensorId a = it->second; through_copy && a != out;) {
+            a = context.alias_of[a];
+            through_copy = a == out || !(context.is_candidate[a] && keep[a]);
+          }
+          if (!through_copy) continue;
+          copied += context.bytes[out];  // read after the node through its copy
+          break;
+        }
+      }
+    }
+  }
+  if (copies != nullptr) *copies = copied;
+  return floor + copied;
 }
 
 double PeakFloor::CostOfFitting(const SimContext& context, const SaveSet& keep,
                                 int64_t budget) const {
-  // The most the floor may fall: every dropped copy saved.
-  double capacity = static_cast<double>(budget) - static_cast<double>(Of(keep));
-  for (const auto& [t, bytes] : copies_) {
-    if (!keep[t]) capacity += static_cast<double>(bytes);
-  }
+  // The most the floor may fall: every copy it counts gone.
+  int64_t copies = 0;
+  const int64_t floor = Of(keep, &copies);
+  double capacity = static_cast<double>(budget) - static_cast<double>(floor - copies);
   if (capacity < 0) return std::numeric_limits<double>::infinity();
   // The nodes each dropped candidate's chain re-runs whatever else is
   // saved (ForEachForcedRerun): a node stays re-run until every candidate

@@ -15,9 +15,16 @@
 // candidate that is a storage's root and that non-forward nodes read both
 // at or before n and at or after it has its copy live there (made before
 // its first non-forward reader, freed after its last): its bytes are added.
-// What else a plan adds there (other recomputed copies, reads that extend a
-// storage) is not counted. So Of(keep) is at most the peak Simulate gives
-// for `keep`, not a peak itself.
+// So is the copy of a forward storage's root that is not saved, whose
+// producer a chain re-runs at or before n, and that non-forward nodes read
+// after n through it (the root itself or a view of it, dropped) unless the
+// root is a candidate counted above: the chains of the dropped candidates
+// non-forward nodes read at or before n re-run their producers and,
+// through inputs neither saved nor resident, theirs, each node once in a
+// simulation, and a copy lives from its re-run to its last read (a dropped
+// view's reads go to its root's copy). What else a plan adds there (other
+// recomputed copies, reads that extend a storage) is not counted. So
+// Of(keep) is at most the peak Simulate gives for `keep`, not a peak itself.
 // tests/sim/peak_floor_test.cc works floors out by hand and checks them
 // against simulations of random plans.
 #ifndef CKPTPLAN_PEAK_FLOOR_H_
@@ -47,7 +54,8 @@ class PeakFloor {
   PeakFloor(const SimContext& context, const SimResult& save_all);
   /// At most the peak of the whole-step simulation of `keep` (the same
   /// options as save-all's).
-  int64_t Of(const SaveSet& keep) const;
+  /// `copies`, unless null: the bytes of the copies counted in it.
+  int64_t Of(const SaveSet& keep, int64_t* copies = nullptr) const;
   /// At most the recompute cost of any plan that saves every candidate
   /// `keep` saves and whose peak is at most `budget` (the same options);
   /// +infinity when no such plan exists. Each dropped candidate re-runs its
@@ -75,6 +83,15 @@ class PeakFloor {
   std::vector<TensorId> readers_;
   // Candidates whose copy is live there when dropped, and its bytes.
   std::vector<std::pair<TensorId, int64_t>> copies_;
+  // For the copies chains make early: the graph, the candidates non-forward
+  // nodes read at or before the peak step's node, per tensor whether it is
+  // a forward storage's root that may hold such a copy (not a candidate
+  // counted in copies_), and the candidates read after the node by root
+  // (sorted).
+  const SimContext* context_ = nullptr;
+  std::vector<TensorId> read_early_;
+  std::vector<uint8_t> late_root_;
+  std::vector<std::pair<TensorId, TensorId>> read_after_;
 };
 
 }  // namespace ckptplan

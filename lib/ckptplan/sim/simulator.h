@@ -65,8 +65,10 @@
 //    read only through the re-saved view goes); peak_floor.h PeakFloor (at
 //    a node's own step, every plan keeps the non-forward nodes' storages,
 //    the forward roots a later forward node reads and those a later
-//    non-forward node reads through a saved candidate, and a dropped root's
-//    copy between its first and last non-forward reader).
+//    non-forward node reads through a saved candidate, a dropped root's
+//    copy between its first and last non-forward reader, and the copy of an
+//    unsaved root whose producer a chain re-ran by then and that a later
+//    non-forward node reads through it, itself or a dropped view).
 //  - Resident state all step; gradients to the end of the step: FindRegions
 //    and ShapeRegions (the region of the implicit gradients has its own
 //    shape), SimOptions::first_node's region accounting, ComputeLowerBound.
@@ -81,7 +83,10 @@
 //    cleanup.cc Ceiling and ByproductCeiling (a chain that served one tensor
 //    alone); peak_floor.h RecomputeCostFloor and PeakFloor::CostOfFitting
 //    (a dropped candidate's chain re-runs its producer and the producers
-//    reached through tensors no plan saves, each node at least once);
+//    reached through tensors no plan saves, each node at least once) and
+//    PeakFloor::Of (the chains of the dropped candidates read by a node's
+//    own step re-run their producers by then, each node once in a
+//    simulation: a copy lives from then to its last read);
 //    SaveCandidates and the min-cut's network (mincut.h);
 //    drop_delta.h DropDelta::Score (the chain's depth-first order, nodes
 //    re-run later pulled into it, the added cost) and ScoreResave (a chain

@@ -76,6 +76,45 @@ TEST_CASE("local search: makes a fitting plan cheaper without leaving the budget
   }
 }
 
+TEST_CASE("local search: a drop whose producer re-runs already adds no cost") {
+  // p makes a and b (cost 5); q reads both; backward l_bwd (makes a 1000-
+  // byte t), m (reads t), ga (reads a), gb (reads b). Save-all peaks at m:
+  // in 10 + a 100 + b 100 + t 1000 + d 10 = 1220 (l died after l_bwd). From
+  // a dropped and b saved: 1120 there, the budget, so a stays dropped; p
+  // re-runs before ga for a's copy. Dropping b too costs nothing more (b's
+  // copy comes from that re-run, p re-running once) and frees b's 100
+  // bytes at m: a move local search makes at equal cost and lower peak. It
+  // rules out by their added cost only drops that re-run a node no chain
+  // re-runs now (verify mode simulates each it rules out).
+  using testing::GraphBuilder;
+  constexpr Phase F = Phase::kForward, B = Phase::kBackward;
+  GraphBuilder g;
+  g.Tensor("in", 10, TensorKind::kInput).Tensor("a", 100).Tensor("b", 100).Tensor("l", 4);
+  g.Tensor("t", 1000).Tensor("d", 10).Tensor("da", 10).Tensor("db", 10);
+  g.Node("p", "split", F, {"in"}, {"a", "b"}, 5).Node("q", "sum", F, {"a", "b"}, {"l"}, 1);
+  g.Node("l_bwd", "sum_bwd", B, {"l"}, {"t"}, 1).Node("m", "shrink", B, {"t"}, {"d"}, 1);
+  g.Node("ga", "bwd", B, {"d", "a"}, {"da"}, 1).Node("gb", "bwd", B, {"d", "b"}, {"db"}, 1);
+  const Graph graph = g.Build();
+  const TensorId a = Id(graph, "a"), b = Id(graph, "b");
+  CHECK(Simulate(graph, SaveAll(graph), {}).peak_bytes == 1220);
+  SaveSet start = SaveAll(graph);
+  start[a] = 0;
+  SaveSet both = start;
+  both[b] = 0;
+  const SimResult from = Simulate(graph, start, {});
+  const SimResult to = Simulate(graph, both, {});
+  CHECK(from.peak_bytes == 1120);
+  CHECK(to.recompute_cost == from.recompute_cost);  // 5: p once
+  CHECK(to.peak_bytes < from.peak_bytes);
+  LocalSearchOptions options;
+  options.budget_bytes = from.peak_bytes;
+  options.verify = true;
+  LocalSearchResult result;
+  CHECK_NOTHROW(result = ImprovePlan(graph, start, options));
+  CHECK(result.keep == both);
+  CHECK(result.costed > 0);  // the drop of l re-runs q, which nothing re-runs now
+}
+
 TEST_CASE("local search: where a cap stops it does not depend on pruning") {
   // Floors and DropDelta answer moves without simulating them; the cap
   // counts moves considered, so with pruning on, off and verified (every
@@ -92,7 +131,7 @@ TEST_CASE("local search: where a cap stops it does not depend on pruning") {
   }
   graphs.push_back(testing::SmallTransformer(1, /*layers=*/2));
   graphs.push_back(testing::SmallTransformer(2, /*layers=*/1));  // two regions, copies
-  size_t fast_scores = 0, cut = 0, floored = 0, stopped = 0;
+  size_t fast_scores = 0, cut = 0, floored = 0, stopped = 0, costed = 0;
   for (size_t i = 0; i < graphs.size(); ++i) {
     const Graph& graph = graphs[i];
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
@@ -122,18 +161,23 @@ TEST_CASE("local search: where a cap stops it does not depend on pruning") {
         CHECK(on.recompute_cost == off.recompute_cost);
         CHECK(off.fast_scores == 0);
         CHECK(off.floored == 0);
+        CHECK(off.costed == 0);
         fast_scores += on.fast_scores;
+        costed += verified.costed;
         cut += verified.cut_scores;
         floored += on.floored;
         stopped += on.considered >= cap;
       }
     }
   }
-  // The corpus exercises both shortcuts and the cap, and drops' scores cut
-  // short (each simulated too in verify mode).
-  MESSAGE(fast_scores << " scored by DropDelta, " << cut << " cut short in verify mode");
+  // The corpus exercises the shortcuts and the cap, drops' scores cut short
+  // and drops ruled out by the cost they add to a fitting plan (each
+  // simulated too in verify mode).
+  MESSAGE(fast_scores << " scored by DropDelta, " << cut << " cut short in verify mode, "
+                      << costed << " drops ruled out by the cost they add");
   CHECK(fast_scores > 100);
   CHECK(cut > 100);
+  CHECK(costed > 50);
   CHECK(floored > 10);
   CHECK(stopped > 10);
 }

@@ -11,6 +11,7 @@
 
 #include "ckptplan/plan/cleanup.h"
 #include "ckptplan/plan/fast_score.h"
+#include "ckptplan/sim/peak_floor.h"
 #include "ckptplan/sim/regions.h"
 
 namespace ckptplan {
@@ -50,6 +51,14 @@ class Search {
     scorer_.Forget();
     bool best_fast = false;  // scored by DropDelta: best_trial_ not filled
     FastScore score, best_score;
+    // While the plan fits, a drop that adds cost cannot improve its key
+    // (nor the best's, which fits and costs no more). A drop's chain
+    // re-runs its producer and the producers it reaches through inputs
+    // neither saved nor resident: one of them that no chain re-runs now and
+    // that costs something adds its cost (each node re-runs once; a drop
+    // only adds demands). Exact costs: the sums then rise.
+    const bool cost_rules = options_.prune && fits && context_.exact_costs;
+    if (cost_rules) rerun_ = ReachedByChains(context_, keep_);
     for (TensorId t : candidates_) {
       if (Exhausted()) return false;
       ++considered_;
@@ -58,6 +67,11 @@ class Search {
           floor_.Exceeds(*memory_, t, options_.budget_bytes)) {
         ++floored_;
         if (options_.verify) VerifyFloor(t);
+        continue;
+      }
+      if (cost_rules && keep_[t] && AddsCost(t)) {
+        ++costed_;
+        if (options_.verify) VerifyCosted(t, best);
         continue;
       }
       Key key;
@@ -135,6 +149,7 @@ class Search {
     result.floored = floored_;
     result.fast_scores = fast_scores_;
     result.cut_scores = cut_scores_;
+    result.costed = costed_;
     return result;
   }
 
@@ -205,6 +220,46 @@ class Search {
     return true;
   }
 
+  // Whether dropping saved candidate `t` re-runs a node of some cost that
+  // no chain re-runs now (rerun_): a walk from its producer through inputs
+  // neither saved nor resident, stopping at nodes re-run already.
+  bool AddsCost(TensorId t) {
+    ++walk_;
+    if (walked_.size() != context_.graph.nodes.size()) walked_.assign(context_.graph.nodes.size(), 0);
+    stack_.assign(1, context_.producer[t]);
+    walked_[context_.producer[t]] = walk_;
+    while (!stack_.empty()) {
+      const NodeId n = stack_.back();
+      stack_.pop_back();
+      if (rerun_[n]) continue;  // re-run now: its inputs' chains too
+      if (context_.node_cost[n] > 0) return true;
+      for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+        const TensorId in = context_.ids[i];
+        if (!context_.forward_produced[in] || context_.resident_root[in] ||
+            (context_.is_candidate[in] && keep_[in])) {
+          continue;
+        }
+        const NodeId p = context_.producer[in];
+        if (walked_[p] == walk_) continue;
+        walked_[p] = walk_;
+        stack_.push_back(p);
+      }
+    }
+    return false;
+  }
+
+  // Verify mode: the drop of `t` ruled out by the cost it adds, simulated:
+  // it must add cost and not beat `best`.
+  void VerifyCosted(TensorId t, const Key& best) {
+    TryFlip(t, &trial_);
+    if (!(trial_.cost > current_.cost) || KeyOf(trial_.peak, trial_.cost) < best) {
+      throw std::logic_error("local search: dropping '" + context_.graph.tensors[t].name +
+                             "' was ruled out as adding cost, but it simulates "
+                             "to cost " + std::to_string(trial_.cost) + " from " +
+                             std::to_string(current_.cost));
+    }
+  }
+
   // Verify mode: the re-save of `t` a floor ruled out, simulated.
   void VerifyFloor(TensorId t) {
     TryFlip(t, &trial_);
@@ -258,6 +313,12 @@ class Search {
   size_t floored_ = 0;  // re-saves ruled out by a floor, not simulated
   size_t fast_scores_ = 0;  // drops and re-saves scored by DropDelta, not simulated
   size_t cut_scores_ = 0;   // of those, drops cut short
+  size_t costed_ = 0;       // drops ruled out by the cost they add
+  // AddsCost: the nodes chains re-run now (per round), and its walk.
+  std::vector<uint8_t> rerun_;
+  std::vector<uint32_t> walked_;
+  std::vector<NodeId> stack_;
+  uint32_t walk_ = 0;
 };
 
 }  // namespace
@@ -274,10 +335,10 @@ LocalSearchResult ImprovePlan(const SimContext& context, const SaveSet& keep,
   }
   LocalSearchResult result = search.Result();
   spdlog::info("local search: {} moves, {} considered, {} simulations ({} re-saves ruled out "
-               "by a floor, {} drops and re-saves scored by DropDelta, {} of them cut short), "
-               "peak {} bytes, cost {}, {}",
+               "by a floor, {} drops by the cost they add, {} drops and re-saves scored "
+               "by DropDelta, {} of them cut short), peak {} bytes, cost {}, {}",
                result.moves, result.considered, result.simulations, result.floored,
-               result.fast_scores, result.cut_scores, result.peak,
+               result.costed, result.fast_scores, result.cut_scores, result.peak,
                result.recompute_cost, result.fits ? "fits" : "does not fit");
   return result;
 }

@@ -50,6 +50,9 @@ struct LocalSearchResult {
   /// Of those, drops whose score was cut short: seen not to beat the best
   /// move (DropDelta::Cutoff).
   size_t cut_scores = 0;
+  /// Drops not scored while the plan fits: their chain re-runs a node of
+  /// some cost that no chain re-runs now (ReachedByChains; exact costs).
+  size_t costed = 0;
 };
 
 LocalSearchResult ImprovePlan(const Graph& graph, const SaveSet& keep,

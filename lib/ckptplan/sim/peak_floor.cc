@@ -54,6 +54,12 @@ double RecomputeCostFloor(const SimContext& context, const SaveSet& keep) {
   return cost;
 }
 
+std::vector<uint8_t> ReachedByChains(const SimContext& context, const SaveSet& keep) {
+  std::vector<uint8_t> reached(context.graph.nodes.size(), 0);
+  ForEachForcedRerun(context, keep, [&](TensorId, NodeId n) { reached[n] = 1; });
+  return reached;
+}
+
 PeakFloor::PeakFloor(const SimContext& context, const SimResult& save_all) {
   if (save_all.steps.empty()) {
     total_ = std::numeric_limits<int64_t>::min();

@@ -46,6 +46,10 @@ namespace ckptplan {
 /// chains stop at candidates (views and their roots both saved) it is the
 /// cost itself. A pass over the dropped candidates and the nodes reached.
 double RecomputeCostFloor(const SimContext& context, const SaveSet& keep);
+/// Per node, 1 where those chains reach it: every node Simulate re-runs for
+/// `keep` is marked (a chain re-runs only producers it reaches through
+/// tensors neither saved nor resident), so a node marked 0 is not re-run.
+std::vector<uint8_t> ReachedByChains(const SimContext& context, const SaveSet& keep);
 
 class PeakFloor {
  public:

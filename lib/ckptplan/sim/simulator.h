@@ -86,7 +86,9 @@
 //    reached through tensors no plan saves, each node at least once) and
 //    PeakFloor::Of (the chains of the dropped candidates read by a node's
 //    own step re-run their producers by then, each node once in a
-//    simulation: a copy lives from then to its last read);
+//    simulation: a copy lives from then to its last read); local_search.cc
+//    AddsCost (a drop re-runs the nodes its chain reaches that no chain
+//    re-runs now, ReachedByChains);
 //    SaveCandidates and the min-cut's network (mincut.h);
 //    drop_delta.h DropDelta::Score (the chain's depth-first order, nodes
 //    re-run later pulled into it, the added cost) and ScoreResave (a chain

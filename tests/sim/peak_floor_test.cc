@@ -151,15 +151,15 @@ TEST_CASE("peak floor: the least cost of a fitting plan, on the tiny chain by ha
   const PeakFloor floor(context, Simulate(context, SaveAll(graph), {}));
   SaveSet keep = SaveAll(graph);
   // Nothing dropped: nothing re-runs.
-  CHECK(floor.CostOfFitting(context, keep, 510) == 0);
+  CHECK(floor.CostOfFitting(keep, 510) == 0);
   keep[a] = 0;
   // a dropped re-runs f1 (its input x is an input): 5. Its floor is 410
   // (above), so at a budget of 410 nothing may be saved again: saving a
   // keeps its 100 bytes at f3_bwd (its reader f1_bwd comes after).
-  CHECK(floor.CostOfFitting(context, keep, 410) == 5);
+  CHECK(floor.CostOfFitting(keep, 410) == 5);
   // At 510 a fits back whole: 0. At 460 half of its bytes fit: 5 - 2.5.
-  CHECK(floor.CostOfFitting(context, keep, 510) == 0);
-  CHECK(floor.CostOfFitting(context, keep, 460) == 2.5);
+  CHECK(floor.CostOfFitting(keep, 510) == 0);
+  CHECK(floor.CostOfFitting(keep, 460) == 2.5);
   keep = SaveAll(graph);
   keep[b] = 0;
   keep[c] = 0;
@@ -172,7 +172,7 @@ TEST_CASE("peak floor: the least cost of a fitting plan, on the tiny chain by ha
   // c stays: 2 - 1 = 1.
   // The least a fitting plan costs is 1 indeed: keep a and c, drop b
   // (peak 410: a, c, dc, db and x at f3_bwd); dropping both peaks at 510.
-  CHECK(floor.CostOfFitting(context, keep, 410) == 1);
+  CHECK(floor.CostOfFitting(keep, 410) == 1);
   SaveSet fitting = SaveAll(graph);
   fitting[b] = 0;
   const SimResult sim = Simulate(context, fitting, {});
@@ -180,7 +180,7 @@ TEST_CASE("peak floor: the least cost of a fitting plan, on the tiny chain by ha
   CHECK(sim.recompute_cost == 1);
   // Under the floor of every plan (x and the parameters' 10 bytes and the
   // gradients dc, db live at f3_bwd: 310) nothing fits.
-  CHECK(floor.CostOfFitting(context, keep, 200) == std::numeric_limits<double>::infinity());
+  CHECK(floor.CostOfFitting(keep, 200) == std::numeric_limits<double>::infinity());
 }
 
 TEST_CASE("peak floor: no fitting plan that saves more costs less than the cost floor") {
@@ -207,7 +207,7 @@ TEST_CASE("peak floor: no fitting plan that saves more costs less than the cost 
       }
       for (const SimResult& budget_from : more) {
         const int64_t budget = budget_from.peak_bytes;
-        const double at_least = floor.CostOfFitting(context, keep, budget);
+        const double at_least = floor.CostOfFitting(keep, budget);
         for (const SimResult& plan : more) {
           if (plan.peak_bytes > budget) continue;
           // The floor's shares are divisions: a relative margin and one of

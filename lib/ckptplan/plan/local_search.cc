@@ -35,7 +35,8 @@ class Search {
         keep_(std::move(keep)),
         candidates_(context_.droppable),
         floor_(context),
-        scorer_(context, "local search") {
+        scorer_(context, "local search"),
+        walked_(context.graph.nodes.size(), 0) {
     sim_options_.reserve_bytes = options.reserve_bytes;
     Reset();
   }
@@ -225,7 +226,6 @@ class Search {
   // neither saved nor resident, stopping at nodes re-run already.
   bool AddsCost(TensorId t) {
     ++walk_;
-    if (walked_.size() != context_.graph.nodes.size()) walked_.assign(context_.graph.nodes.size(), 0);
     stack_.assign(1, context_.producer[t]);
     walked_[context_.producer[t]] = walk_;
     while (!stack_.empty()) {
@@ -235,10 +235,7 @@ class Search {
       if (context_.node_cost[n] > 0) return true;
       for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
         const TensorId in = context_.ids[i];
-        if (!context_.forward_produced[in] || context_.resident_root[in] ||
-            (context_.is_candidate[in] && keep_[in])) {
-          continue;
-        }
+        if (!context_.Unsaved(in, keep_)) continue;
         const NodeId p = context_.producer[in];
         if (walked_[p] == walk_) continue;
         walked_[p] = walk_;

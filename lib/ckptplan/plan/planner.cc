@@ -185,7 +185,7 @@ class Candidates {
           cleanup_options.stop = [&](const SaveSet& keep) {
             const size_t resaved = calls++;
             if (hopeless || (resaved & (resaved - 1)) != 0) return false;
-            const double at_least = floor_->CostOfFitting(context_, keep, options_.budget_bytes);
+            const double at_least = floor_->CostOfFitting(keep, options_.budget_bytes);
             if (!(at_least > best_.recompute_cost + CostMargin())) return false;
             hopeless = at_least;
             hopeless_after = resaved;

@@ -12,8 +12,8 @@ namespace {
 
 // Calls visit(t, n) for each dropped candidate t of `keep` and each node n
 // its chain must re-run whatever else a plan saves: t's producer, and the
-// producers reached from it through inputs no plan saves (forward-made, not
-// resident, not candidates). Each pair once.
+// producers reached from it through inputs no plan saves
+// (SimContext::NeverSaved). Each pair once.
 template <typename Visit>
 void ForEachForcedRerun(const SimContext& context, const SaveSet& keep, Visit visit) {
   std::vector<TensorId> seen_by(context.graph.nodes.size(), kNoId);
@@ -28,10 +28,7 @@ void ForEachForcedRerun(const SimContext& context, const SaveSet& keep, Visit vi
       visit(t, n);
       for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
         const TensorId in = context.ids[i];
-        if (!context.forward_produced[in] || context.resident_root[in] ||
-            context.is_candidate[in]) {
-          continue;
-        }
+        if (!context.NeverSaved(in)) continue;
         const NodeId p = context.producer[in];
         if (seen_by[p] == t) continue;
         seen_by[p] = t;
@@ -41,26 +38,50 @@ void ForEachForcedRerun(const SimContext& context, const SaveSet& keep, Visit vi
   }
 }
 
+// Calls visit(n) once for each node the chains of `seeds`' dropped
+// candidates re-run under `keep`: their producers and the producers reached
+// through inputs the plan does not save (SimContext::Unsaved). With every
+// candidate as a seed, these are the nodes Simulate re-runs (each once).
+template <typename Visit>
+void ForEachChainNode(const SimContext& context, const SaveSet& keep,
+                      const std::vector<TensorId>& seeds, Visit visit) {
+  std::vector<uint8_t> reached(context.graph.nodes.size(), 0);
+  std::vector<NodeId> stack;
+  auto reach = [&](TensorId t) {
+    const NodeId p = context.producer[t];
+    if (reached[p]) return;
+    reached[p] = 1;
+    stack.push_back(p);
+  };
+  for (TensorId t : seeds) {
+    if (!keep[t]) reach(t);
+  }
+  while (!stack.empty()) {
+    const NodeId n = stack.back();
+    stack.pop_back();
+    visit(n);
+    for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
+      if (context.Unsaved(context.ids[i], keep)) reach(context.ids[i]);
+    }
+  }
+}
+
 }  // namespace
 
 double RecomputeCostFloor(const SimContext& context, const SaveSet& keep) {
-  std::vector<uint8_t> counted(context.graph.nodes.size(), 0);
   double cost = 0;
-  ForEachForcedRerun(context, keep, [&](TensorId, NodeId n) {
-    if (counted[n]) return;
-    counted[n] = 1;
-    cost += context.node_cost[n];
-  });
+  ForEachChainNode(context, keep, context.candidates,
+                   [&](NodeId n) { cost += context.node_cost[n]; });
   return cost;
 }
 
 std::vector<uint8_t> ReachedByChains(const SimContext& context, const SaveSet& keep) {
   std::vector<uint8_t> reached(context.graph.nodes.size(), 0);
-  ForEachForcedRerun(context, keep, [&](TensorId, NodeId n) { reached[n] = 1; });
+  ForEachChainNode(context, keep, context.candidates, [&](NodeId n) { reached[n] = 1; });
   return reached;
 }
 
-PeakFloor::PeakFloor(const SimContext& context, const SimResult& save_all) {
+PeakFloor::PeakFloor(const SimContext& context, const SimResult& save_all) : context_(context) {
   if (save_all.steps.empty()) {
     total_ = std::numeric_limits<int64_t>::min();
     return;
@@ -84,7 +105,6 @@ PeakFloor::PeakFloor(const SimContext& context, const SimResult& save_all) {
   // The candidates read at or after `node`, by root; the roots whose copy
   // is live there when dropped.
   std::vector<std::pair<TensorId, TensorId>>& read_after = read_after_;  // (root, candidate)
-  context_ = &context;
   late_root_.assign(num_tensors, 0);
   for (TensorId t : context.candidates) {
     if (reads[t] & kAtOrAfter) {
@@ -126,60 +146,36 @@ int64_t PeakFloor::Of(const SaveSet& keep, int64_t* copies) const {
   for (const auto& [t, bytes] : copies_) {
     if (!keep[t]) copied += bytes;
   }
-  if (context_ != nullptr && !read_early_.empty()) {
-    // The nodes re-run at or before the peak step's node: from the dropped
-    // candidates read by then, producers through inputs neither saved nor
-    // resident (the simulator's chains). Their dropped outputs read only
-    // after it keep their copies there.
-    const SimContext& context = *context_;
-    std::vector<uint8_t> rerun(context.graph.nodes.size(), 0);
-    std::vector<NodeId> stack;
-    auto reach = [&](TensorId t) {
-      const NodeId p = context.producer[t];
-      if (rerun[p]) return;
-      rerun[p] = 1;
-      stack.push_back(p);
-    };
-    for (TensorId t : read_early_) {
-      if (!keep[t]) reach(t);
-    }
-    while (!stack.empty()) {
-      const NodeId n = stack.back();
-      stack.pop_back();
-      for (uint32_t i = context.inputs_begin[n]; i < context.outputs_begin[n]; ++i) {
-        const TensorId in = context.ids[i];
-        if (!context.forward_produced[in] || context.resident_root[in] ||
-            (context.is_candidate[in] && keep[in])) {
-          continue;
+  // The nodes re-run at or before the peak step's node: the chains of the
+  // dropped candidates read by then. Their unsaved outputs read after it
+  // through their copies keep those copies there.
+  const SimContext& context = context_;
+  ForEachChainNode(context, keep, read_early_, [&](NodeId n) {
+    for (uint32_t i = context.outputs_begin[n]; i < context.inputs_begin[n + 1]; ++i) {
+      const TensorId out = context.ids[i];
+      if (!late_root_[out] || (context.is_candidate[out] && keep[out])) continue;
+      for (auto it = std::lower_bound(read_after_.begin(), read_after_.end(),
+                                      std::make_pair(out, TensorId{0}));
+           it != read_after_.end() && it->first == out; ++it) {
+        // A dropped view reads the copy unless a view between is saved (it
+        // then reads that view's original).
+        bool through_copy = !keep[it->second];
+        for (TensorId a = it->second; through_copy && a != out;) {
+          a = context.alias_of[a];
+          through_copy = a == out || !(context.is_candidate[a] && keep[a]);
         }
-        reach(in);
-      }
-      for (uint32_t i = context.outputs_begin[n]; i < context.inputs_begin[n + 1]; ++i) {
-        const TensorId out = context.ids[i];
-        if (!late_root_[out] || (context.is_candidate[out] && keep[out])) continue;
-        for (auto it = std::lower_bound(read_after_.begin(), read_after_.end(),
-                                        std::make_pair(out, TensorId{0}));
-             it != read_after_.end() && it->first == out; ++it) {
-          // A dropped view reads the copy unless a view between is saved
-          // (it then reads that view's original).
-          bool through_copy = !keep[it->second];
-          for (TensorId a = it->second; through_copy && a != out;) {
-            a = context.alias_of[a];
-            through_copy = a == out || !(context.is_candidate[a] && keep[a]);
-          }
-          if (!through_copy) continue;
-          copied += context.bytes[out];  // read after the node through its copy
-          break;
-        }
+        if (!through_copy) continue;
+        copied += context.bytes[out];  // read after the node through its copy
+        break;
       }
     }
-  }
+  });
   if (copies != nullptr) *copies = copied;
   return floor + copied;
 }
 
-double PeakFloor::CostOfFitting(const SimContext& context, const SaveSet& keep,
-                                int64_t budget) const {
+double PeakFloor::CostOfFitting(const SaveSet& keep, int64_t budget) const {
+  const SimContext& context = context_;
   // The most the floor may fall: every copy it counts gone.
   int64_t copies = 0;
   const int64_t floor = Of(keep, &copies);

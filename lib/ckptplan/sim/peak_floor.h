@@ -55,6 +55,7 @@ class PeakFloor {
  public:
   /// From `save_all`, the whole-step simulation of `context`'s graph under
   /// SaveAll with the options the plans floored are simulated with.
+  /// `context` must outlive the floor.
   PeakFloor(const SimContext& context, const SimResult& save_all);
   /// At most the peak of the whole-step simulation of `keep` (the same
   /// options as save-all's).
@@ -71,7 +72,7 @@ class PeakFloor {
   /// falls by at most the copies saved. What the producers left re-run can
   /// cost least is then a fractional knapsack: their costs, those bytes as
   /// weights, and budget - Of(keep) + the dropped copies' bytes as capacity.
-  double CostOfFitting(const SimContext& context, const SaveSet& keep, int64_t budget) const;
+  double CostOfFitting(const SaveSet& keep, int64_t budget) const;
 
  private:
   int64_t total_ = 0;  // save-all's total at its peak step
@@ -87,12 +88,11 @@ class PeakFloor {
   std::vector<TensorId> readers_;
   // Candidates whose copy is live there when dropped, and its bytes.
   std::vector<std::pair<TensorId, int64_t>> copies_;
-  // For the copies chains make early: the graph, the candidates non-forward
-  // nodes read at or before the peak step's node, per tensor whether it is
-  // a forward storage's root that may hold such a copy (not a candidate
-  // counted in copies_), and the candidates read after the node by root
-  // (sorted).
-  const SimContext* context_ = nullptr;
+  const SimContext& context_;  // the graph's, which must outlive the floor
+  // For the copies chains make early: the candidates non-forward nodes read
+  // at or before the peak step's node, per tensor whether it is a forward
+  // storage's root that may hold such a copy (not a candidate counted in
+  // copies_), and the candidates read after the node by root (sorted).
   std::vector<TensorId> read_early_;
   std::vector<uint8_t> late_root_;
   std::vector<std::pair<TensorId, TensorId>> read_after_;

@@ -179,8 +179,7 @@ class Builder {
 
   // A non-forward read of `t` that must come from a recomputed copy.
   bool NeedsRecompute(TensorId t) const {
-    return context_.forward_produced[t] && !context_.resident_root[t] && !Saved(t) &&
-           recomputed_[t] == kNone;
+    return context_.Unsaved(t, keep_) && recomputed_[t] == kNone;
   }
 
   // Buffer that a step of `phase` (recompute steps count as non-forward)

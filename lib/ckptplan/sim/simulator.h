@@ -273,6 +273,19 @@ struct SimContext {
   std::vector<Made> made;
   std::vector<NodeId> producer;
   std::vector<TensorId> alias_of;
+
+  /// Whether a recompute chain that needs `t` under `keep` re-runs its
+  /// producer (unless a copy of it is made already): made by a forward
+  /// node, not resident, not saved. Simulate's NeedsRecompute and the
+  /// floors (peak_floor.h) and local search that restate chains read it.
+  bool Unsaved(TensorId t, const SaveSet& keep) const {
+    return forward_produced[t] && !resident_root[t] && !(is_candidate[t] && keep[t]);
+  }
+  /// Whether no plan saves `t` while chains may need it: made by a forward
+  /// node, not resident, not a candidate.
+  bool NeverSaved(TensorId t) const {
+    return forward_produced[t] && !resident_root[t] && !is_candidate[t];
+  }
   std::vector<int64_t> bytes;
 
   /// FindRegions(*this) and ShapeRegions(*this, regions()), computed on

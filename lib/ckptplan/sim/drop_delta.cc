@@ -44,6 +44,8 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   group_max_ = nullptr;
   all_max_ready_ = false;
   top_step_ = StepFacts::kNone;
+  scored_.tensor = kNoId;  // no Patch nor PatchResave from an earlier index's score
+  resaved_ = kNoId;
   if (group_max != nullptr) {
     if (offset != nullptr || group_max->size() != end - first) {
       throw std::logic_error("DropDelta: node peaks given for another range or with offsets");
@@ -106,9 +108,15 @@ uint32_t DropDelta::InsertionStep(NodeId g, TensorId t) const {
 
 int64_t DropDelta::KeptStepsMax() {
   OldStepEvents();
-  for (uint32_t s : deleted_) {  // cut out of the maxima
-    events_.push_back({s, 0});
-    events_.push_back({s + 1, 0});
+  // Each run of steps that go is cut out of the maxima as one range: the
+  // sweep's ranges then lie either inside a run (from a step that goes) or
+  // outside every run.
+  for (size_t i = 0; i < deleted_.size();) {
+    size_t end = i + 1;
+    while (end < deleted_.size() && deleted_[end] == deleted_[end - 1] + 1) ++end;
+    events_.push_back({deleted_[i], 0});
+    events_.push_back({deleted_[end - 1] + 1, 0});
+    i = end;
   }
   std::sort(events_.begin(), events_.end());
   int64_t highest = RangeMax::kEmpty;
@@ -120,7 +128,7 @@ int64_t DropDelta::KeptStepsMax() {
     all_max_ready_ = true;
   }
   auto take = [&](int64_t lo, int64_t hi) {  // old steps [lo, hi)
-    if (lo >= hi || (hi == lo + 1 && Deleted(static_cast<uint32_t>(lo)))) return;
+    if (lo >= hi || Deleted(static_cast<uint32_t>(lo))) return;
     if (highest != RangeMax::kEmpty && all_max_ + running <= highest) return;
     highest = std::max(highest, StepsMax(static_cast<uint32_t>(lo), static_cast<uint32_t>(hi)) +
                                     running);

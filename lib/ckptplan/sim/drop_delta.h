@@ -387,9 +387,10 @@ class DropDelta {
     }
   };
   // The tensor of the last ScoreResave when PatchResave can write it out
-  // (kNoId: none); lifetimes_ holds the old storages whose last read moves,
-  // as for Score.
+  // (kNoId: none), and the cost it adds; lifetimes_ holds the old storages
+  // whose last read moves, as for Score.
   TensorId resaved_ = kNoId;
+  double resaved_cost_ = 0;
   std::vector<uint32_t> buffer_index_;  // PatchResave: per old storage, its index after
   // Patch and PatchResave: whether `options` simulate the indexed range as
   // it was simulated, into another SimResult; out's steps and totals sized;

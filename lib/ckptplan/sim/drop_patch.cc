@@ -79,7 +79,11 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   patched_prefix_ = {};
   const NodeId end = end_, first = first_;
   if (!SameRange(options, out)) return false;
-  if (!Score(t).known) return false;
+  // What Score worked out is kept until the next flip is scored: where the
+  // last one scored was this drop (most often the search's only score), it
+  // is not scored again. A score cut short left the same (CutAtTop comes
+  // after the chain, changes and storages are worked out).
+  if (scored_.tensor != t && !Score(t).known) return false;
   const SimResult& sim = *sim_;
   const int64_t a = scored_.a;
   const int64_t m = static_cast<int64_t>(chain_.size());
@@ -356,8 +360,9 @@ std::string DropDelta::GroupChanges::Mismatch(const RangeAddMax& tree,
 bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* out) {
   patched_prefix_ = {};
   if (!SameRange(options, out)) return false;
-  const Result scored = ScoreResave(t);
-  if (!scored.known || resaved_ != t) return false;
+  // As Patch: not scored again where it was the last flip scored.
+  if (resaved_ != t && !ScoreResave(t).known) return false;
+  if (resaved_ != t) return false;
   const SimResult& sim = *sim_;
   const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
   // Moved nodes' keys, chain starts and storages are MovedChain's, read
@@ -553,7 +558,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   if (unsettled != 0) return false;
 
   peaks.Finish();
-  FinishPatch(scored.added_cost, out);
+  FinishPatch(resaved_cost_, out);
   // Steps before the run that goes are as they were (the moved steps come
   // in after it), as are the storages made before them.
   patched_prefix_.steps = gone_first;

@@ -334,6 +334,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   result.region_max = highest;
   result.added_cost = view_cost - cost;
   resaved_ = t;  // PatchResave writes it out
+  resaved_cost_ = result.added_cost;
   costed_view_reruns_ += view_cost != 0;
   unread_copy_remakes_ += copy_remade;
   moved_view_reruns_ += moved_views != 0;
@@ -573,6 +574,7 @@ DropDelta::Result DropDelta::ScoreResaveKeepingSteps(TensorId t, uint32_t copy,
   result.region_max = KeptStepsMax();
   result.added_cost = 0;
   resaved_ = t;
+  resaved_cost_ = 0;
   return result;
 }
 

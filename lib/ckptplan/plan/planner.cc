@@ -479,8 +479,7 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
                          std::chrono::steady_clock::now());
   candidates.AddBaseline(ScopeCheckpointPlan(context), "scope-checkpoint");
   candidates.AddBaseline(SqrtSegmentsPlan(context), "sqrt-segments");
-  candidates.AddBaseline(KnapsackPlan(context, options.budget_bytes, options.reserve_bytes),
-                         "knapsack");
+  candidates.AddBaseline(KnapsackPlan(context, options.budget_bytes, save_all), "knapsack");
 
   // Local search from the best few distinct plans (one on large graphs).
   LocalSearchOptions search;

@@ -136,6 +136,12 @@ SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_b
 }
 
 SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, int64_t reserve_bytes) {
+  SimOptions options;
+  options.reserve_bytes = reserve_bytes;
+  return KnapsackPlan(context, budget_bytes, Simulate(context, SaveAll(context.graph), options));
+}
+
+SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, const SimResult& save_all) {
   const Graph& graph = context.graph;
   const std::vector<TensorId>& candidates = context.droppable;
   SaveSet keep = SaveAll(graph);
@@ -147,9 +153,7 @@ SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, int64_t re
     value.push_back(graph.NodeCost(graph.tensors[t].producer));
     total += weight.back();
   }
-  SimOptions options;
-  options.reserve_bytes = reserve_bytes;
-  const int64_t fixed = Simulate(context, keep, options).peak_bytes - total;
+  const int64_t fixed = save_all.peak_bytes - total;
   const int64_t capacity = budget_bytes - fixed;
   if (capacity >= total) return keep;
   for (TensorId t : candidates) keep[t] = 0;

@@ -84,6 +84,9 @@ SaveSet SqrtSegmentsPlan(const SimContext& context);
 /// byte weights quantised to 4096 buckets (fewer above 16,384 candidates).
 SaveSet KnapsackPlan(const Graph& graph, int64_t budget_bytes, int64_t reserve_bytes);
 SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, int64_t reserve_bytes);
+/// The same from `save_all`, SaveAll's simulation under the reserve (its
+/// peak is the one read), where the caller has it.
+SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, const SimResult& save_all);
 
 }  // namespace ckptplan
 

@@ -44,6 +44,7 @@ void DropDelta::Index(const SimResult& sim, const SaveSet& keep, NodeId first, N
   group_max_ = nullptr;
   all_max_ready_ = false;
   top_step_ = StepFacts::kNone;
+  events_sorted_ = false;
   scored_.tensor = kNoId;  // no Patch nor PatchResave from an earlier index's score
   resaved_ = kNoId;
   if (group_max != nullptr) {
@@ -119,6 +120,7 @@ int64_t DropDelta::KeptStepsMax() {
     i = end;
   }
   std::sort(events_.begin(), events_.end());
+  events_sorted_ = true;
   int64_t highest = RangeMax::kEmpty;
   int64_t running = 0, from = 0;
   // No old step is above the highest of all: a run that cannot pass
@@ -171,6 +173,7 @@ int64_t DropDelta::StepsMax(uint32_t lo, uint32_t hi) const {
 }
 
 void DropDelta::OldStepEvents() {
+  events_sorted_ = false;
   events_.clear();
   for (const Change& change : changes_) {
     int64_t lo, hi;
@@ -178,6 +181,13 @@ void DropDelta::OldStepEvents() {
     events_.push_back({lo, change.bytes});
     events_.push_back({hi + 1, -change.bytes});
   }
+}
+
+void DropDelta::SortedOldStepEvents() {
+  if (events_sorted_) return;
+  OldStepEvents();
+  std::sort(events_.begin(), events_.end());
+  events_sorted_ = true;
 }
 
 DropDelta::Result DropDelta::Score(TensorId t, const Cutoff* cutoff) {
@@ -209,6 +219,7 @@ DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* rep
   const SimResult& sim = *sim_;
   scored_.tensor = kNoId;
   resaved_ = kNoId;
+  events_sorted_ = false;
   lifetimes_.clear();
   const StepFacts& facts = *facts_;
   if (!context_.exact_costs || !Saved(t) || facts.FirstRead(t) == kNone) return unknown;
@@ -513,16 +524,16 @@ DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* rep
   int64_t highest = KeptStepsMax();
   // The chain's steps: what lives across the place it goes, plus the changes.
   const int64_t across = Across(static_cast<uint32_t>(a)) + OffsetAt(a);
-  events_.assign(m + 1, {0, 0});
+  chain_events_.assign(m + 1, 0);
   for (const Change& change : changes_) {
     const int64_t lo = std::max(change.lo, block_key(0)), hi = std::min(change.hi, block_key(m - 1));
     if (lo > hi) continue;
-    events_[lo - block_key(0)].second += change.bytes;
-    events_[hi - block_key(0) + 1].second -= change.bytes;
+    chain_events_[lo - block_key(0)] += change.bytes;
+    chain_events_[hi - block_key(0) + 1] -= change.bytes;
   }
   int64_t running = 0;
   for (int64_t k = 0; k < m; ++k) {
-    running += events_[k].second;
+    running += chain_events_[k];
     const int64_t workspace = std::max<int64_t>(context_.node_workspace[chain_[k]], 0);
     highest = std::max(highest, across + running + workspace);
   }

@@ -203,6 +203,12 @@ class DropDelta {
   // events_ = the changes_ over old steps, as (step, bytes) where a running
   // sum starts and stops adding them; unsorted.
   void OldStepEvents();
+  // events_ as Patch and PatchResave read them: sorted by step. Left so by
+  // the last KeptStepsMax where no flip was scored since (with events of 0
+  // bytes at the ends of the runs of steps that go, which only split the
+  // patch's runs); else made again.
+  void SortedOldStepEvents();
+  bool events_sorted_ = false;
   // The highest total plus offset over the old steps that stay (not
   // deleted_) after the changes_ (Score, ScoreResave).
   int64_t KeptStepsMax();
@@ -352,6 +358,7 @@ class DropDelta {
   std::vector<std::pair<uint32_t, int64_t>> extended_;  // old storage, key read at (kLost)
   std::vector<Change> changes_;
   std::vector<std::pair<int64_t, int64_t>> events_;
+  std::vector<int64_t> chain_events_;  // ScoreChain: the changes' running sum over the chain's steps
   // What the last known Score worked out beside its result, for Patch: the
   // old step the chain goes before (a; for a by-product's drop, which has no
   // chain, the old step count), whether it runs inside the recompute chain
@@ -373,10 +380,13 @@ class DropDelta {
   struct StepMap {
     uint32_t a, m;
     const std::vector<uint32_t>* deleted;
-    // Steps before the first that goes, in a branch the patch's loops inline.
+    // Steps before the first that goes and after the last, in branches the
+    // patch's loops inline.
     uint32_t first_gone = deleted->empty() ? kNone : deleted->front();
+    uint32_t last_gone = deleted->empty() ? kNone : deleted->back();
     uint32_t operator()(uint32_t s) const {
       if (s < first_gone) return s + (s >= a ? m : 0);
+      if (s > last_gone) return s - static_cast<uint32_t>(deleted->size()) + (s >= a ? m : 0);
       return AfterGone(s);
     }
     uint32_t AfterGone(uint32_t s) const {

@@ -94,8 +94,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
 
   // The changes as running sums: over old steps (events_) and over the
   // chain's steps (chain_delta).
-  OldStepEvents();
-  std::sort(events_.begin(), events_.end());
+  SortedOldStepEvents();
   std::vector<int64_t> chain_delta(m + 1, 0);
   for (const Change& change : changes_) {
     const int64_t lo = std::max(change.lo, block_key(0));
@@ -401,8 +400,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
       if (use != kNone && use >= gone_end) return false;
     }
   }
-  OldStepEvents();
-  std::sort(events_.begin(), events_.end());
+  SortedOldStepEvents();
 
   // Steps and totals.
   const uint32_t num_new =

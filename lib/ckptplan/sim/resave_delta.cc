@@ -37,6 +37,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
   const Result unknown;
   scored_.tensor = kNoId;  // no Patch from this
   resaved_ = kNoId;        // nor PatchResave, until known
+  events_sorted_ = false;
   lifetimes_.clear();
   chain_.clear();          // the nodes moved (MovedChain), none so far
   made_.clear();

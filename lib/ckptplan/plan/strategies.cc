@@ -176,9 +176,22 @@ SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, const SimR
   //   item is taken there: such cells are not written, but read as `all`,
   //   and an item's take bit at c >= its `whole` is 1 (while adding its
   //   value raises the sum: past a rounding loss every cell is written).
+  // - the choice is read back from c = cap down, each item taken moving c
+  //   down by its weight: item i's row is read at c >= cap less the weights
+  //   of the items of value after it, `low`, and so reads the row before at
+  //   c >= that less its own weight. Cells below `low` are not written.
   std::vector<double> best(cap + 1, 0);
   std::vector<uint64_t> take((k * (cap + 1) + 63) / 64, 0);
   std::vector<size_t> whole_after(k, cap + 1);  // per item: bits at or past it are 1
+  std::vector<size_t> low(k, 0);                // per item of value: its row's lowest cell read
+  {
+    size_t after = 0;  // buckets of the items of value after i, up to cap
+    for (size_t i = k; i-- > 0;) {
+      if (!(value[i] > 0)) continue;
+      low[i] = cap - after;
+      after = std::min(cap, after + static_cast<size_t>((weight[i] + unit - 1) / unit));
+    }
+  }
   auto bit = [&](size_t i, size_t c) { return i * (cap + 1) + c; };
   size_t whole = 0;  // the items so far fit whole in `whole` buckets or more
   double all = 0;    // their values' sum
@@ -193,7 +206,7 @@ SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, const SimR
     const size_t w = static_cast<size_t>((weight[i] + unit - 1) / unit);
     const size_t next_whole = std::min(cap + 1, whole + w);
     auto read = [&](size_t c) { return c < whole ? best[c] : all; };
-    for (size_t c = next_whole; c-- > w;) {
+    for (size_t c = next_whole; c-- > std::max(w, low[i]);) {
       const double without = read(c);
       const double with = read(c - w) + value[i];
       if (with > without) {
@@ -205,7 +218,7 @@ SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, const SimR
     }
     // Below w the item does not fit: cells at or past the old `whole` (w >
     // those cells only when w > old whole) keep the old sum, written out.
-    for (size_t c = whole; c < std::min(w, next_whole); ++c) best[c] = all;
+    for (size_t c = std::max(whole, low[i]); c < std::min(w, next_whole); ++c) best[c] = all;
     whole = next_whole;
     all += value[i];
     whole_after[i] = whole;

@@ -87,6 +87,17 @@ class Candidates {
     return Result(std::move(keep), sim.peak_bytes, sim.recompute_cost, std::move(method));
   }
   const SimOptions& sim_options() const { return sim_options_; }
+  // A plan with its peak and recompute cost (the step's, under
+  // sim_options()), judged against the budget.
+  PlannerResult Result(SaveSet keep, int64_t peak, double cost, std::string method) const {
+    PlannerResult result;
+    result.keep = std::move(keep);
+    result.peak = peak;
+    result.recompute_cost = cost;
+    result.fits = peak <= options_.budget_bytes;
+    result.method = std::move(method);
+    return result;
+  }
 
   // Adds a plan found since `since` (for the log's timings); a fitting plan
   // is cleaned up first.
@@ -235,16 +246,6 @@ class Candidates {
   // divisions): relative to the best's and the step's costs.
   double CostMargin() const { return 1e-9 * (best_.recompute_cost + context_.step_cost); }
 
-  // A plan with its peak and recompute cost, judged against the budget.
-  PlannerResult Result(SaveSet keep, int64_t peak, double cost, std::string method) const {
-    PlannerResult result;
-    result.keep = std::move(keep);
-    result.peak = peak;
-    result.recompute_cost = cost;
-    result.fits = peak <= options_.budget_bytes;
-    result.method = std::move(method);
-    return result;
-  }
 
   // What cleaning `keep` up costs, about, in node-steps: a trial (a region
   // simulation) per dropped candidate, the first round counted. Copies of a
@@ -313,14 +314,33 @@ class Candidates {
   std::vector<PlannerResult> all_;  // every plan added, in order
 };
 
-SaveSet Greedy(const SimContext& context, const SaveSet& start, const PlannerOptions& options) {
+// The greedy's plan from `start`, named `method`, with the figures the
+// greedy ends with: the step's, exactly (IncrementalPlan's RegionalMemory
+// sums exact costs, whose order does not matter, and simulates the whole
+// step where they are not exact; GreedyPlan simulates), so that the plan is
+// not simulated again to be added. Verify mode simulates it and checks.
+PlannerResult Greedy(const SimContext& context, const SaveSet& start, const PlannerOptions& options,
+                     const Candidates& candidates, std::string method) {
   GreedyOptions greedy;
   greedy.budget_bytes = options.budget_bytes;
   greedy.reserve_bytes = options.reserve_bytes;
   greedy.prune = options.prune;
   greedy.verify = options.verify;
-  if (options.reference_greedy) return GreedyPlan(context.graph, start, greedy).keep;
-  return IncrementalPlan(context, start, greedy).keep;
+  GreedyResult found = options.reference_greedy ? GreedyPlan(context.graph, start, greedy)
+                                                : IncrementalPlan(context, start, greedy);
+  PlannerResult result =
+      candidates.Result(std::move(found.keep), found.peak, found.recompute_cost, std::move(method));
+  if (options.verify) {
+    const PlannerResult measured = candidates.Measure(result.keep, result.method);
+    if (measured.peak != result.peak || measured.recompute_cost != result.recompute_cost) {
+      throw std::logic_error("planner: " + result.method + " ends at peak " +
+                             std::to_string(result.peak) + ", cost " +
+                             std::to_string(result.recompute_cost) + ", but its plan simulates to " +
+                             std::to_string(measured.peak) + ", " +
+                             std::to_string(measured.recompute_cost));
+    }
+  }
+  return result;
 }
 
 // Every-k-th: the fitting segment plan of least cost, else the lowest peak
@@ -427,7 +447,10 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
   if (best.keep.empty()) return;
   candidates->AddBaseline(best.keep, best.method);
   if (!best.fits && greedy_from_best) {
-    candidates->Add(Greedy(context, best.keep, options), "greedy from " + best.method);
+    const auto greedy_since = std::chrono::steady_clock::now();
+    candidates->AddMeasured(
+        Greedy(context, best.keep, options, *candidates, "greedy from " + best.method),
+        greedy_since);
   }
 }
 
@@ -466,7 +489,8 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
       spdlog::debug("planner: the {} start is an earlier start's set: not searched again", start);
       continue;
     }
-    candidates.Add(Greedy(context, set, options), "greedy from " + start, since);
+    candidates.AddMeasured(Greedy(context, set, options, candidates, "greedy from " + start),
+                           since);
     start_sets.push_back(std::move(set));
   }
   // Save-all, simulated once: the segment plans' floors read it too.
@@ -541,8 +565,9 @@ PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {
       result = PlanDefault(context, options);
       break;
     case Strategy::kGreedy:
-      one.Add(Greedy(context, StartSet(context, options.start, options.policy), options),
-              "greedy from " + options.start);
+      one.AddMeasured(Greedy(context, StartSet(context, options.start, options.policy), options,
+                             one, "greedy from " + options.start),
+                      std::chrono::steady_clock::now());
       result = one.best();
       break;
     case Strategy::kSaveAll:

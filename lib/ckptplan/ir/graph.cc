@@ -158,39 +158,61 @@ bool IsCollectiveOp(std::string_view op) {
   return op == "all_gather" || op == "reduce_scatter" || op == "all_reduce" || op == "pp_recv";
 }
 
-std::string OpBaseName(std::string_view op) {
+namespace {
+
+// Calls `add` with each character of op's base name, in order (the rule
+// OpBaseName states).
+template <typename Add>
+void ForEachBaseNameChar(std::string_view op, Add&& add) {
   if (op.substr(0, 5) == "aten.") {
     op.remove_prefix(5);
     op = op.substr(0, op.find('.'));
   }
-  std::string name;
   for (char c : op) {
     if (c == '_') continue;
-    name += (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    add((c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c);
   }
-  return name;
 }
 
-bool IsLinearOp(std::string_view op) {
-  const std::string name = OpBaseName(op);
-  for (const char* linear : {"mm", "addmm", "matmul", "bmm", "linear", "gemm"}) {
-    if (name == linear) return true;
+// Whether op's base name is one of `names`, without allocating (no name
+// looked for is longer than the buffer).
+template <size_t K>
+bool BaseNameIn(std::string_view op, const char* const (&names)[K]) {
+  char buffer[32];
+  size_t size = 0;
+  ForEachBaseNameChar(op, [&](char c) {
+    if (size < sizeof(buffer)) buffer[size] = c;
+    ++size;
+  });
+  if (size > sizeof(buffer)) return false;
+  const std::string_view name(buffer, size);
+  for (const char* candidate : names) {
+    if (name == candidate) return true;
   }
   return false;
 }
 
+}  // namespace
+
+std::string OpBaseName(std::string_view op) {
+  std::string name;
+  ForEachBaseNameChar(op, [&](char c) { name += c; });
+  return name;
+}
+
+bool IsLinearOp(std::string_view op) {
+  static const char* const kLinear[] = {"mm", "addmm", "matmul", "bmm", "linear", "gemm"};
+  return BaseNameIn(op, kLinear);
+}
+
 bool IsRandomOp(std::string_view op) {
-  const std::string name = OpBaseName(op);
   static const char* const kRandom[] = {
       "bernoulli", "dropout", "nativedropout", "featuredropout", "alphadropout",
       "featurealphadropout", "rand", "randn", "randint", "randlike", "randnlike",
       "randintlike", "randperm", "normal", "uniform", "multinomial", "exponential",
       "geometric", "cauchy", "lognormal", "rrelu", "rreluwithnoise", "poisson",
       "randomnormal", "randomuniform", "randomnormallike", "randomuniformlike"};
-  for (const char* random : kRandom) {
-    if (name == random) return true;
-  }
-  return false;
+  return BaseNameIn(op, kRandom);
 }
 
 uint32_t DtypeBytes(std::string_view dtype) {

@@ -121,10 +121,13 @@ int64_t DropDelta::KeptStepsMax() {
   }
   std::sort(events_.begin(), events_.end());
   events_sorted_ = true;
-  int64_t highest = RangeMax::kEmpty;
+  // The highest old step, where it stays, is one of the steps the maximum
+  // is over: its value after the changes starts it.
+  int64_t highest = TopStays() ? TopValue() : RangeMax::kEmpty;
   int64_t running = 0, from = 0;
   // No old step is above the highest of all: a run that cannot pass
-  // `highest` so is not read.
+  // `highest` so is not read (with the highest step's value first, every
+  // run whose changes add no more than those over that step).
   if (!all_max_ready_) {
     all_max_ = StepsMax(0, static_cast<uint32_t>(sim_->steps.size()));
     all_max_ready_ = true;
@@ -202,16 +205,24 @@ DropDelta::Result DropDelta::Score(TensorId t, const Cutoff* cutoff) {
   return result;
 }
 
-bool DropDelta::CutAtTop(double added_cost, int64_t* at_least) const {
-  if (cutoff_ == nullptr || top_step_ == StepFacts::kNone || Deleted(top_step_)) return false;
-  // An old step that stays: the highest node peak after is at least its value.
+bool DropDelta::TopStays() const {
+  return top_step_ != StepFacts::kNone && !Deleted(top_step_);
+}
+
+int64_t DropDelta::TopValue() const {
   int64_t value = sim_->total[top_step_] + OffsetAt(top_step_);
   for (const Change& change : changes_) {
     int64_t lo, hi;
     if (OldSteps(change, &lo, &hi) && lo <= top_step_ && top_step_ <= hi) value += change.bytes;
   }
-  *at_least = value;
-  return cutoff_->Beaten(value, added_cost);
+  return value;
+}
+
+bool DropDelta::CutAtTop(double added_cost, int64_t* at_least) const {
+  if (cutoff_ == nullptr || !TopStays()) return false;
+  // An old step that stays: the highest node peak after is at least its value.
+  *at_least = TopValue();
+  return cutoff_->Beaten(*at_least, added_cost);
 }
 
 DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* replay) {

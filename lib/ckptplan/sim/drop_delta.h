@@ -216,6 +216,10 @@ class DropDelta {
   // highest step (Index), kNone without steps.
   const Cutoff* cutoff_ = nullptr;
   uint32_t top_step_ = StepFacts::kNone;
+  // Whether top_step_ is an old step that stays, and then its total plus
+  // offset after the changes_.
+  bool TopStays() const;
+  int64_t TopValue() const;
   // With a cutoff: the top step's value after the changes_ into *at_least,
   // true when the cutoff finds a drop adding `added_cost` beaten there.
   bool CutAtTop(double added_cost, int64_t* at_least) const;

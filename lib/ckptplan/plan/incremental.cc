@@ -723,6 +723,8 @@ class RegionSearch {
       key_cost_.assign(n, 0);
       key_hull_.assign(n, {0, kNoId});
       BuildReaders();
+      candidate_index_.assign(context_.graph.tensors.size(), kNotCandidate);
+      for (uint32_t i = 0; i < n; ++i) candidate_index_[candidates[i]] = i;
       key_dirty_.assign(n, 0);
       key_heap_.clear();
       parked_.clear();
@@ -732,7 +734,7 @@ class RegionSearch {
       for (uint32_t i = 0; i < n; ++i) renew(i);
     } else {
       for (TensorId u : pending_) walker_.Set(keep, u);
-      for (TensorId u : pending_) Renew(candidates, u, renew);
+      for (TensorId u : pending_) Renew(u, renew);
       pending_.clear();
       if (above_own > above_own_) {
         above_own_ = above_own;
@@ -803,12 +805,12 @@ class RegionSearch {
     mark_epoch_ = 0;
   }
 
-  // Renews (`renew`, by index in `candidates`) every candidate whose walk
+  // Renews (`renew`, by index in the region's candidates) every candidate whose walk
   // reaches a node that the walk of `u`, dropped anew, reaches (its chain
   // re-runs or moves no other) or a forward reader of u: the nodes reached
   // forward from those through the outputs walks pass make them.
   template <typename RenewFn>
-  void Renew(const std::vector<TensorId>& candidates, TensorId u, RenewFn&& renew) {
+  void Renew(TensorId u, RenewFn&& renew) {
     if (++mark_epoch_ == 0) {
       std::fill(node_mark_.begin(), node_mark_.end(), 0);
       mark_epoch_ = 1;
@@ -823,10 +825,7 @@ class RegionSearch {
       frontier_.pop_back();
       for (uint32_t k = context_.outputs_begin[x]; k < context_.inputs_begin[x + 1]; ++k) {
         const TensorId o = context_.ids[k];
-        const auto found = std::lower_bound(candidates.begin(), candidates.end(), o);
-        if (found != candidates.end() && *found == o) {
-          renew(static_cast<uint32_t>(found - candidates.begin()));
-        }
+        if (candidate_index_[o] != kNotCandidate) renew(candidate_index_[o]);
         if (!walker_.Passable(o)) continue;
         for (uint32_t r = reader_begin_[o]; r < reader_begin_[o + 1]; ++r) {
           const NodeId z = readers_[r];
@@ -1490,6 +1489,10 @@ class RegionSearch {
   // Forward readers by tensor (BuildReaders), and Renew's marks and stack.
   std::vector<uint32_t> reader_begin_;
   std::vector<NodeId> readers_;
+  // Per tensor, its index in the region's candidates (lazy keys: one
+  // region), or kNotCandidate.
+  static constexpr uint32_t kNotCandidate = UINT32_MAX;
+  std::vector<uint32_t> candidate_index_;
   std::vector<uint32_t> node_mark_;
   uint32_t mark_epoch_ = 0;
   std::vector<NodeId> frontier_;

@@ -522,7 +522,8 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
     failed_at[t] = version[r];
     return false;
   };
-  if (changed && cleanup_options.stop && cleanup_options.stop(result.keep)) {
+  if (changed && cleanup_options.stop && !cleanup_options.start_asked &&
+      cleanup_options.stop(result.keep)) {
     result.stopped = true;
     spdlog::debug("cleanup: stopped before the first re-save");
     return result;

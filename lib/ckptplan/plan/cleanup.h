@@ -54,6 +54,9 @@ struct CleanupOptions {
   /// re-save applied (each such plan fits, and the cleanup's plan saves all
   /// it saves); true stops the cleanup there (CleanupResult::stopped).
   std::function<bool(const SaveSet& keep)> stop;
+  /// The caller asked `stop` of the plan it gives, which fits, and it said
+  /// no: it is not asked again before the first re-save.
+  bool start_asked = false;
 };
 
 /// The same, reusing `context` (see SimContext).

@@ -203,22 +203,31 @@ class Candidates {
             return !options_.verify;  // verify mode cleans up whole, and checks below
           };
         }
-        CleanupResult cleanup = ResaveDropped(context_, result.keep, options_.budget_bytes,
-                                              options_.reserve_bytes, cleanup_options);
-        if (hopeless && options_.verify) {
-          const PlannerResult whole =
-              Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after, method + " + cleanup");
-          if (whole.recompute_cost < *hopeless - CostMargin() || !Better(best_, whole)) {
-            throw std::logic_error(
-                "planner: the cleanup of " + method + " was stopped, as a fitting plan that "
-                "saves what it saved by then costs at least " + std::to_string(*hopeless) +
-                ", but cleaned up whole it costs " + std::to_string(whole.recompute_cost) +
-                " (best: " + best_.method + ", " + std::to_string(best_.recompute_cost) + ")");
-          }
+        // Asked before the cleanup simulates its start (the cleanup then
+        // does not ask again): a cleanup stopped there is not run at all.
+        bool stopped_at_start = false;
+        if (cleanup_options.stop) {
+          stopped_at_start = cleanup_options.stop(result.keep);
+          cleanup_options.start_asked = true;
         }
-        if (!hopeless) {
-          cleaned_.push_back({result.keep, std::move(cleanup)});
-          cleaned = &cleaned_.back();
+        if (!stopped_at_start) {
+          CleanupResult cleanup = ResaveDropped(context_, result.keep, options_.budget_bytes,
+                                                options_.reserve_bytes, cleanup_options);
+          if (hopeless && options_.verify) {
+            const PlannerResult whole =
+                Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after, method + " + cleanup");
+            if (whole.recompute_cost < *hopeless - CostMargin() || !Better(best_, whole)) {
+              throw std::logic_error(
+                  "planner: the cleanup of " + method + " was stopped, as a fitting plan that "
+                  "saves what it saved by then costs at least " + std::to_string(*hopeless) +
+                  ", but cleaned up whole it costs " + std::to_string(whole.recompute_cost) +
+                  " (best: " + best_.method + ", " + std::to_string(best_.recompute_cost) + ")");
+            }
+          }
+          if (!hopeless) {
+            cleaned_.push_back({result.keep, std::move(cleanup)});
+            cleaned = &cleaned_.back();
+          }
         }
       }
       if (hopeless) {

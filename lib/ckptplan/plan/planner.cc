@@ -79,6 +79,14 @@ class Candidates {
   }
 
   PlannerResult Measure(SaveSet keep, std::string method) const {
+    // A plan added before has its figures (the step's, exactly) with it:
+    // baselines often repeat one (scope-checkpoint saves all on graphs
+    // without scopes).
+    for (const PlannerResult& earlier : all_) {
+      if (earlier.keep == keep) {
+        return Result(std::move(keep), earlier.peak, earlier.recompute_cost, std::move(method));
+      }
+    }
     SimResult sim = Simulate(context_, keep, sim_options_);
     return Measured(std::move(keep), sim, std::move(method));
   }

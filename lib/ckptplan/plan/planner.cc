@@ -263,7 +263,6 @@ class Candidates {
   // divisions): relative to the best's and the step's costs.
   double CostMargin() const { return 1e-9 * (best_.recompute_cost + context_.step_cost); }
 
-
   // What cleaning `keep` up costs, about, in node-steps: a trial (a region
   // simulation) per dropped candidate, the first round counted. Copies of a
   // region (same shape) with the same plan share their trials
@@ -348,7 +347,9 @@ PlannerResult Greedy(const SimContext& context, const SaveSet& start, const Plan
   PlannerResult result =
       candidates.Result(std::move(found.keep), found.peak, found.recompute_cost, std::move(method));
   if (options.verify) {
-    const PlannerResult measured = candidates.Measure(result.keep, result.method);
+    // Simulated here, not through Measure (which reads a plan added before).
+    const PlannerResult measured = candidates.Measured(
+        result.keep, Simulate(context, result.keep, candidates.sim_options()), result.method);
     if (measured.peak != result.peak || measured.recompute_cost != result.recompute_cost) {
       throw std::logic_error("planner: " + result.method + " ends at peak " +
                              std::to_string(result.peak) + ", cost " +

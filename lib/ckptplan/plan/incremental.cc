@@ -805,10 +805,11 @@ class RegionSearch {
     mark_epoch_ = 0;
   }
 
-  // Renews (`renew`, by index in the region's candidates) every candidate whose walk
-  // reaches a node that the walk of `u`, dropped anew, reaches (its chain
-  // re-runs or moves no other) or a forward reader of u: the nodes reached
-  // forward from those through the outputs walks pass make them.
+  // Renews (`renew`, by index in the region's candidates) every candidate
+  // whose walk reaches a node that the walk of `u`, dropped anew, reaches
+  // (its chain re-runs or moves no other) or a forward reader of u: the
+  // nodes reached forward from those through the outputs walks pass make
+  // them.
   template <typename RenewFn>
   void Renew(TensorId u, RenewFn&& renew) {
     if (++mark_epoch_ == 0) {

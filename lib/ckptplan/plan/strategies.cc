@@ -167,7 +167,7 @@ SaveSet KnapsackPlan(const SimContext& context, int64_t budget_bytes, const SimR
       std::clamp<int64_t>(kTableBits / static_cast<int64_t>(k), kMinBuckets, kMaxBuckets);
   const int64_t unit = std::max<int64_t>(1, (capacity + buckets - 1) / buckets);
   const size_t cap = static_cast<size_t>(capacity / unit);
-  // best[c]: the most value within c buckets from the items so far. Two
+  // best[c]: the most value within c buckets from the items so far. Three
   // shortcuts leave the choice as the plain table's:
   // - an item of no value is never taken (best is non-decreasing in c, so
   //   best[c - w] + 0 never beats best[c]): its row is skipped;

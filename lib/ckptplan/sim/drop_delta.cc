@@ -92,7 +92,7 @@ uint32_t DropDelta::InsertionStep(NodeId g, TensorId t) const {
   for (uint32_t i = context_.inputs_begin[g]; i < context_.outputs_begin[g]; ++i) {
     const TensorId x = context_.ids[i];
     if (x == t) break;
-    if (Saved(x) || !context_.forward_produced[x] || context_.resident_root[x]) continue;
+    if (!context_.Unsaved(x, *keep_)) continue;
     const NodeId p = context_.producer[x];
     if (p < first_ || p >= end_) continue;
     uint32_t q = facts_->RerunStep(p);
@@ -186,6 +186,17 @@ void DropDelta::OldStepEvents() {
   }
 }
 
+void DropDelta::ChainEvents(int64_t a, int64_t m) {
+  auto block_key = [&](int64_t k) { return (a << kKeyShift) | k; };
+  chain_events_.assign(m + 1, 0);
+  for (const Change& change : changes_) {
+    const int64_t lo = std::max(change.lo, block_key(0)), hi = std::min(change.hi, block_key(m - 1));
+    if (lo > hi) continue;
+    chain_events_[lo - block_key(0)] += change.bytes;
+    chain_events_[hi - block_key(0) + 1] -= change.bytes;
+  }
+}
+
 void DropDelta::SortedOldStepEvents() {
   if (events_sorted_) return;
   OldStepEvents();
@@ -263,8 +274,7 @@ DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* rep
     for (uint32_t i = context_.inputs_begin[h]; i < context_.outputs_begin[h]; ++i) {
       const TensorId x = context_.ids[i];
       if (x == t) break;  // the node reads t first (below)
-      if (context_.producer[x] == last && context_.forward_produced[x] &&
-          !context_.resident_root[x] && !Saved(x)) {
+      if (context_.producer[x] == last && context_.Unsaved(x, *keep_)) {
         target = x;
         break;
       }
@@ -535,13 +545,7 @@ DropDelta::Result DropDelta::ScoreChain(TensorId t, bool replay_whole, bool* rep
   int64_t highest = KeptStepsMax();
   // The chain's steps: what lives across the place it goes, plus the changes.
   const int64_t across = Across(static_cast<uint32_t>(a)) + OffsetAt(a);
-  chain_events_.assign(m + 1, 0);
-  for (const Change& change : changes_) {
-    const int64_t lo = std::max(change.lo, block_key(0)), hi = std::min(change.hi, block_key(m - 1));
-    if (lo > hi) continue;
-    chain_events_[lo - block_key(0)] += change.bytes;
-    chain_events_[hi - block_key(0) + 1] -= change.bytes;
-  }
+  ChainEvents(a, m);
   int64_t running = 0;
   for (int64_t k = 0; k < m; ++k) {
     running += chain_events_[k];

@@ -362,7 +362,11 @@ class DropDelta {
   std::vector<std::pair<uint32_t, int64_t>> extended_;  // old storage, key read at (kLost)
   std::vector<Change> changes_;
   std::vector<std::pair<int64_t, int64_t>> events_;
-  std::vector<int64_t> chain_events_;  // ScoreChain: the changes' running sum over the chain's steps
+  // chain_events_ = the changes_ over the `m` steps of a chain placed
+  // before old step `a`, as the differences of a running sum (index k: the
+  // chain's step k); ScoreChain and Patch read it.
+  void ChainEvents(int64_t a, int64_t m);
+  std::vector<int64_t> chain_events_;
   // What the last known Score worked out beside its result, for Patch: the
   // old step the chain goes before (a; for a by-product's drop, which has no
   // chain, the old step count), whether it runs inside the recompute chain

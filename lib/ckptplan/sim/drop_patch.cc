@@ -93,16 +93,9 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   auto block_key = [&](int64_t k) { return (a << kKeyShift) | k; };
 
   // The changes as running sums: over old steps (events_) and over the
-  // chain's steps (chain_delta).
+  // chain's steps (chain_events_).
   SortedOldStepEvents();
-  std::vector<int64_t> chain_delta(m + 1, 0);
-  for (const Change& change : changes_) {
-    const int64_t lo = std::max(change.lo, block_key(0));
-    const int64_t hi = std::min(change.hi, block_key(m - 1));
-    if (lo > hi) continue;
-    chain_delta[lo - block_key(0)] += change.bytes;
-    chain_delta[hi - block_key(0) + 1] -= change.bytes;
-  }
+  ChainEvents(a, m);
   // What lives across the place of the chain (Score's `across` less the offset).
   const int64_t across = m == 0 ? 0 : Across(static_cast<uint32_t>(a));
 
@@ -141,7 +134,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
       const uint32_t chain = scored_.inside ? scored_.chain_begin : kNewChain;
       int64_t chain_running = 0;
       for (int64_t k = 0; k < m; ++k) {
-        chain_running += chain_delta[k];
+        chain_running += chain_events_[k];
         const NodeId node = chain_[k];
         emit(node, true, chain,
              across + chain_running + std::max<int64_t>(context_.node_workspace[node], 0));
@@ -359,8 +352,9 @@ std::string DropDelta::GroupChanges::Mismatch(const RangeAddMax& tree,
 bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* out) {
   patched_prefix_ = {};
   if (!SameRange(options, out)) return false;
-  // As Patch: not scored again where it was the last flip scored.
-  if (resaved_ != t && !ScoreResave(t).known) return false;
+  // As Patch: not scored again where it was the last flip scored (a known
+  // ScoreResave leaves resaved_ at t).
+  if (resaved_ != t) ScoreResave(t);
   if (resaved_ != t) return false;
   const SimResult& sim = *sim_;
   const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
@@ -393,7 +387,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     if (moved(node)) continue;
     for (uint32_t i = context_.outputs_begin[node]; i < context_.inputs_begin[node + 1]; ++i) {
       const TensorId x = context_.ids[i];
-      if (x == t || !context_.forward_produced[x] || context_.resident_root[x] || Saved(x)) {
+      if (x == t || !context_.Unsaved(x, *keep_)) {
         continue;
       }
       const uint32_t use = facts_->LastUse(x);

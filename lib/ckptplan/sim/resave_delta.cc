@@ -88,7 +88,7 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     auto need_inputs = [&](NodeId node) {
       for (uint32_t i = context_.inputs_begin[node]; i < context_.outputs_begin[node]; ++i) {
         const TensorId x = ids[i];
-        if (context_.forward_produced[x] && !context_.resident_root[x] && !Saved(x)) {
+        if (context_.Unsaved(x, *keep_)) {
           mark_[x] = epoch_;
         }
       }
@@ -138,8 +138,8 @@ DropDelta::Result DropDelta::ScoreResave(TensorId t) {
     return rerun != kNone && rerun >= begin && rerun <= last;
   };
   auto view_of_steps = [&](TensorId x) {
-    return context_.made[x] == SimContext::Made::kAlias && context_.forward_produced[x] &&
-           !context_.resident_root[x] && !Saved(x) && made_here(x);
+    return context_.made[x] == SimContext::Made::kAlias && context_.Unsaved(x, *keep_) &&
+           made_here(x);
   };
   view_reruns_.clear();
   double view_cost = 0;
@@ -475,8 +475,7 @@ bool DropDelta::MovedChain(TensorId t, uint32_t begin, uint32_t last, uint32_t m
       TensorId target = kNoId;
       for (uint32_t i = context_.inputs_begin[group]; i < context_.outputs_begin[group]; ++i) {
         const TensorId y = ids[i];
-        if (context_.producer[y] == chain_last && context_.forward_produced[y] &&
-            !context_.resident_root[y] && !Saved(y)) {
+        if (context_.producer[y] == chain_last && context_.Unsaved(y, *keep_)) {
           target = y;
           break;
         }

@@ -276,8 +276,9 @@ struct SimContext {
 
   /// Whether a recompute chain that needs `t` under `keep` re-runs its
   /// producer (unless a copy of it is made already): made by a forward
-  /// node, not resident, not saved. Simulate's NeedsRecompute and the
-  /// floors (peak_floor.h) and local search that restate chains read it.
+  /// node, not resident, not saved. Simulate's NeedsRecompute, and the
+  /// floors (peak_floor.h), local search and DropDelta's scores and patches
+  /// that restate chains, read it.
   bool Unsaved(TensorId t, const SaveSet& keep) const {
     return forward_produced[t] && !resident_root[t] && !(is_candidate[t] && keep[t]);
   }

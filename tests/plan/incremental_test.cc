@@ -221,7 +221,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     graphs.emplace_back("random wide " + std::to_string(seed), RandomTrainingGraph(options));
   }
   size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0, cut = 0,
-         before_use = 0;
+         before_use = 0, floored = 0, scored = 0, unfloored_scored = 0;
   for (const auto& [name, graph] : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
@@ -237,6 +237,14 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
         IncrementalStats stats;
         GreedyResult lazy;
         CHECK_NOTHROW(lazy = IncrementalPlan(graph, start, options, &stats));
+        // Without the chains' floors more bounds come to be scored: the
+        // span bounds and the scores cut short below are theirs.
+        options.chain_floors = false;
+        IncrementalStats unfloored_stats;
+        GreedyResult unfloored;
+        CHECK_NOTHROW(unfloored = IncrementalPlan(graph, start, options, &unfloored_stats));
+        CHECK(unfloored.drops == lazy.drops);
+        options.chain_floors = true;
         options.verify = false;
         options.lazy_keys = false;
         const GreedyResult eager = IncrementalPlan(graph, start, options);
@@ -245,9 +253,12 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
         keyed += stats.keyed;
         missed += stats.missed_peak;
         missed_pulls += stats.missed_peak_pulls;
-        span_passed += stats.span_passed;
-        cut += stats.cut_scores;
+        span_passed += unfloored_stats.span_passed;
+        cut += unfloored_stats.cut_scores;
         before_use += stats.peak_before_use;
+        floored += stats.floored;
+        scored += stats.fast_scores;
+        unfloored_scored += unfloored_stats.fast_scores;
         drops += lazy.drops.size();
       }
     }
@@ -256,7 +267,9 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
                 << " keys passed over (span misses the peak), " << missed_pulls
                 << " of them pulling, " << span_passed
                 << " passed over by a span bound, " << cut << " scores cut short, "
-                << before_use << " bounds held to the storage by a peak before the first use");
+                << before_use << " bounds held to the storage by a peak before the first use, "
+                << floored << " bounds floored, " << scored << " drops scored ("
+                << unfloored_scored << " without the floors)");
   CHECK(keyed > 1000);
   CHECK(drops > 1000);
   // The keys passed over without a walk must be some, plain and pulling:
@@ -276,6 +289,10 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   // And those bounds: verify mode simulated each drop bounded, which must
   // not free more at the peak.
   CHECK(before_use > 1000);
+  // And the chains' floors: verify mode checked each floored bound of a
+  // drop not scored against its simulation, and fewer drops are scored.
+  CHECK(floored > 1000);
+  CHECK(scored < unfloored_scored);
 }
 
 TEST_CASE("lazy keys: a pulling drop frees its pulled input at a peak after its first use") {

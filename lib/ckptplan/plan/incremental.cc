@@ -222,6 +222,10 @@ struct Bound {
   int64_t freed = kUnbounded;  // no less than the real bytes freed
   // From a short walk that gave up on pulled inputs: a long walk may tighten it.
   bool loose = false;
+  double cost = 0;  // the chain's cost, less the slack (tier 0)
+  // Tier 0: held under the floor the chain gives (ChainWalker::ChainFloor),
+  // worked out for bounds that come first.
+  bool floored = false;
 };
 
 bool BoundBefore(const Bound& a, const Bound& b) {
@@ -269,7 +273,6 @@ class ChainWalker {
     // node at or after the pulled range reads (they stay live through it).
     int64_t pulled_inputs = 0;
     size_t pulled_nodes = 0;
-    uint64_t walk = 0;  // the walker's count of walks when this one ran (MovedFloor)
   };
 
   // View::Slot gives the slots; the recompute set is closed under this walk,
@@ -279,7 +282,6 @@ class ChainWalker {
     NextEpoch();
     max_pulled_ = max_pulled;
     Chain chain;
-    chain.walk = ++walks_;
     stack_.clear();
     pulled_.clear();
     pulled_slots_.clear();
@@ -310,64 +312,65 @@ class ChainWalker {
     return chain;
   }
 
-  // What a pull adds, from the last walk (`chain`, of `t`): the bytes of
-  // the copies the chain surely moves to its place (before the first use's
-  // own step) that a staying step reads last, and a floor under the peak
-  // after the drop that the groups between the first use and the pulled
-  // nodes' old groups give (kLowest: none); nothing from an older walk.
-  // The walk reaches what the chain re-runs (Builder::MaterializeForTensor:
-  // a tensor it reads is missing when passable, unless a step before the
-  // place made its copy), and more: a node re-run in an earlier group made
-  // its copies, so the chain stops there, but the walk goes on. Here the
-  // chain's own closure: from t's producer through passable tensors,
-  // stopping at nodes re-run before the first use; a node re-run in that
-  // group may come before or after the place, so then nothing is known.
-  // Each node of it re-run after the first use moves (its old step goes;
-  // each activation output gets a copy at the place), and such a copy of a
-  // dropped tensor, read last by a node's own step (which stays), lives
-  // from the place through that read: over the groups before the node's old
-  // one, on top of what lived there.
-  //
-  // The floor: the groups after the first use's, apart from those a node
-  // the walk reaches is re-run in (the walk reaches every node the chain
-  // pulls, whose steps go), keep their steps; each falls by what leaves at
-  // most, the pulled inputs and t's original (not where t's copy, made
-  // before them, stands for it: up to its last use, when t is a root), and
-  // gains the copies moved from later groups.
-  struct Moved {
-    int64_t copies = 0;
-    int64_t floor = kLowest;
-  };
-  Moved MovedFloor(TensorId t, const Chain& chain, const View& view) {
-    Moved result;
+  // A floor under the region's highest node peak after dropping `t`
+  // (kLowest: none known), from the chain's own closure: from t's producer
+  // through passable tensors, stopping at nodes re-run before t's first use
+  // (Builder::MaterializeForTensor: a tensor the chain reads is missing when
+  // passable, unless a step before the place made its copy); a node re-run
+  // in that group may come before or after the place, so then nothing is
+  // known. (The walk reaches more: it goes on through nodes re-run earlier.)
+  // Each node of the closure runs at the place, in the first use's group:
+  //  - what it reads lives to there. A kept root's original or the copy a
+  //    node re-run before the first use made, last read in an earlier
+  //    group, now lives over the groups between, where only t's original
+  //    leaves (and, counted all the same, the pulled inputs);
+  //  - a node of it re-run after the first use moves (its old step goes;
+  //    each activation output gets a copy at the place), and such a copy of
+  //    a dropped tensor, read last by a node's own step (which stays), lives
+  //    from the place through that read: over the groups before the node's
+  //    old one, on top of what lived there. Those groups keep their steps
+  //    but for the groups moved nodes leave, whose own steps stay; each
+  //    falls by what leaves it at most: the moved nodes' inputs last read by
+  //    an own step before it or by none (the pulled inputs), and t's
+  //    original (not where t's copy, made before them, stands for it: up to
+  //    its last use, when t is a root);
+  //  - the first use's own step keeps its bytes but the pulled inputs (the
+  //    copy replaces the original there) and gains the moved copies.
+  // Depends only on the view: a bound that comes first is floored once.
+  int64_t ChainFloor(TensorId t, const View& view, const int64_t* offset) {
     const NodeId first_use = view.FirstUse(t);
-    if (chain.walk != walks_ || !chain.pulls || chain.pulled_inputs == kUnbounded ||
-        first_use == kNoId) {
-      return result;
-    }
-    slots_.clear();
-    for (NodeId slot : pulled_slots_) {
-      if (slot > first_use) slots_.push_back(slot);
-    }
-    if (slots_.empty()) return result;
+    if (first_use == kNoId) return kLowest;
     const StepFacts& facts = *view.facts;
     const SimResult& sim = *facts.sim();
     const TensorId* ids = context_.ids.data();
-    // The walk's marks and stack are free again: the closure's own.
+    const TensorId root = context_.root[t];
     NextEpoch();
-    moved_.clear();  // (old group, bytes of its node's moved copies)
+    slots_.clear();
+    moved_.clear();     // (old group, bytes of its node's moved copies)
+    extended_.clear();  // (group of its last read, bytes) of storages read at the place
+    pulled_.clear();    // inputs of moved nodes, not resident
+    // A storage the chain reads at its place, last read in an earlier group.
+    auto read_at_place = [&](TensorId x, uint32_t storage) {
+      if (storage == StepFacts::kNone) return;
+      const uint32_t last = sim.buffers[storage].last_step;
+      if (last == StepFacts::kNone) return;
+      const NodeId group = facts.Group(last);
+      if (group + 1 < first_use) extended_.push_back({group, context_.bytes[x]});
+    };
     int64_t copies = 0;
     stack_.assign(1, context_.producer[t]);
     while (!stack_.empty()) {
       const NodeId p = stack_.back();
       stack_.pop_back();
-      if (p == kNoId || p < facts.first() || p >= facts.end()) return result;
+      if (p == kNoId || p < facts.first() || p >= facts.end()) return kLowest;
       if (mark_[p] == epoch_) continue;
       mark_[p] = epoch_;
       const NodeId slot = view.Slot(p);
       if (slot != kNoId && slot < first_use) continue;  // its copies are made
-      if (slot == first_use) return result;
-      if (slot != kNoId) {
+      if (slot == first_use) return kLowest;
+      const bool moves = slot != kNoId;
+      if (moves) {
+        slots_.push_back(slot);
         const uint32_t rerun = facts.RerunStep(p);
         int64_t bytes = 0;
         for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
@@ -386,13 +389,56 @@ class ChainWalker {
         copies += bytes;
       }
       for (uint32_t i = context_.inputs_begin[p]; i < context_.outputs_begin[p]; ++i) {
-        if (passable_[ids[i]]) stack_.push_back(context_.producer[ids[i]]);
+        const TensorId x = ids[i];
+        if (moves && !context_.resident_root[x]) pulled_.push_back(x);
+        if (passable_[x]) {
+          const NodeId producer = context_.producer[x];
+          stack_.push_back(producer);
+          if (context_.root[x] != x || x == root || producer == kNoId ||
+              producer < facts.first() || producer >= facts.end()) {
+            continue;
+          }
+          const NodeId made_in = view.Slot(producer);
+          if (made_in == kNoId || made_in >= first_use) continue;
+          const uint32_t copy = facts.Copy(x);
+          if (copy != StepFacts::kNone &&
+              sim.buffers[copy].first_step == facts.RerunStep(producer)) {
+            read_at_place(x, copy);
+          }
+        } else if (context_.root[x] == x && x != root && context_.forward_produced[x] &&
+                   !context_.resident_root[x]) {
+          read_at_place(x, facts.Original(x));
+        }
       }
     }
-    if (moved_.empty()) return result;
-    // t's copy stands for its original over the groups [lo, copied_to).
-    const TensorId root = context_.root[t];
+    // The pulled inputs: those a node at or after the last group the moved
+    // nodes leave reads are live throughout.
+    std::sort(slots_.begin(), slots_.end());
+    slots_.erase(std::unique(slots_.begin(), slots_.end()), slots_.end());
+    const NodeId pulled_end = slots_.empty() ? first_use : std::max(first_use, slots_.back());
+    pulled_last_.clear();
+    int64_t pulled_inputs = 0;
+    for (TensorId in : pulled_) {
+      const NodeId last = view.LastNodeUse(in);
+      if (last == kNoId || last < pulled_end) {
+        const int64_t bytes = context_.bytes[context_.root[in]];
+        pulled_inputs += bytes;
+        pulled_last_.push_back({last == kNoId ? -1 : static_cast<int64_t>(last), bytes});
+      }
+    }
     const int64_t own = context_.bytes[root];
+    const NodeId first = view.first;
+    int64_t floor = kLowest;
+    const uint32_t first_read = facts.FirstRead(t);
+    if (first_read != StepFacts::kNone && !sim.steps[first_read].recompute) {
+      floor = sim.total[first_read] + offset[first_use - first] - pulled_inputs + copies;
+    }
+    for (const auto& [group, bytes] : extended_) {
+      floor = std::max(floor, view.node_peak.Query(group + 1 - first, first_use - first) + bytes -
+                                  own - pulled_inputs);
+    }
+    if (slots_.empty()) return floor;
+    // t's copy stands for its original over the groups [lo, copied_to).
     const int64_t lo = static_cast<int64_t>(first_use) + 1;
     int64_t copied_to = lo;
     const uint32_t last_use = facts.LastUse(t);
@@ -400,36 +446,46 @@ class ChainWalker {
       const int64_t group = facts.GroupOf(last_use);
       copied_to = std::max(lo, sim.steps[last_use].recompute ? group : group + 1);
     }
-    // Over the gaps between the groups walked nodes leave, the first gap
-    // first: `gained` sums the copies of nodes whose old group is later, so
-    // it only falls, and once the peak itself plus it cannot raise the
-    // floor, no later gap can.
-    std::sort(slots_.begin(), slots_.end());
-    slots_.erase(std::unique(slots_.begin(), slots_.end()), slots_.end());
+    // Over the gaps between the groups moved nodes leave, the first gap
+    // first, and those groups' own steps: `gained` sums the copies of nodes
+    // whose old group is later, so it only falls, and `leaving` the pulled
+    // inputs last read before the gap's end, which only grows: once the
+    // peak itself plus the one less the other cannot raise the floor, no
+    // later gap can.
     std::sort(moved_.begin(), moved_.end());
+    std::sort(pulled_last_.begin(), pulled_last_.end());
+    size_t next_input = 0;
+    int64_t leaving = 0;
     int64_t gained = copies;
     size_t next = 0;
-    int64_t floor = kLowest;
-    const NodeId first = view.first;
     for (size_t k = 0; k < slots_.size(); ++k) {
       const int64_t hi = slots_[k];  // gap [gap_lo, hi)
       const int64_t gap_lo = k == 0 ? lo : static_cast<int64_t>(slots_[k - 1]) + 1;
       for (; next < moved_.size() && moved_[next].first < hi; ++next) gained -= moved_[next].second;
-      if (view.peak + gained - chain.pulled_inputs <= floor) break;
-      if (gap_lo >= hi) continue;
+      for (; next_input < pulled_last_.size() && pulled_last_[next_input].first < hi; ++next_input) {
+        leaving += pulled_last_[next_input].second;
+      }
+      if (view.peak + gained - leaving <= floor) break;
       const int64_t split = std::clamp<int64_t>(copied_to, gap_lo, hi);
       if (gap_lo < split) {
-        floor = std::max(floor, view.node_peak.Query(gap_lo - first, split - first) + gained -
-                                    chain.pulled_inputs);
+        floor = std::max(floor,
+                         view.node_peak.Query(gap_lo - first, split - first) + gained - leaving);
       }
       if (split < hi) {
-        floor = std::max(floor, view.node_peak.Query(split - first, hi - first) + gained - own -
-                                    chain.pulled_inputs);
+        floor = std::max(floor,
+                         view.node_peak.Query(split - first, hi - first) + gained - own - leaving);
       }
+      // Group hi's own step: its re-run steps go, the copies of nodes whose
+      // old group is later come, and what its own node reads stays.
+      int64_t gained_after = gained;
+      for (size_t j = next; j < moved_.size() && moved_[j].first == hi; ++j) {
+        gained_after -= moved_[j].second;
+      }
+      const uint32_t own_step = facts.OwnStep(static_cast<NodeId>(hi));
+      floor = std::max(floor, sim.total[own_step] + offset[hi - first] + gained_after - leaving -
+                                  (hi >= copied_to ? own : 0));
     }
-    result.copies = copies;
-    result.floor = floor;
-    return result;
+    return floor;
   }
 
  private:
@@ -471,13 +527,18 @@ class ChainWalker {
   size_t max_pulled_ = 0;
   std::vector<NodeId> stack_;
   std::vector<TensorId> pulled_;  // inputs of pulled nodes, not resident
+  // ChainFloor's pulled inputs, as (last group an own step reads it in, -1
+  // for none; bytes).
+  std::vector<std::pair<int64_t, int64_t>> pulled_last_;
   std::vector<NodeId> pulled_slots_;  // groups the walk's re-run nodes are re-run in now
   std::vector<NodeId>* reached_ = nullptr;  // Reach's output
   std::vector<uint8_t> passable_;  // per tensor: recomputable and not saved (SetPlan)
-  uint64_t walks_ = 0;  // walks made (Chain::walk)
-  // MovedFloor's: the groups after the first use that walked nodes leave.
+  // ChainFloor's: the groups moved nodes leave, (old group, bytes) of their
+  // copies, (group of the last read, bytes) of storages the chain reads
+  // that now live to its place.
   std::vector<NodeId> slots_;
   std::vector<std::pair<NodeId, int64_t>> moved_;
+  std::vector<std::pair<NodeId, int64_t>> extended_;
 };
 
 // Finds the best drop in one region, from bounds and region simulations.
@@ -537,6 +598,13 @@ class RegionSearch {
         const Bound tight = Tighten(region, outside_region, t, tier);
         if (tight.freed <= 0) return std::nullopt;
         return tight;
+      }
+      if (tier == 0 && !bound.floored && options_.chain_floors) {
+        // Bounds are floored once they come first (most never do), and one
+        // the floor lowers goes back in.
+        const Bound floored = Floored(region, bound);
+        if (floored.freed <= 0) return std::nullopt;
+        if (floored.freed != bound.freed) return floored;
       }
       tried_at_[t] = search;
       // Scored without simulating where DropDelta handles the drop, the
@@ -1113,6 +1181,7 @@ class RegionSearch {
       Bound bounds[2];
       const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
       BoundsOf(region, t, chain, outside_region, &bounds[0], &bounds[1]);
+      bounds[0] = Floored(region, bounds[0]);
       // A lazy key is no better than the tier-0 bound (and so than the drop).
       if (lazy && key[i] == nullptr) {
         throw std::logic_error("incremental: '" + context_.graph.tensors[t].name +
@@ -1221,6 +1290,19 @@ class RegionSearch {
       bound1.loose = chain.pulled_inputs == kUnbounded;
       if (bound1.freed > 0) tier1_.push_back(bound1);
     }
+  }
+
+  // Tier-0 bound `bound` held under the floor its chain gives (ChainFloor).
+  Bound Floored(const RegionalMemory::Part& region, Bound bound) {
+    ++stats_.floored;
+    bound.floored = true;
+    if (bound.freed <= 0) return bound;
+    const int64_t floor = walker_.ChainFloor(bound.tensor, view_, region.offset.data());
+    if (floor != kLowest && view_.peak - floor < bound.freed) {
+      bound.freed = view_.peak - floor;
+      bound.score = bound.freed > 0 ? bound.cost / static_cast<double>(bound.freed) : 0.0;
+    }
+    return bound;
   }
 
   // A loose bound of `tier`, tightened by a long walk.
@@ -1424,18 +1506,8 @@ class RegionSearch {
         ++stats_.peak_before_use;
       }
     }
-    if (freed0 > 0) {
-      // What the pull adds (ChainWalker::MovedFloor), only where the drop
-      // still seems to free bytes: the copies it moves live on top at the
-      // first reader's own step and over the groups up to the nodes' old ones.
-      const ChainWalker::Moved moved = walker_.MovedFloor(t, chain, view);
-      if (moved.copies > 0) {
-        if (reader_floor != kLowest) reader_floor += moved.copies;
-        const int64_t floor = std::max(reader_floor, moved.floor);
-        if (floor != kLowest) freed0 = std::min(freed0, view.peak - floor);
-      }
-    }
     *bound0 = {t, freed0 > 0 ? cost / static_cast<double>(freed0) : 0.0, freed0};
+    bound0->cost = cost;
     if (!tier1) return;
     // Per peak node, as for freed0.
     const int64_t freed1 = chain.pulls
@@ -1671,10 +1743,10 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.recompute_cost = memory.cost();
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
-  spdlog::debug("incremental: {} bounds, {} lazy keys, {} passed over (span misses the peak), "
-                "{} span bounds ({} passed over), {} scores cut short",
-                counters.bounded, counters.keyed, counters.missed_peak, counters.span_bounds,
-                counters.span_passed, counters.cut_scores);
+  spdlog::debug("incremental: {} bounds ({} floored), {} lazy keys, {} passed over (span misses "
+                "the peak), {} span bounds ({} passed over), {} scores cut short",
+                counters.bounded, counters.floored, counters.keyed, counters.missed_peak,
+                counters.span_bounds, counters.span_passed, counters.cut_scores);
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
       "searches ({} more copied from a copy of the region), {} simulations ({} copied), {} drops "

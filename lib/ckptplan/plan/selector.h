@@ -28,6 +28,11 @@ struct GreedyOptions {
   /// renews, instead of bounding every candidate in every search. The plan
   /// is the same either way.
   bool lazy_keys = true;
+  /// IncrementalPlan only, with `prune`: hold a tier-0 bound that comes
+  /// first under the floor its chain's closure gives (the storages it reads
+  /// live to its place, the copies it moves) before scoring its drop. The
+  /// plan is the same either way.
+  bool chain_floors = true;
 };
 
 struct GreedyResult {

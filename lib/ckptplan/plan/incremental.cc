@@ -323,7 +323,9 @@ class ChainWalker {
   //  - what it reads lives to there. A kept root's original or the copy a
   //    node re-run before the first use made, last read in an earlier
   //    group, now lives over the groups between, where only t's original
-  //    leaves (and, counted all the same, the pulled inputs);
+  //    leaves (the moved nodes read their inputs at the place too: each
+  //    kept original or earlier copy lives to there, and a copy made after
+  //    the first use lived only after it);
   //  - a node of it re-run after the first use moves (its old step goes;
   //    each activation output gets a copy at the place), and such a copy of
   //    a dropped tensor, read last by a node's own step (which stays), lives
@@ -337,6 +339,7 @@ class ChainWalker {
   //  - the first use's own step keeps its bytes but the pulled inputs (the
   //    copy replaces the original there) and gains the moved copies.
   // Depends only on the view: a bound that comes first is floored once.
+  // Returns once the floor reaches the peak (the bound then frees nothing).
   int64_t ChainFloor(TensorId t, const View& view, const int64_t* offset) {
     const NodeId first_use = view.FirstUse(t);
     if (first_use == kNoId) return kLowest;
@@ -344,10 +347,12 @@ class ChainWalker {
     const SimResult& sim = *facts.sim();
     const TensorId* ids = context_.ids.data();
     const TensorId root = context_.root[t];
+    const int64_t own = context_.bytes[root];
+    const NodeId first = view.first;
+    int64_t floor = kLowest;
     NextEpoch();
     slots_.clear();
     moved_.clear();     // (old group, bytes of its node's moved copies)
-    extended_.clear();  // (group of its last read, bytes) of storages read at the place
     pulled_.clear();    // inputs of moved nodes, not resident
     // A storage the chain reads at its place, last read in an earlier group.
     auto read_at_place = [&](TensorId x, uint32_t storage) {
@@ -355,7 +360,9 @@ class ChainWalker {
       const uint32_t last = sim.buffers[storage].last_step;
       if (last == StepFacts::kNone) return;
       const NodeId group = facts.Group(last);
-      if (group + 1 < first_use) extended_.push_back({group, context_.bytes[x]});
+      if (group + 1 >= first_use) return;
+      floor = std::max(floor, view.node_peak.Query(group + 1 - first, first_use - first) +
+                                  context_.bytes[x] - own);
     };
     int64_t copies = 0;
     stack_.assign(1, context_.producer[t]);
@@ -410,6 +417,8 @@ class ChainWalker {
           read_at_place(x, facts.Original(x));
         }
       }
+      // A floor at the peak is all a bound asks (it then frees nothing).
+      if (floor >= view.peak) return floor;
     }
     // The pulled inputs: those a node at or after the last group the moved
     // nodes leave reads are live throughout.
@@ -426,18 +435,12 @@ class ChainWalker {
         pulled_last_.push_back({last == kNoId ? -1 : static_cast<int64_t>(last), bytes});
       }
     }
-    const int64_t own = context_.bytes[root];
-    const NodeId first = view.first;
-    int64_t floor = kLowest;
     const uint32_t first_read = facts.FirstRead(t);
     if (first_read != StepFacts::kNone && !sim.steps[first_read].recompute) {
-      floor = sim.total[first_read] + offset[first_use - first] - pulled_inputs + copies;
+      floor = std::max(floor,
+                       sim.total[first_read] + offset[first_use - first] - pulled_inputs + copies);
     }
-    for (const auto& [group, bytes] : extended_) {
-      floor = std::max(floor, view.node_peak.Query(group + 1 - first, first_use - first) + bytes -
-                                  own - pulled_inputs);
-    }
-    if (slots_.empty()) return floor;
+    if (slots_.empty() || floor >= view.peak) return floor;
     // t's copy stands for its original over the groups [lo, copied_to).
     const int64_t lo = static_cast<int64_t>(first_use) + 1;
     int64_t copied_to = lo;
@@ -484,6 +487,7 @@ class ChainWalker {
       const uint32_t own_step = facts.OwnStep(static_cast<NodeId>(hi));
       floor = std::max(floor, sim.total[own_step] + offset[hi - first] + gained_after - leaving -
                                   (hi >= copied_to ? own : 0));
+      if (floor >= view.peak) break;
     }
     return floor;
   }
@@ -533,12 +537,10 @@ class ChainWalker {
   std::vector<NodeId> pulled_slots_;  // groups the walk's re-run nodes are re-run in now
   std::vector<NodeId>* reached_ = nullptr;  // Reach's output
   std::vector<uint8_t> passable_;  // per tensor: recomputable and not saved (SetPlan)
-  // ChainFloor's: the groups moved nodes leave, (old group, bytes) of their
-  // copies, (group of the last read, bytes) of storages the chain reads
-  // that now live to its place.
+  // ChainFloor's: the groups moved nodes leave, and (old group, bytes) of
+  // their copies.
   std::vector<NodeId> slots_;
   std::vector<std::pair<NodeId, int64_t>> moved_;
-  std::vector<std::pair<NodeId, int64_t>> extended_;
 };
 
 // Finds the best drop in one region, from bounds and region simulations.
@@ -760,6 +762,13 @@ class RegionSearch {
     int64_t most;      // the most bytes the drop can free at the peak
     uint32_t index;    // in the region's candidates (in id order)
     uint32_t version;  // key_version_ when pushed; an older one is stale
+    // What LazyTier0 reads of each key it passes, kept in the entry (read
+    // in key order, the entries are read in turn; the per-candidate arrays
+    // would be read at random): the candidate, its key's kind and hull.
+    TensorId tensor;
+    uint32_t hull_lo, hull_hi;
+    uint8_t kind;
+    NodeRange hull() const { return {hull_lo, hull_hi}; }
     // As a bound: no real choice of the candidate is better.
     Bound Optimistic(TensorId t) const { return {t, key, most, false}; }
   };
@@ -801,7 +810,11 @@ class RegionSearch {
       above_own_ = above_own;
       for (uint32_t i = 0; i < n; ++i) renew(i);
     } else {
-      for (TensorId u : pending_) walker_.Set(keep, u);
+      for (TensorId u : pending_) {
+        walker_.Set(keep, u);
+        // A dropped candidate's entries are stale (LazyTier0 reads versions only).
+        if (candidate_index_[u] != kNotCandidate) ++key_version_[candidate_index_[u]];
+      }
       for (TensorId u : pending_) Renew(u, renew);
       pending_.clear();
       if (above_own > above_own_) {
@@ -837,7 +850,9 @@ class RegionSearch {
         key_cost_[i] = chain.cost;
         key_hull_[i] = KeyHull(t, chain);
       }
-      key_heap_.push_back({key, most, i, ++key_version_[i]});
+      const NodeRange& hull = key_hull_[i];
+      key_heap_.push_back({key, most, i, ++key_version_[i], t, static_cast<uint32_t>(hull.lo),
+                           static_cast<uint32_t>(hull.hi), key_kind_[i]});
       std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
     }
     dirty_.clear();
@@ -913,7 +928,6 @@ class RegionSearch {
   template <typename Take>
   bool LazyTier0(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region,
                  const DropChoice& best, Take&& take) {
-    const std::vector<TensorId>& candidates = region.candidates;
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     std::vector<Bound>& bounds = tier0_;  // a heap, best first
     bounds.clear();
@@ -936,8 +950,15 @@ class RegionSearch {
       while (next_parked < parked_.size() || !key_heap_.empty()) {
         const bool from_parked = parked_first();
         const KeyEntry top = from_parked ? parked_[next_parked] : key_heap_.front();
-        const TensorId t = candidates[top.index];
-        const bool stale = top.version != key_version_[top.index] || !keep[t] || context_.pinned[t];
+        const TensorId t = top.tensor;
+        // Pinned candidates are never keyed, and dropping one makes its
+        // entries stale (PrepareKeys).
+        const bool stale = top.version != key_version_[top.index];
+        if (options_.verify && !stale && (!keep[t] || context_.pinned[t])) {
+          throw std::logic_error("incremental: the lazy key of '" +
+                                 context_.graph.tensors[t].name +
+                                 "' is current, but it is dropped or pinned");
+        }
         if (!stale) {
           const Bound optimistic = top.Optimistic(t);
           if (best.tensor != kNoId && !MayBeat(optimistic, 0, best)) break;
@@ -962,19 +983,19 @@ class RegionSearch {
         // nothing when the peak lies outside the nodes its drop can lower,
         // with no walk; else its span bound (SpanBound) goes in, loose, to
         // be walked and bounded only when it comes first.
-        if (key_kind_[top.index] != kKeyZero) {
+        if (top.kind != kKeyZero) {
           if (!peak_nodes_ready) {
             peak_nodes = PeakNodes(region, outside_region);
             peak_nodes_ready = true;
           }
           // The key's hull first: most keys are passed over from it alone
           // (an empty span misses the peak too).
-          const NodeRange span = MissesPeak(key_hull_[top.index], peak_nodes)
+          const NodeRange span = MissesPeak(top.hull(), peak_nodes)
                                      ? NodeRange{}
                                      : KeySpan(top.index, t, OwnRange(t, view_.FirstUse(t)));
           if (MissesPeak(span, peak_nodes)) {
             ++stats_.missed_peak;
-            stats_.missed_peak_pulls += key_kind_[top.index] == kKeyPulls;
+            stats_.missed_peak_pulls += top.kind == kKeyPulls;
             continue;
           }
           ++stats_.span_bounds;

@@ -762,13 +762,6 @@ class RegionSearch {
     int64_t most;      // the most bytes the drop can free at the peak
     uint32_t index;    // in the region's candidates (in id order)
     uint32_t version;  // key_version_ when pushed; an older one is stale
-    // What LazyTier0 reads of each key it passes, kept in the entry (read
-    // in key order, the entries are read in turn; the per-candidate arrays
-    // would be read at random): the candidate, its key's kind and hull.
-    TensorId tensor;
-    uint32_t hull_lo, hull_hi;
-    uint8_t kind;
-    NodeRange hull() const { return {hull_lo, hull_hi}; }
     // As a bound: no real choice of the candidate is better.
     Bound Optimistic(TensorId t) const { return {t, key, most, false}; }
   };
@@ -810,11 +803,7 @@ class RegionSearch {
       above_own_ = above_own;
       for (uint32_t i = 0; i < n; ++i) renew(i);
     } else {
-      for (TensorId u : pending_) {
-        walker_.Set(keep, u);
-        // A dropped candidate's entries are stale (LazyTier0 reads versions only).
-        if (candidate_index_[u] != kNotCandidate) ++key_version_[candidate_index_[u]];
-      }
+      for (TensorId u : pending_) walker_.Set(keep, u);
       for (TensorId u : pending_) Renew(u, renew);
       pending_.clear();
       if (above_own > above_own_) {
@@ -850,9 +839,7 @@ class RegionSearch {
         key_cost_[i] = chain.cost;
         key_hull_[i] = KeyHull(t, chain);
       }
-      const NodeRange& hull = key_hull_[i];
-      key_heap_.push_back({key, most, i, ++key_version_[i], t, static_cast<uint32_t>(hull.lo),
-                           static_cast<uint32_t>(hull.hi), key_kind_[i]});
+      key_heap_.push_back({key, most, i, ++key_version_[i]});
       std::push_heap(key_heap_.begin(), key_heap_.end(), KeyAfter);
     }
     dirty_.clear();
@@ -928,6 +915,7 @@ class RegionSearch {
   template <typename Take>
   bool LazyTier0(const RegionalMemory::Part& region, const SaveSet& keep, int64_t outside_region,
                  const DropChoice& best, Take&& take) {
+    const std::vector<TensorId>& candidates = region.candidates;
     auto after = [](const Bound& a, const Bound& b) { return BoundBefore(b, a); };
     std::vector<Bound>& bounds = tier0_;  // a heap, best first
     bounds.clear();
@@ -950,15 +938,8 @@ class RegionSearch {
       while (next_parked < parked_.size() || !key_heap_.empty()) {
         const bool from_parked = parked_first();
         const KeyEntry top = from_parked ? parked_[next_parked] : key_heap_.front();
-        const TensorId t = top.tensor;
-        // Pinned candidates are never keyed, and dropping one makes its
-        // entries stale (PrepareKeys).
-        const bool stale = top.version != key_version_[top.index];
-        if (options_.verify && !stale && (!keep[t] || context_.pinned[t])) {
-          throw std::logic_error("incremental: the lazy key of '" +
-                                 context_.graph.tensors[t].name +
-                                 "' is current, but it is dropped or pinned");
-        }
+        const TensorId t = candidates[top.index];
+        const bool stale = top.version != key_version_[top.index] || !keep[t] || context_.pinned[t];
         if (!stale) {
           const Bound optimistic = top.Optimistic(t);
           if (best.tensor != kNoId && !MayBeat(optimistic, 0, best)) break;
@@ -983,19 +964,19 @@ class RegionSearch {
         // nothing when the peak lies outside the nodes its drop can lower,
         // with no walk; else its span bound (SpanBound) goes in, loose, to
         // be walked and bounded only when it comes first.
-        if (top.kind != kKeyZero) {
+        if (key_kind_[top.index] != kKeyZero) {
           if (!peak_nodes_ready) {
             peak_nodes = PeakNodes(region, outside_region);
             peak_nodes_ready = true;
           }
           // The key's hull first: most keys are passed over from it alone
           // (an empty span misses the peak too).
-          const NodeRange span = MissesPeak(top.hull(), peak_nodes)
+          const NodeRange span = MissesPeak(key_hull_[top.index], peak_nodes)
                                      ? NodeRange{}
                                      : KeySpan(top.index, t, OwnRange(t, view_.FirstUse(t)));
           if (MissesPeak(span, peak_nodes)) {
             ++stats_.missed_peak;
-            stats_.missed_peak_pulls += top.kind == kKeyPulls;
+            stats_.missed_peak_pulls += key_kind_[top.index] == kKeyPulls;
             continue;
           }
           ++stats_.span_bounds;

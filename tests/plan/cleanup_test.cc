@@ -333,7 +333,7 @@ TEST_CASE("property: every re-save the cleanup answers without simulating simula
   // root, concatenated steps) under random plans: verify mode simulates each
   // floor, ceiling and DropDelta score and throws on a verdict or cost it
   // does not bear out; the plan is the plain cleanup's.
-  size_t graphs = 0, scored = 0, pended = 0, patched = 0;
+  size_t graphs = 0, scored = 0, pended = 0, patched = 0, caught_up = 0;
   testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
     if (seed % 4 != 0 && name.rfind("transformer", 0) != 0) return;  // a quarter of the random ones
     ++graphs;
@@ -354,15 +354,20 @@ TEST_CASE("property: every re-save the cleanup answers without simulating simula
         scored += verified.scored;
         pended += verified.pended;
         patched += verified.patched;
+        caught_up += verified.caught_up_by_patches;
       }
     }
   });
   MESSAGE(graphs << " graphs, " << scored << " re-saves scored by DropDelta, " << pended
-                 << " applied without simulating, " << patched << " from DropDelta's patch");
+                 << " applied without simulating (" << caught_up
+                 << " caught up by patches), " << patched << " from DropDelta's patch");
   CHECK(graphs > 30);
   CHECK(scored > 50);
   CHECK(pended > 50);
   CHECK(patched > 50);
+  // Verify mode compared the simulation caught up by patches with a
+  // simulation of the plan, field by field.
+  CHECK(caught_up > 50);
 }
 
 }  // namespace

@@ -29,7 +29,11 @@ struct CleanupResult {
   int64_t peak_before = 0, peak_after = 0;  ///< bytes
   double cost_before = 0, cost_after = 0;   ///< recompute cost
   size_t scored = 0;                        ///< re-saves DropDelta answered, not simulated
-  size_t pended = 0;  ///< re-saves applied on ceilings, simulated with others (ResaveBounds::Pend)
+  /// Re-saves applied on ceilings and left pending (ResaveBounds::Pend),
+  /// then caught up with, by simulating them together or, a few at a time,
+  /// one by one from DropDelta's patches (`caught_up_by_patches` of them).
+  size_t pended = 0;
+  size_t caught_up_by_patches = 0;
   size_t patched = 0;  ///< re-saves applied from DropDelta's patch, not simulated
   /// CleanupOptions::stop ended it: only `keep` and `resaved` hold, part way.
   bool stopped = false;
@@ -142,6 +146,17 @@ class ResaveBounds {
   /// read the simulation as it is.
   bool CanPend() const { return shape_.known; }
   void Pend();
+  /// Forgets the pending re-saves but not the prepared simulation, which
+  /// has not seen them: the simulation then catches up with them one at a
+  /// time (PatchExact).
+  void DropPending() { pending_.clear(); }
+  /// Re-saving dropped candidate `t` of the prepared region, from
+  /// DropDelta's exact score of it and its patch (DropDelta::PatchResave),
+  /// into *trial as memory.Try would give it (apply it, then ForgetPatched);
+  /// `keep` marks `t` saved and otherwise the plan the region's simulation
+  /// is of. False where DropDelta does not handle it (then simulate).
+  bool PatchExact(const RegionalMemory& memory, const SaveSet& keep, TensorId t,
+                  RegionalMemory::Trial* trial);
   /// kFits (then *added_cost is the recompute cost it adds, as a trial
   /// would give it) or kUnknown, for re-saving `t` of the prepared region
   /// on top of the pending re-saves; `keep` holds them all.
@@ -211,6 +226,7 @@ class ResaveBounds {
   // (its own facts_), indexed on first use.
   std::unique_ptr<DropDelta> delta_;
   bool delta_ready_ = false, exact_ = false;
+  void IndexDelta(const SaveSet& keep);
   const RegionalMemory::Part* part_ = nullptr;  // the prepared region
   // The step re-running `node`, kNoStep when none does (or it is outside).
   uint32_t Rerun(NodeId node) const;

@@ -343,6 +343,54 @@ TEST_CASE("lazy keys: a pulling drop frees its pulled input at a peak after its 
   CHECK(plan.keep == GreedyPlan(graph, start, options).keep);
 }
 
+TEST_CASE("chain floors: a drop whose chain keeps a saved input alive over the peak is not scored") {
+  // in -fa-> a -fb-> b -fs-> l, and in -fw-> w; backward a_bwd (reads l and
+  // a, makes da), big_bwd (reads da, makes a 1000-byte g), b_bwd (reads b
+  // and w). Everything saved. Dropping b re-runs fb before b_bwd, reading a
+  // (500 bytes), whose last read was a_bwd: a now lives over big_bwd, the
+  // peak, where only b's original (100) leaves. b's bounds (its chain's
+  // cost 1 over its own 100 bytes: 0.01 a byte) come before w's (1 over 20),
+  // but its chain's floor (big_bwd's 1140 + 500 - 100 = 1540) is over the
+  // peak: it is not scored, and w, which frees its 20 bytes there, is chosen.
+  using testing::GraphBuilder;
+  constexpr Phase F = Phase::kForward, B = Phase::kBackward;
+  GraphBuilder b;
+  b.Tensor("in", 10, TensorKind::kInput).Tensor("a", 500).Tensor("b", 100).Tensor("w", 20);
+  b.Tensor("l", 4).Tensor("da", 10).Tensor("g", 1000).Tensor("db", 10);
+  b.Node("fa", "relu", F, {"in"}, {"a"}, 5).Node("fb", "relu", F, {"a"}, {"b"}, 1);
+  b.Node("fw", "relu", F, {"in"}, {"w"}, 1).Node("fs", "sum", F, {"b"}, {"l"}, 1);
+  b.Node("a_bwd", "sum_bwd", B, {"l", "a"}, {"da"}, 1);
+  b.Node("big_bwd", "big", B, {"da"}, {"g"}, 1);
+  b.Node("b_bwd", "relu_bwd", B, {"b", "w"}, {"db"}, 1);
+  const Graph graph = b.Build();
+  const SaveSet start = SaveAll(graph);
+  SaveSet drop_b = start, drop_w = start;
+  drop_b[testing::Id(graph, "b")] = 0;
+  drop_w[testing::Id(graph, "w")] = 0;
+  // At big_bwd from the start: in 10, b 100, w 20, da 10, g 1000 = 1140 (a
+  // and l were last read by a_bwd). With b dropped: in 10, a 500, w 20, da
+  // 10, g 1000 = 1540. With w dropped (re-run before b_bwd): 1120.
+  CHECK(Simulate(graph, start, {}).peak_bytes == 1140);
+  CHECK(Simulate(graph, drop_b, {}).peak_bytes == 1540);
+  CHECK(Simulate(graph, drop_w, {}).peak_bytes == 1120);
+  GreedyOptions options;
+  options.budget_bytes = 1130;
+  options.verify = true;
+  IncrementalStats floored, unfloored;
+  GreedyResult plan;
+  CHECK_NOTHROW(plan = IncrementalPlan(graph, start, options, &floored));
+  CHECK(plan.keep == drop_w);
+  CHECK(plan.keep == GreedyPlan(graph, start, options).keep);
+  options.verify = false;  // verify mode scores every drop itself
+  IncrementalStats counted;
+  IncrementalPlan(graph, start, options, &counted);
+  options.chain_floors = false;
+  CHECK(IncrementalPlan(graph, start, options, &unfloored).keep == drop_w);
+  // w's drop alone is scored; without the floor, b's is too.
+  CHECK(counted.fast_scores == 1);
+  CHECK(unfloored.fast_scores == 2);
+}
+
 TEST_CASE("incremental planner matches the reference on the sample graphs") {
   for (const char* name : {"diamond.json", "mlp.json", "transformer_block.json"}) {
     Graph graph = LoadJsonGraph(std::string(CKPTPLAN_SOURCE_DIR) + "/sample_graphs/" + name);

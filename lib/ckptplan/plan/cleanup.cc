@@ -228,19 +228,8 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
                              "fill in " + difference);
     }
   }
-  const size_t num_steps = sim.steps.size();
-  // Differences first: +bytes after the first step, -bytes after the last.
-  ReserveSteps(leaving_, num_steps + 1);
-  leaving_.assign(num_steps + 1, 0);
-  for (const Buffer& buffer : sim.buffers) {
-    if (sim.steps[buffer.last_step].recompute) {
-      leaving_[buffer.first_step + 1] += context_.bytes[buffer.root];
-      leaving_[buffer.last_step + 1] -= context_.bytes[buffer.root];
-    }
-  }
-  for (size_t s = 1; s <= num_steps; ++s) leaving_[s] += leaving_[s - 1];
-
-  // Ceilings read more of it, on first use.
+  // Floors and ceilings read more of it, on first use.
+  leaving_ready_ = false;
   sim_ = &sim;
   offset_ = &part.offset;
   part_ = &part;
@@ -301,6 +290,24 @@ uint32_t ResaveBounds::OriginalLast(TensorId root) const {
   return b == StepFacts::kNone ? kNoStep : facts_.sim()->buffers[b].last_step;
 }
 
+const std::vector<int64_t>& ResaveBounds::Leaving() const {
+  if (leaving_ready_) return leaving_;
+  leaving_ready_ = true;
+  const SimResult& sim = *sim_;
+  const size_t num_steps = sim.steps.size();
+  // Differences first: +bytes after the first step, -bytes after the last.
+  ReserveSteps(leaving_, num_steps + 1);
+  leaving_.assign(num_steps + 1, 0);
+  for (const Buffer& buffer : sim.buffers) {
+    if (sim.steps[buffer.last_step].recompute) {
+      leaving_[buffer.first_step + 1] += context_.bytes[buffer.root];
+      leaving_[buffer.last_step + 1] -= context_.bytes[buffer.root];
+    }
+  }
+  for (size_t s = 1; s <= num_steps; ++s) leaving_[s] += leaving_[s - 1];
+  return leaving_;
+}
+
 int64_t ResaveBounds::Floor(TensorId t) const {
   // Only a tensor whose storage is an activation, whose copy and original
   // both show in the simulation. A view's copy is made where the plan
@@ -322,7 +329,7 @@ int64_t ResaveBounds::Floor(TensorId t) const {
   if (last_group + 1 >= copy_group) return kLowest;
   const int64_t highest = node_peak_.Query(last_group + 1 - first_, copy_group - first_);
   // Less the storages live before the copy's group that may now end before it.
-  return highest + context_.bytes[root] - leaving_[facts_.GroupBegin(copy_group)];
+  return highest + context_.bytes[root] - Leaving()[facts_.GroupBegin(copy_group)];
 }
 
 int64_t ResaveBounds::Ceiling(const SaveSet& keep, TensorId t, int64_t step_peak,

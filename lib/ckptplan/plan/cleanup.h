@@ -218,8 +218,11 @@ class ResaveBounds {
   DropDelta::GroupChanges patch_moved_;
   bool patch_applied_ = false, verify_ = false;
   // Per step s: bytes of the storages made before s whose last read, at or
-  // after s, is a recompute step.
-  std::vector<int64_t> leaving_;
+  // after s, is a recompute step; read on first use after a Prepare (a
+  // Prepare for PatchExact alone needs none).
+  const std::vector<int64_t>& Leaving() const;
+  mutable std::vector<int64_t> leaving_;
+  mutable bool leaving_ready_ = false;
   // Reads what only ceilings need from the prepared simulation.
   void PrepareCeilings();
   // DropDelta's exact scores of re-saves, over the prepared simulation

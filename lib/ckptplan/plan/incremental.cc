@@ -605,6 +605,7 @@ class RegionSearch {
         // Bounds are floored once they come first (most never do), and one
         // the floor lowers goes back in.
         const Bound floored = Floored(region, bound);
+        ++stats_.floored;
         if (floored.freed <= 0) return std::nullopt;
         if (floored.freed != bound.freed) return floored;
       }
@@ -1183,7 +1184,6 @@ class RegionSearch {
       Bound bounds[2];
       const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
       BoundsOf(region, t, chain, outside_region, &bounds[0], &bounds[1]);
-      bounds[0] = Floored(region, bounds[0]);
       // A lazy key is no better than the tier-0 bound (and so than the drop).
       if (lazy && key[i] == nullptr) {
         throw std::logic_error("incremental: '" + context_.graph.tensors[t].name +
@@ -1238,7 +1238,10 @@ class RegionSearch {
       std::string broken;
       if (real.tensor != kNoId && real.BetterThan(best)) broken = "beats the drop chosen";
       if (real.tensor != kNoId && real.tier <= 1) {
-        const Bound& bound = bounds[real.tier];
+        // Tier 0 against the bound under its chain's floor, which holds the
+        // drop to no more than the bound alone (the keys, spans and hulls
+        // above are checked against the bound alone, as they promise).
+        const Bound bound = real.tier == 0 ? Floored(region, bounds[0]) : bounds[1];
         if (real.freed > bound.freed) broken = "frees more than its bound";
         if (real.score < bound.score * (1 - slack)) broken = "scores below its bound";
       }
@@ -1296,7 +1299,6 @@ class RegionSearch {
 
   // Tier-0 bound `bound` held under the floor its chain gives (ChainFloor).
   Bound Floored(const RegionalMemory::Part& region, Bound bound) {
-    ++stats_.floored;
     bound.floored = true;
     if (bound.freed <= 0) return bound;
     const int64_t floor = walker_.ChainFloor(bound.tensor, view_, region.offset.data());

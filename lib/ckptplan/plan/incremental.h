@@ -46,8 +46,8 @@ struct IncrementalStats {
   size_t iterations = 0;
   size_t simulations = 0;  ///< full Simulate calls, the start and trials
   size_t bounded = 0;      ///< candidate bounds computed (a walk each, tightenings too)
-  /// Tier-0 bounds given their floor (a long walk and the chain's closure
-  /// each) when they came first.
+  /// Tier-0 bounds given their chain's floor (a walk of the chain's
+  /// closure each) when they came first.
   size_t floored = 0;
   size_t keyed = 0;        ///< lazy keys computed (GreedyOptions::lazy_keys)
   /// Lazy keys passed over without a walk: a drop whose span (its own

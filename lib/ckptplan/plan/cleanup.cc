@@ -594,18 +594,21 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
       const double cost_before = memory.cost();
       bounds.DropPending();
       trial_patched = false;
-      for (const TensorId p : pending_tensors) result.keep[p] = 0;
       size_t applied = 0;
-      for (; applied < pending_tensors.size() && pending_tensors.size() <= kPatchedCatchUp;
-           ++applied) {
-        const TensorId p = pending_tensors[applied];
-        result.keep[p] = 1;
-        if (!bounds.PatchExact(memory, result.keep, p, &trial)) break;
-        memory.Apply(&trial);
-        bounds.ForgetPatched(r);
-        ++patched_up;
+      if (pending_tensors.size() <= kPatchedCatchUp) {
+        for (const TensorId p : pending_tensors) result.keep[p] = 0;
+        for (; applied < pending_tensors.size(); ++applied) {
+          const TensorId p = pending_tensors[applied];
+          result.keep[p] = 1;
+          if (!bounds.PatchExact(memory, result.keep, p, &trial)) break;
+          memory.Apply(&trial);
+          bounds.ForgetPatched(r);
+          ++patched_up;
+        }
+        for (size_t i = applied; i < pending_tensors.size(); ++i) {
+          result.keep[pending_tensors[i]] = 1;
+        }
       }
-      for (size_t i = applied; i < pending_tensors.size(); ++i) result.keep[pending_tensors[i]] = 1;
       if (applied < pending_tensors.size()) {
         memory.Try(r, result.keep, &trial);
         memory.Apply(&trial);

@@ -216,6 +216,45 @@ TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
   CHECK(stopped - at_start > 5);
 }
 
+TEST_CASE("planner: where no greedy's plan fits, the baselines' cleanups run best first") {
+  // GPT-2-small-shaped, batch 8, seq 256, one region. At 70% of save-all
+  // the greedy stalls over the budget (2,431,187,972 > 2,430,983,494 bytes),
+  // so both fitting baselines are cleaned up. Added one by one, the first
+  // (15 segments, which cleans up to cost 169,743,482,880) ran whole:
+  // nothing fit before it. The baselines' cleanups now run from the lowest
+  // cost floor up; scope-checkpoint's ends at 144,832,462,848, and the floor
+  // of 15 segments' is over that before its first re-save, so it is
+  // stopped. Verify mode cleans it up whole and throws unless it loses;
+  // the plan and its name equal those without pruning (every cleanup whole,
+  // in the order added).
+  TransformerOptions gpt2;
+  gpt2.seq = 256;
+  const Graph graph = TransformerGraph(gpt2);
+  REQUIRE(SimContext(graph).regions().size() == 1);
+  const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+  std::ostringstream log;
+  auto logger = std::make_shared<spdlog::logger>(
+      "capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log));
+  logger->set_level(spdlog::level::debug);
+  const auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(logger);
+  CheckVerifiedPlanUnpruned(graph, save_all, 70);
+  PlannerOptions options;
+  options.budget_bytes = save_all * 70 / 100;
+  const PlannerResult planned = PlanGraph(graph, options);
+  spdlog::set_default_logger(previous);
+  const std::string text = log.str();
+  CHECK(CountLines(text, "15 segments: cleanup estimated at 360594 node-steps (budget 1000000, "
+                         "no greedy's plan fits)") == 3);
+  // Stopped in verify mode (which then cleans it up whole) and in the plain
+  // run, not without pruning.
+  CHECK(CountLines(text, "15 segments: cleanup stopped after 0 re-saves: it cannot beat "
+                         "scope-checkpoint + cleanup") == 2);
+  CHECK(CountLines(text, "15 segments + cleanup: peak 2430811164 bytes, cost 169743482880") == 1);
+  CHECK(planned.method == "scope-checkpoint + cleanup");
+  CHECK(planned.recompute_cost == 144832462848.0);
+}
+
 TEST_CASE("planner: start sets") {
   Graph graph = TransformerBlock();
   CHECK(StartSet(graph, "save-all", DefaultRecomputePolicy()) == SaveAll(graph));

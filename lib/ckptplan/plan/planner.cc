@@ -87,6 +87,12 @@ class Candidates {
         return Result(std::move(keep), earlier.peak, earlier.recompute_cost, std::move(method));
       }
     }
+    for (const Pending& earlier : pending_) {
+      if (earlier.result.keep == keep) {
+        return Result(std::move(keep), earlier.result.peak, earlier.result.recompute_cost,
+                      std::move(method));
+      }
+    }
     SimResult sim = Simulate(context_, keep, sim_options_);
     return Measured(std::move(keep), sim, std::move(method));
   }
@@ -129,7 +135,55 @@ class Candidates {
     AddResult(std::move(measured), since, Clean::kAlways);
   }
 
-  const PlannerResult& best() const { return best_; }
+  const PlannerResult& best() const {
+    if (deferring_) throw std::logic_error("planner: the best plan read while plans are deferred");
+    return best_;
+  }
+
+  // Plans added from Defer() to Flush() join in the order added, with the
+  // figures and the best plan they would have had added one by one. Flush
+  // runs the cleanups a floor cannot stop first, then the others from the
+  // lowest floor up (PeakFloor::CostOfFitting), each stopped against the
+  // best fitting plan by then: a baseline's cleanup that cannot beat one
+  // added after it is then stopped too (added one by one, the first
+  // baseline's ran whole wherever no plan before it fit). A stopped plan
+  // loses outright to a plan that joins, so the best is the same.
+  void Defer() { deferring_ = true; }
+  void Flush() {
+    deferring_ = false;
+    std::vector<Pending> pending = std::move(pending_);
+    pending_.clear();
+    const size_t n = pending.size();
+    // What always_fits_ is when each joins (a cleaned-up plan fits as its
+    // start did).
+    std::vector<uint8_t> always_fits(n);
+    bool fits = always_fits_;
+    for (size_t i = 0; i < n; ++i) {
+      always_fits[i] = fits;
+      if (pending[i].clean == Clean::kAlways) fits = fits || pending[i].result.fits;
+    }
+    const PlannerResult* to_beat = has_best_ && best_.fits ? &best_ : nullptr;
+    auto consider = [&](const PlannerResult& result) {
+      if (result.fits && (to_beat == nullptr || Better(result, *to_beat))) to_beat = &result;
+    };
+    std::vector<std::pair<double, size_t>> stoppable;  // (cost floor, index)
+    for (size_t i = 0; i < n; ++i) {
+      Pending& plan = pending[i];
+      if (Stoppable(plan.result, plan.clean)) {
+        stoppable.emplace_back(floor_->CostOfFitting(plan.result.keep, options_.budget_bytes), i);
+        continue;
+      }
+      plan.result = CleanedUp(std::move(plan.result), plan.clean, always_fits[i], nullptr);
+      consider(plan.result);
+    }
+    std::sort(stoppable.begin(), stoppable.end());
+    for (const auto& [at_least, i] : stoppable) {
+      Pending& plan = pending[i];
+      plan.result = CleanedUp(std::move(plan.result), plan.clean, always_fits[i], to_beat);
+      consider(plan.result);
+    }
+    for (Pending& plan : pending) Join(std::move(plan.result), plan.since, plan.clean);
+  }
   // With a floor, a baseline's cleanup is stopped where its plan, cleaned
   // up, cannot beat the best plan so far (PeakFloor::CostOfFitting), and
   // the baseline is added as it was: only where the best plan alone is read
@@ -149,6 +203,7 @@ class Candidates {
 
   // The `count` best plans with distinct save sets, best first.
   std::vector<PlannerResult> Top(size_t count) const {
+    if (deferring_) throw std::logic_error("planner: the best plans read while plans are deferred");
     std::vector<PlannerResult> sorted = all_;
     std::stable_sort(sorted.begin(), sorted.end(), Better);
     std::vector<PlannerResult> top;
@@ -166,88 +221,122 @@ class Candidates {
   // (AddBaseline).
   enum class Clean { kAlways, kWhereCheap };
 
+  // A plan added while deferring, measured, and how it is to be cleaned up.
+  struct Pending {
+    PlannerResult result;
+    std::chrono::steady_clock::time_point since;
+    Clean clean;
+  };
+
   void AddPlan(SaveSet keep, std::string method, std::chrono::steady_clock::time_point since,
                Clean clean) {
     AddResult(Measure(std::move(keep), std::move(method)), since, clean);
   }
 
   void AddResult(PlannerResult result, std::chrono::steady_clock::time_point since, Clean clean) {
+    if (deferring_) {
+      pending_.push_back({std::move(result), since, clean});
+      return;
+    }
+    result = CleanedUp(std::move(result), clean, always_fits_, has_best_ ? &best_ : nullptr);
+    Join(std::move(result), since, clean);
+  }
+
+  // Whether CleanedUp may stop the cleanup of `result` (added with `clean`)
+  // by its cost floor, given a fitting plan to beat.
+  bool Stoppable(const PlannerResult& result, Clean clean) const {
+    return result.fits && cleanup_ && clean == Clean::kWhereCheap && floor_ != nullptr &&
+           options_.prune;
+  }
+
+  // `result`, cleaned up where it fits and is to be: the cleanup's plan, or
+  // `result` where there is none or the cleanup was stopped. `always_fits`:
+  // whether a plan added before it with Add fits; `to_beat`: a plan of the
+  // candidates a stoppable cleanup is stopped against (null: none).
+  PlannerResult CleanedUp(PlannerResult result, Clean clean, bool always_fits,
+                          const PlannerResult* to_beat) {
     const std::string method = result.method;
     const size_t work = result.fits && clean == Clean::kWhereCheap ? CleanupWork(result.keep) : 0;
     if (work > 0) {
       spdlog::debug("planner: {}: cleanup estimated at {} node-steps (budget {}{})", method, work,
-                    CleanupBudget(), always_fits_ ? "" : ", no greedy's plan fits");
+                    CleanupBudget(), always_fits ? "" : ", no greedy's plan fits");
     }
-    if (result.fits && cleanup_ && always_fits_ && work > CleanupBudget()) {
+    if (!result.fits || !cleanup_) return result;
+    if (always_fits && work > CleanupBudget()) {
       spdlog::debug("planner: {}: not cleaned up", method);
-    } else if (result.fits && cleanup_) {
-      // The same plan cleans up the same: a start often ends where another did.
-      const Cleaned* cleaned = nullptr;
-      for (const Cleaned& earlier : cleaned_) {
-        if (earlier.from == result.keep) cleaned = &earlier;
+      return result;
+    }
+    // The same plan cleans up the same: a start often ends where another did.
+    const Cleaned* cleaned = nullptr;
+    for (const Cleaned& earlier : cleaned_) {
+      if (earlier.from == result.keep) cleaned = &earlier;
+    }
+    // A floor under the cost of the plan cleaned up, over the best's: it
+    // loses (only baselines' cleanups are stopped so; see set_floor).
+    std::optional<double> hopeless;
+    size_t calls = 0, hopeless_after = 0;  // calls of cleanup_options.stop; re-saves by then
+    if (cleaned == nullptr) {
+      CleanupOptions cleanup_options;
+      cleanup_options.prune = options_.prune;
+      cleanup_options.verify = options_.verify;
+      if (Stoppable(result, clean) && to_beat != nullptr && to_beat->fits) {
+        // Any fitting plan that saves what the cleanup's plan saves so far
+        // costs at least its CostOfFitting, and the cleanup only saves
+        // more: once that is over the cost of the plan to beat, the cleanup
+        // is stopped. Read before the first re-save and after 1, 2, 4, ...
+        // of them (a pass over the dropped candidates each).
+        cleanup_options.stop = [&](const SaveSet& keep) {
+          const size_t resaved = calls++;
+          if (hopeless || (resaved & (resaved - 1)) != 0) return false;
+          const double at_least = floor_->CostOfFitting(keep, options_.budget_bytes);
+          if (!(at_least > to_beat->recompute_cost + CostMargin(*to_beat))) return false;
+          hopeless = at_least;
+          hopeless_after = resaved;
+          return !options_.verify;  // verify mode cleans up whole, and checks below
+        };
       }
-      // A floor under the cost of the plan cleaned up, over the best's: it
-      // loses (only baselines' cleanups are stopped so; see set_floor).
-      std::optional<double> hopeless;
-      size_t calls = 0, hopeless_after = 0;  // calls of cleanup_options.stop; re-saves by then
-      if (cleaned == nullptr) {
-        CleanupOptions cleanup_options;
-        cleanup_options.prune = options_.prune;
-        cleanup_options.verify = options_.verify;
-        if (clean == Clean::kWhereCheap && floor_ != nullptr && options_.prune && has_best_ &&
-            best_.fits) {
-          // Any fitting plan that saves what the cleanup's plan saves so far
-          // costs at least its CostOfFitting, and the cleanup only saves
-          // more: once that is over the best's cost, the cleanup is stopped.
-          // Read before the first re-save and after 1, 2, 4, ... of them (a
-          // pass over the dropped candidates each).
-          cleanup_options.stop = [&](const SaveSet& keep) {
-            const size_t resaved = calls++;
-            if (hopeless || (resaved & (resaved - 1)) != 0) return false;
-            const double at_least = floor_->CostOfFitting(keep, options_.budget_bytes);
-            if (!(at_least > best_.recompute_cost + CostMargin())) return false;
-            hopeless = at_least;
-            hopeless_after = resaved;
-            return !options_.verify;  // verify mode cleans up whole, and checks below
-          };
-        }
-        // Asked before the cleanup simulates its start (the cleanup then
-        // does not ask again): a cleanup stopped there is not run at all.
-        bool stopped_at_start = false;
-        if (cleanup_options.stop) {
-          stopped_at_start = cleanup_options.stop(result.keep);
-          cleanup_options.start_asked = true;
-        }
-        if (!stopped_at_start) {
-          CleanupResult cleanup = ResaveDropped(context_, result.keep, options_.budget_bytes,
-                                                options_.reserve_bytes, cleanup_options);
-          if (hopeless && options_.verify) {
-            const PlannerResult whole =
-                Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after, method + " + cleanup");
-            if (whole.recompute_cost < *hopeless - CostMargin() || !Better(best_, whole)) {
-              throw std::logic_error(
-                  "planner: the cleanup of " + method + " was stopped, as a fitting plan that "
-                  "saves what it saved by then costs at least " + std::to_string(*hopeless) +
-                  ", but cleaned up whole it costs " + std::to_string(whole.recompute_cost) +
-                  " (best: " + best_.method + ", " + std::to_string(best_.recompute_cost) + ")");
-            }
-          }
-          if (!hopeless) {
-            cleaned_.push_back({result.keep, std::move(cleanup)});
-            cleaned = &cleaned_.back();
+      // Asked before the cleanup simulates its start (the cleanup then
+      // does not ask again): a cleanup stopped there is not run at all.
+      bool stopped_at_start = false;
+      if (cleanup_options.stop) {
+        stopped_at_start = cleanup_options.stop(result.keep);
+        cleanup_options.start_asked = true;
+      }
+      if (!stopped_at_start) {
+        CleanupResult cleanup = ResaveDropped(context_, result.keep, options_.budget_bytes,
+                                              options_.reserve_bytes, cleanup_options);
+        if (hopeless && options_.verify) {
+          const PlannerResult whole =
+              Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after, method + " + cleanup");
+          if (whole.recompute_cost < *hopeless - CostMargin(*to_beat) ||
+              !Better(*to_beat, whole)) {
+            throw std::logic_error(
+                "planner: the cleanup of " + method + " was stopped, as a fitting plan that "
+                "saves what it saved by then costs at least " + std::to_string(*hopeless) +
+                ", but cleaned up whole it costs " + std::to_string(whole.recompute_cost) +
+                " (to beat: " + to_beat->method + ", " +
+                std::to_string(to_beat->recompute_cost) + ")");
           }
         }
-      }
-      if (hopeless) {
-        spdlog::debug("planner: {}: cleanup stopped after {} re-saves: it cannot beat {}",
-                      method, hopeless_after, best_.method);
-      } else if (!cleaned->result.resaved.empty()) {
-        // The cleanup's figures are the step's, exactly (RegionalMemory).
-        const CleanupResult& cleanup = cleaned->result;
-        result = Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after,
-                        method + " + cleanup");
+        if (!hopeless) {
+          cleaned_.push_back({result.keep, std::move(cleanup)});
+          cleaned = &cleaned_.back();
+        }
       }
     }
+    if (hopeless) {
+      spdlog::debug("planner: {}: cleanup stopped after {} re-saves: it cannot beat {}", method,
+                    hopeless_after, to_beat->method);
+    } else if (!cleaned->result.resaved.empty()) {
+      // The cleanup's figures are the step's, exactly (RegionalMemory).
+      const CleanupResult& cleanup = cleaned->result;
+      result = Result(cleanup.keep, cleanup.peak_after, cleanup.cost_after, method + " + cleanup");
+    }
+    return result;
+  }
+
+  // `result` (cleaned up) joins the candidates.
+  void Join(PlannerResult result, std::chrono::steady_clock::time_point since, Clean clean) {
     spdlog::debug("planner: {}: peak {} bytes, cost {}, {} ({:.3f} s)", result.method, result.peak,
                   result.recompute_cost, result.fits ? "fits" : "does not fit",
                   SecondsSince(since));
@@ -261,7 +350,9 @@ class Candidates {
 
   // The margin a cost floor must clear over a cost (the floor's shares are
   // divisions): relative to the best's and the step's costs.
-  double CostMargin() const { return 1e-9 * (best_.recompute_cost + context_.step_cost); }
+  double CostMargin(const PlannerResult& to_beat) const {
+    return 1e-9 * (to_beat.recompute_cost + context_.step_cost);
+  }
 
   // What cleaning `keep` up costs, about, in node-steps: a trial (a region
   // simulation) per dropped candidate, the first round counted. Copies of a
@@ -328,6 +419,8 @@ class Candidates {
   PlannerResult best_;
   bool has_best_ = false;
   std::vector<PlannerResult> all_;  // every plan added, in order
+  bool deferring_ = false;
+  std::vector<Pending> pending_;  // plans added while deferring, in order
 };
 
 // The greedy's plan from `start`, named `method`, with the figures the
@@ -516,12 +609,15 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
   const PeakFloor floor(context, save_all);
   // Local search starts from the best plan alone on such graphs.
   if (num_candidates > kManyStartsLimit) candidates.set_floor(&floor);
+  // The baselines' cleanups, the most promising first (Flush).
+  candidates.Defer();
   AddBestSegments(context, options, floor, extra_greedy, &candidates);
   candidates.AddMeasured(candidates.Measured(SaveAll(graph), save_all, "save-all"),
                          std::chrono::steady_clock::now());
   candidates.AddBaseline(ScopeCheckpointPlan(context), "scope-checkpoint");
   candidates.AddBaseline(SqrtSegmentsPlan(context), "sqrt-segments");
   candidates.AddBaseline(KnapsackPlan(context, options.budget_bytes, save_all), "knapsack");
+  candidates.Flush();
 
   // Local search from the best few distinct plans (one on large graphs).
   LocalSearchOptions search;

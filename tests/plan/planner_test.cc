@@ -170,6 +170,23 @@ size_t CountLines(const std::string& text, const std::string& needle) {
   return count;
 }
 
+// The debug log while it lives (the default logger, put back after).
+class CapturedLog {
+ public:
+  CapturedLog() : previous_(spdlog::default_logger()) {
+    auto logger = std::make_shared<spdlog::logger>(
+        "capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log_));
+    logger->set_level(spdlog::level::debug);
+    spdlog::set_default_logger(logger);
+  }
+  ~CapturedLog() { spdlog::set_default_logger(previous_); }
+  std::string text() const { return log_.str(); }
+
+ private:
+  std::ostringstream log_;
+  std::shared_ptr<spdlog::logger> previous_;
+};
+
 TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
   // Where a greedy's plan fits, a fitting baseline's cleanup stops once no
   // fitting plan that saves what it saves by then may cost less than the
@@ -192,12 +209,7 @@ TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
     random.width = 3;
     graphs.push_back(RandomTrainingGraph(random));
   }
-  std::ostringstream log;
-  auto logger = std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log));
-  logger->set_level(spdlog::level::debug);
-  const auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(logger);
+  const CapturedLog log;
   size_t plans = 0;
   for (const Graph& graph : graphs) {
     REQUIRE(SimContext(graph).candidates.size() > 64);
@@ -207,9 +219,9 @@ TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
       ++plans;
     }
   }
-  spdlog::set_default_logger(previous);
-  const size_t stopped = CountLines(log.str(), "cleanup stopped after");
-  const size_t at_start = CountLines(log.str(), "cleanup stopped after 0 re-saves");
+  const std::string text = log.text();
+  const size_t stopped = CountLines(text, "cleanup stopped after");
+  const size_t at_start = CountLines(text, "cleanup stopped after 0 re-saves");
   MESSAGE(stopped << " baseline cleanups stopped in " << plans << " plans, " << at_start
                   << " of them before a re-save");
   CHECK(at_start > 20);
@@ -232,18 +244,12 @@ TEST_CASE("planner: where no greedy's plan fits, the baselines' cleanups run bes
   const Graph graph = TransformerGraph(gpt2);
   REQUIRE(SimContext(graph).regions().size() == 1);
   const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
-  std::ostringstream log;
-  auto logger = std::make_shared<spdlog::logger>(
-      "capture", std::make_shared<spdlog::sinks::ostream_sink_st>(log));
-  logger->set_level(spdlog::level::debug);
-  const auto previous = spdlog::default_logger();
-  spdlog::set_default_logger(logger);
+  const CapturedLog log;
   CheckVerifiedPlanUnpruned(graph, save_all, 70);
   PlannerOptions options;
   options.budget_bytes = save_all * 70 / 100;
   const PlannerResult planned = PlanGraph(graph, options);
-  spdlog::set_default_logger(previous);
-  const std::string text = log.str();
+  const std::string text = log.text();
   CHECK(CountLines(text, "15 segments: cleanup estimated at 360594 node-steps (budget 1000000, "
                          "no greedy's plan fits)") == 3);
   // Stopped in verify mode (which then cleans it up whole) and in the plain

@@ -169,7 +169,9 @@ class Candidates {
     std::vector<std::pair<double, size_t>> stoppable;  // (cost floor, index)
     for (size_t i = 0; i < n; ++i) {
       Pending& plan = pending[i];
-      if (Stoppable(plan.result, plan.clean)) {
+      // (A plan left uncleaned, as dear where a greedy's plan fits, needs no floor.)
+      if (Stoppable(plan.result, plan.clean) &&
+          !(always_fits[i] && CleanupWork(plan.result.keep) > CleanupBudget())) {
         stoppable.emplace_back(floor_->CostOfFitting(plan.result.keep, options_.budget_bytes), i);
         continue;
       }

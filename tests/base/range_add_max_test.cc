@@ -71,6 +71,50 @@ TEST_CASE("RangeAddMax answers every range after range adds and writes") {
   CHECK(searched == 10802);
 }
 
+// Batches of adds and writes applied with AddLater / SetLater and one
+// RebuildDirty answer every range as the same ones applied one by one (and
+// as a plain array), sizes up to 40, overlapping ranges and repeated writes
+// included.
+TEST_CASE("RangeAddMax: adds and writes rebuilt once equal them one by one") {
+  std::mt19937 random(23);
+  size_t checked = 0;
+  for (size_t n = 1; n <= 40; ++n) {
+    std::vector<int64_t> values = testing::RandomValues(n, random);
+    RangeAddMax one_by_one, batched;
+    one_by_one.Build(values.data(), n);
+    batched.Build(values.data(), n);
+    for (int round = 0; round < 8; ++round) {
+      const int adds = static_cast<int>(random() % 6), writes = static_cast<int>(random() % 6);
+      for (int k = 0; k < adds; ++k) {
+        const size_t lo = random() % (n + 1), hi = lo + random() % (n + 1 - lo);
+        const int64_t bytes = static_cast<int64_t>(random() % 2001) - 1000;
+        one_by_one.Add(lo, hi, bytes);
+        batched.AddLater(lo, hi, bytes);
+        for (size_t i = lo; i < hi; ++i) values[i] += bytes;
+      }
+      for (int k = 0; k < writes; ++k) {
+        const size_t i = random() % n;
+        values[i] = static_cast<int64_t>(random() % 5000) - 2500;
+        one_by_one.Set(i, values[i]);
+        batched.SetLater(i, values[i]);
+      }
+      batched.RebuildDirty();
+      for (size_t lo = 0; lo <= n; ++lo) {
+        for (size_t hi = lo; hi <= n; ++hi) {
+          const int64_t expected = testing::ScanMax(values, lo, hi, RangeAddMax::kEmpty);
+          REQUIRE(batched.Query(lo, hi) == expected);
+          REQUIRE(one_by_one.Query(lo, hi) == expected);
+          ++checked;
+        }
+      }
+      for (size_t i = 0; i < n; ++i) REQUIRE(batched.Get(i) == values[i]);
+    }
+  }
+  // sum over n = 1..40 of 8 (n + 1)(n + 2) / 2 ranges:
+  // 8 (41 x 42 x 43 / 6 - 1) = 8 x 12,340
+  CHECK(checked == 98720);
+}
+
 TEST_CASE("RangeAddMax: an add over everything moves the max, a write under adds holds") {
   const std::vector<int64_t> values = {3, 9, 4, -2, 7};
   RangeAddMax tree;

@@ -59,6 +59,41 @@ class RangeAddMax {
     tree_[leaf] = value - AddsAbove(leaf);
     Rebuild(leaf);
   }
+  /// Add and Set whose inner nodes are rebuilt at the next RebuildDirty,
+  /// once for all (their paths to the root share nodes): the values are
+  /// then those of Add and Set in the same order. Nothing may be read
+  /// between them and RebuildDirty.
+  void AddLater(size_t lo, size_t hi, int64_t bytes) {
+    if (lo >= hi || bytes == 0) return;
+    size_t l = lo + capacity_, r = hi + capacity_;
+    dirty_.push_back(l);
+    dirty_.push_back(r - 1);
+    for (; l < r; l /= 2, r /= 2) {
+      if (l & 1) Apply(l++, bytes);
+      if (r & 1) Apply(--r, bytes);
+    }
+  }
+  void SetLater(size_t i, int64_t value) {
+    const size_t leaf = i + capacity_;
+    tree_[leaf] = value - AddsAbove(leaf);  // reads adds only, which are current
+    dirty_.push_back(leaf);
+  }
+  void RebuildDirty() {
+    // Leaves, then level by level their parents, each once (in order, so
+    // equal parents are neighbours).
+    std::sort(dirty_.begin(), dirty_.end());
+    while (!dirty_.empty() && dirty_.front() > 1) {
+      size_t kept = 0;
+      for (const size_t p : dirty_) {
+        const size_t parent = p / 2;
+        if (kept > 0 && dirty_[kept - 1] == parent) continue;
+        tree_[parent] = std::max(tree_[2 * parent], tree_[2 * parent + 1]) + add_[parent];
+        dirty_[kept++] = parent;
+      }
+      dirty_.resize(kept);
+    }
+    dirty_.clear();
+  }
   /// Value `i`.
   int64_t Get(size_t i) const {
     const size_t leaf = i + capacity_;
@@ -159,6 +194,7 @@ class RangeAddMax {
   // adds of its strict ancestors.
   std::vector<int64_t> tree_;
   std::vector<int64_t> add_;  // per inner node, [1, capacity_]; entry capacity_ stays 0
+  std::vector<size_t> dirty_;  // positions whose ancestors RebuildDirty rebuilds
 };
 
 }  // namespace ckptplan

@@ -177,7 +177,7 @@ void ForEachBaseNameChar(std::string_view op, Add&& add) {
 // Whether op's base name is one of `names`, without allocating (no name
 // looked for is longer than the buffer).
 template <size_t K>
-bool BaseNameIn(std::string_view op, const char* const (&names)[K]) {
+bool BaseNameIn(std::string_view op, const std::string_view (&names)[K]) {
   char buffer[32];
   size_t size = 0;
   ForEachBaseNameChar(op, [&](char c) {
@@ -186,7 +186,7 @@ bool BaseNameIn(std::string_view op, const char* const (&names)[K]) {
   });
   if (size > sizeof(buffer)) return false;
   const std::string_view name(buffer, size);
-  for (const char* candidate : names) {
+  for (const std::string_view candidate : names) {
     if (name == candidate) return true;
   }
   return false;
@@ -201,12 +201,12 @@ std::string OpBaseName(std::string_view op) {
 }
 
 bool IsLinearOp(std::string_view op) {
-  static const char* const kLinear[] = {"mm", "addmm", "matmul", "bmm", "linear", "gemm"};
+  static constexpr std::string_view kLinear[] = {"mm", "addmm", "matmul", "bmm", "linear", "gemm"};
   return BaseNameIn(op, kLinear);
 }
 
 bool IsRandomOp(std::string_view op) {
-  static const char* const kRandom[] = {
+  static constexpr std::string_view kRandom[] = {
       "bernoulli", "dropout", "nativedropout", "featuredropout", "alphadropout",
       "featurealphadropout", "rand", "randn", "randint", "randlike", "randnlike",
       "randintlike", "randperm", "normal", "uniform", "multinomial", "exponential",

@@ -119,8 +119,7 @@ int64_t DropDelta::KeptStepsMax() {
     events_.push_back({deleted_[end - 1] + 1, 0});
     i = end;
   }
-  std::sort(events_.begin(), events_.end());
-  events_sorted_ = true;
+  SortEventsByStep();
   // The highest old step, where it stays, is one of the steps the maximum
   // is over: its value after the changes starts it.
   int64_t highest = TopStays() ? TopValue() : RangeMax::kEmpty;
@@ -200,7 +199,14 @@ void DropDelta::ChainEvents(int64_t a, int64_t m) {
 void DropDelta::SortedOldStepEvents() {
   if (events_sorted_) return;
   OldStepEvents();
-  std::sort(events_.begin(), events_.end());
+  SortEventsByStep();
+}
+
+void DropDelta::SortEventsByStep() {
+  // By step alone: the sums read at a step add all of its events, in any
+  // order (std::sort is deterministic, so the order is the same each run).
+  std::sort(events_.begin(), events_.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   events_sorted_ = true;
 }
 

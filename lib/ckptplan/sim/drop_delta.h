@@ -208,6 +208,7 @@ class DropDelta {
   // bytes at the ends of the runs of steps that go, which only split the
   // patch's runs); else made again.
   void SortedOldStepEvents();
+  void SortEventsByStep();  // events_ sorted by step; events_sorted_ set
   bool events_sorted_ = false;
   // The highest total plus offset over the old steps that stay (not
   // deleted_) after the changes_ (Score, ScoreResave).

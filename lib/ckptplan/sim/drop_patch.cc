@@ -326,8 +326,9 @@ void DropDelta::FindGroupChanges(const uint32_t* places, size_t num_places) {
 
 void DropDelta::GroupChanges::ApplyTo(const std::vector<int64_t>& node_peak,
                                       RangeAddMax* tree) const {
-  for (const Add& add : adds) tree->Add(add.lo, add.hi, add.bytes);
-  for (const uint32_t n : resets) tree->Set(n, node_peak[n]);
+  for (const Add& add : adds) tree->AddLater(add.lo, add.hi, add.bytes);
+  for (const uint32_t n : resets) tree->SetLater(n, node_peak[n]);
+  tree->RebuildDirty();
 }
 
 std::string DropDelta::GroupChanges::Mismatch(const RangeAddMax& tree,

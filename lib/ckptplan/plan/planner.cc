@@ -167,21 +167,24 @@ class Candidates {
       if (result.fits && (to_beat == nullptr || Better(result, *to_beat))) to_beat = &result;
     };
     std::vector<std::pair<double, size_t>> stoppable;  // (cost floor, index)
+    std::vector<size_t> work(n);
     for (size_t i = 0; i < n; ++i) {
       Pending& plan = pending[i];
+      work[i] = Work(plan.result, plan.clean);
       // (A plan left uncleaned, as dear where a greedy's plan fits, needs no floor.)
-      if (Stoppable(plan.result, plan.clean) &&
-          !(always_fits[i] && CleanupWork(plan.result.keep) > CleanupBudget())) {
+      if (Stoppable(plan.result, plan.clean) && !(always_fits[i] && work[i] > CleanupBudget())) {
         stoppable.emplace_back(floor_->CostOfFitting(plan.result.keep, options_.budget_bytes), i);
         continue;
       }
-      plan.result = CleanedUp(std::move(plan.result), plan.clean, always_fits[i], nullptr);
+      plan.result =
+          CleanedUp(std::move(plan.result), plan.clean, work[i], always_fits[i], nullptr);
       consider(plan.result);
     }
     std::sort(stoppable.begin(), stoppable.end());
     for (const auto& [at_least, i] : stoppable) {
       Pending& plan = pending[i];
-      plan.result = CleanedUp(std::move(plan.result), plan.clean, always_fits[i], to_beat);
+      plan.result =
+          CleanedUp(std::move(plan.result), plan.clean, work[i], always_fits[i], to_beat);
       consider(plan.result);
     }
     for (Pending& plan : pending) Join(std::move(plan.result), plan.since, plan.clean);
@@ -240,7 +243,9 @@ class Candidates {
       pending_.push_back({std::move(result), since, clean});
       return;
     }
-    result = CleanedUp(std::move(result), clean, always_fits_, has_best_ ? &best_ : nullptr);
+    const size_t work = Work(result, clean);
+    result =
+        CleanedUp(std::move(result), clean, work, always_fits_, has_best_ ? &best_ : nullptr);
     Join(std::move(result), since, clean);
   }
 
@@ -251,14 +256,20 @@ class Candidates {
            options_.prune;
   }
 
+  // What cleaning `result` up would cost (CleanupWork) where that decides
+  // whether it is cleaned up: a fitting plan added with AddBaseline; else 0.
+  size_t Work(const PlannerResult& result, Clean clean) const {
+    return result.fits && clean == Clean::kWhereCheap ? CleanupWork(result.keep) : 0;
+  }
+
   // `result`, cleaned up where it fits and is to be: the cleanup's plan, or
-  // `result` where there is none or the cleanup was stopped. `always_fits`:
-  // whether a plan added before it with Add fits; `to_beat`: a plan of the
-  // candidates a stoppable cleanup is stopped against (null: none).
-  PlannerResult CleanedUp(PlannerResult result, Clean clean, bool always_fits,
+  // `result` where there is none or the cleanup was stopped. `work`: its
+  // Work; `always_fits`: whether a plan added before it with Add fits;
+  // `to_beat`: a plan of the candidates a stoppable cleanup is stopped
+  // against (null: none).
+  PlannerResult CleanedUp(PlannerResult result, Clean clean, size_t work, bool always_fits,
                           const PlannerResult* to_beat) {
     const std::string method = result.method;
-    const size_t work = result.fits && clean == Clean::kWhereCheap ? CleanupWork(result.keep) : 0;
     if (work > 0) {
       spdlog::debug("planner: {}: cleanup estimated at {} node-steps (budget {}{})", method, work,
                     CleanupBudget(), always_fits ? "" : ", no greedy's plan fits");

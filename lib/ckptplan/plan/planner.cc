@@ -183,8 +183,8 @@ class Candidates {
     std::sort(stoppable.begin(), stoppable.end());
     for (const auto& [at_least, i] : stoppable) {
       Pending& plan = pending[i];
-      plan.result =
-          CleanedUp(std::move(plan.result), plan.clean, work[i], always_fits[i], to_beat);
+      plan.result = CleanedUp(std::move(plan.result), plan.clean, work[i], always_fits[i],
+                              to_beat, at_least);
       consider(plan.result);
     }
     for (Pending& plan : pending) Join(std::move(plan.result), plan.since, plan.clean);
@@ -266,9 +266,11 @@ class Candidates {
   // `result` where there is none or the cleanup was stopped. `work`: its
   // Work; `always_fits`: whether a plan added before it with Add fits;
   // `to_beat`: a plan of the candidates a stoppable cleanup is stopped
-  // against (null: none).
+  // against (null: none), with `start_floor`, where given, the plan's own
+  // CostOfFitting.
   PlannerResult CleanedUp(PlannerResult result, Clean clean, size_t work, bool always_fits,
-                          const PlannerResult* to_beat) {
+                          const PlannerResult* to_beat,
+                          std::optional<double> start_floor = std::nullopt) {
     const std::string method = result.method;
     if (work > 0) {
       spdlog::debug("planner: {}: cleanup estimated at {} node-steps (budget {}{})", method, work,
@@ -301,7 +303,9 @@ class Candidates {
         cleanup_options.stop = [&](const SaveSet& keep) {
           const size_t resaved = calls++;
           if (hopeless || (resaved & (resaved - 1)) != 0) return false;
-          const double at_least = floor_->CostOfFitting(keep, options_.budget_bytes);
+          const double at_least = resaved == 0 && start_floor
+                                      ? *start_floor
+                                      : floor_->CostOfFitting(keep, options_.budget_bytes);
           if (!(at_least > to_beat->recompute_cost + CostMargin(*to_beat))) return false;
           hopeless = at_least;
           hopeless_after = resaved;

@@ -99,14 +99,7 @@ TEST_CASE("RangeAddMax: adds and writes rebuilt once equal them one by one") {
         batched.SetLater(i, values[i]);
       }
       batched.RebuildDirty();
-      for (size_t lo = 0; lo <= n; ++lo) {
-        for (size_t hi = lo; hi <= n; ++hi) {
-          const int64_t expected = testing::ScanMax(values, lo, hi, RangeAddMax::kEmpty);
-          REQUIRE(batched.Query(lo, hi) == expected);
-          REQUIRE(one_by_one.Query(lo, hi) == expected);
-          ++checked;
-        }
-      }
+      checked += testing::RequireEveryRange(values, batched, one_by_one, RangeAddMax::kEmpty);
       for (size_t i = 0; i < n; ++i) REQUIRE(batched.Get(i) == values[i]);
     }
   }

@@ -25,14 +25,7 @@ TEST_CASE("RangeMax answers every range, over its own values and values in place
     in_place.BuildOver(values.data(), n);
     CHECK(own.size() == n);
     CHECK(in_place.values() == values.data());
-    for (size_t lo = 0; lo <= n; ++lo) {
-      for (size_t hi = lo; hi <= n; ++hi) {
-        const int64_t expected = testing::ScanMax(values, lo, hi, RangeMax::kEmpty);
-        REQUIRE(own.Query(lo, hi) == expected);
-        REQUIRE(in_place.Query(lo, hi) == expected);
-        ++ranges;
-      }
-    }
+    ranges += testing::RequireEveryRange(values, own, in_place, RangeMax::kEmpty);
   }
   CHECK(ranges == 62196);  // sum over n = 0..70 of (n + 1)(n + 2) / 2
 }

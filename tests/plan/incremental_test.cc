@@ -295,6 +295,20 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   CHECK(scored < unfloored_scored);
 }
 
+// Plans hand-made `graph` from `start` at `budget` in verify mode (which
+// throws where a bound or a floor fails) and checks the plan is `expected`
+// and the reference greedy's.
+void CheckVerifiedPlan(const Graph& graph, const SaveSet& start, int64_t budget,
+                       const SaveSet& expected) {
+  GreedyOptions options;
+  options.budget_bytes = budget;
+  options.verify = true;
+  GreedyResult plan;
+  CHECK_NOTHROW(plan = IncrementalPlan(graph, start, options));
+  CHECK(plan.keep == expected);
+  CHECK(plan.keep == GreedyPlan(graph, start, options).keep);
+}
+
 TEST_CASE("lazy keys: a pulling drop frees its pulled input at a peak after its first use") {
   // in -fx-> x -fy-> y -fz-> z -fs-> l, and in -fw-> w; backward s_bwd
   // (reads l and x), z_bwd (reads z), big_bwd (makes a 1000-byte g), y_bwd
@@ -334,13 +348,7 @@ TEST_CASE("lazy keys: a pulling drop frees its pulled input at a peak after its 
   CHECK(Simulate(graph, start, {}).peak_bytes == 1140);
   CHECK(Simulate(graph, drop_z, {}).peak_bytes == 1050);
   CHECK(Simulate(graph, drop_w, {}).peak_bytes == 1120);
-  GreedyOptions options;
-  options.budget_bytes = 1125;
-  options.verify = true;
-  GreedyResult plan;
-  CHECK_NOTHROW(plan = IncrementalPlan(graph, start, options));
-  CHECK(plan.keep == drop_w);
-  CHECK(plan.keep == GreedyPlan(graph, start, options).keep);
+  CheckVerifiedPlan(graph, start, 1125, drop_w);
 }
 
 TEST_CASE("chain floors: a drop whose chain keeps a saved input alive over the peak is not scored") {
@@ -373,16 +381,11 @@ TEST_CASE("chain floors: a drop whose chain keeps a saved input alive over the p
   CHECK(Simulate(graph, start, {}).peak_bytes == 1140);
   CHECK(Simulate(graph, drop_b, {}).peak_bytes == 1540);
   CHECK(Simulate(graph, drop_w, {}).peak_bytes == 1120);
+  CheckVerifiedPlan(graph, start, 1130, drop_w);
+  // Counted outside verify mode, which scores every drop itself.
   GreedyOptions options;
   options.budget_bytes = 1130;
-  options.verify = true;
-  IncrementalStats unfloored;
-  GreedyResult plan;
-  CHECK_NOTHROW(plan = IncrementalPlan(graph, start, options));
-  CHECK(plan.keep == drop_w);
-  CHECK(plan.keep == GreedyPlan(graph, start, options).keep);
-  options.verify = false;  // verify mode scores every drop itself
-  IncrementalStats counted;
+  IncrementalStats counted, unfloored;
   IncrementalPlan(graph, start, options, &counted);
   options.chain_floors = false;
   CHECK(IncrementalPlan(graph, start, options, &unfloored).keep == drop_w);

@@ -82,16 +82,15 @@ class Candidates {
     // A plan added before has its figures (the step's, exactly) with it:
     // baselines often repeat one (scope-checkpoint saves all on graphs
     // without scopes).
+    const PlannerResult* same = nullptr;  // the first such plan, added or deferred
     for (const PlannerResult& earlier : all_) {
-      if (earlier.keep == keep) {
-        return Result(std::move(keep), earlier.peak, earlier.recompute_cost, std::move(method));
-      }
+      if (same == nullptr && earlier.keep == keep) same = &earlier;
     }
     for (const Pending& earlier : pending_) {
-      if (earlier.result.keep == keep) {
-        return Result(std::move(keep), earlier.result.peak, earlier.result.recompute_cost,
-                      std::move(method));
-      }
+      if (same == nullptr && earlier.result.keep == keep) same = &earlier.result;
+    }
+    if (same != nullptr) {
+      return Result(std::move(keep), same->peak, same->recompute_cost, std::move(method));
     }
     SimResult sim = Simulate(context_, keep, sim_options_);
     return Measured(std::move(keep), sim, std::move(method));
@@ -172,7 +171,7 @@ class Candidates {
       Pending& plan = pending[i];
       work[i] = Work(plan.result, plan.clean);
       // (A plan left uncleaned, as dear where a greedy's plan fits, needs no floor.)
-      if (Stoppable(plan.result, plan.clean) && !(always_fits[i] && work[i] > CleanupBudget())) {
+      if (Stoppable(plan.result, plan.clean) && !TooDear(work[i], always_fits[i])) {
         stoppable.emplace_back(floor_->CostOfFitting(plan.result.keep, options_.budget_bytes), i);
         continue;
       }
@@ -190,7 +189,8 @@ class Candidates {
     for (Pending& plan : pending) Join(std::move(plan.result), plan.since, plan.clean);
   }
   // With a floor, a baseline's cleanup is stopped where its plan, cleaned
-  // up, cannot beat the best plan so far (PeakFloor::CostOfFitting), and
+  // up, cannot beat a fitting plan of the candidates (PeakFloor::
+  // CostOfFitting; the best so far, or in Flush the best by then), and
   // the baseline is added as it was: only where the best plan alone is read
   // afterwards (local search from one start), so that the plan chosen is
   // the same.
@@ -262,6 +262,12 @@ class Candidates {
     return result.fits && clean == Clean::kWhereCheap ? CleanupWork(result.keep) : 0;
   }
 
+  // Whether a fitting baseline is left uncleaned: its cleanup's `work` is
+  // over the budget and a plan added with Add fits (`always_fits`).
+  bool TooDear(size_t work, bool always_fits) const {
+    return always_fits && work > CleanupBudget();
+  }
+
   // `result`, cleaned up where it fits and is to be: the cleanup's plan, or
   // `result` where there is none or the cleanup was stopped. `work`: its
   // Work; `always_fits`: whether a plan added before it with Add fits;
@@ -277,7 +283,7 @@ class Candidates {
                     CleanupBudget(), always_fits ? "" : ", no greedy's plan fits");
     }
     if (!result.fits || !cleanup_) return result;
-    if (always_fits && work > CleanupBudget()) {
+    if (TooDear(work, always_fits)) {
       spdlog::debug("planner: {}: not cleaned up", method);
       return result;
     }
@@ -286,8 +292,8 @@ class Candidates {
     for (const Cleaned& earlier : cleaned_) {
       if (earlier.from == result.keep) cleaned = &earlier;
     }
-    // A floor under the cost of the plan cleaned up, over the best's: it
-    // loses (only baselines' cleanups are stopped so; see set_floor).
+    // A floor under the cost of the plan cleaned up, over the cost of the
+    // plan to beat: it loses (only baselines' cleanups are stopped so; see set_floor).
     std::optional<double> hopeless;
     size_t calls = 0, hopeless_after = 0;  // calls of cleanup_options.stop; re-saves by then
     if (cleaned == nullptr) {
@@ -366,7 +372,7 @@ class Candidates {
   }
 
   // The margin a cost floor must clear over a cost (the floor's shares are
-  // divisions): relative to the best's and the step's costs.
+  // divisions): relative to the plan to beat's and the step's costs.
   double CostMargin(const PlannerResult& to_beat) const {
     return 1e-9 * (to_beat.recompute_cost + context_.step_cost);
   }

@@ -44,14 +44,9 @@ class RangeAddMax {
   /// Adds `bytes` to every value in [lo, hi).
   void Add(size_t lo, size_t hi, int64_t bytes) {
     if (lo >= hi || bytes == 0) return;
-    size_t l = lo + capacity_, r = hi + capacity_;
-    const size_t first = l, last = r - 1;
-    for (; l < r; l /= 2, r /= 2) {
-      if (l & 1) Apply(l++, bytes);
-      if (r & 1) Apply(--r, bytes);
-    }
-    Rebuild(first);
-    Rebuild(last);
+    ApplyOver(lo, hi, bytes);
+    Rebuild(lo + capacity_);
+    Rebuild(hi + capacity_ - 1);
   }
   /// Value `i` becomes `value`.
   void Set(size_t i, int64_t value) {
@@ -65,13 +60,9 @@ class RangeAddMax {
   /// between them and RebuildDirty.
   void AddLater(size_t lo, size_t hi, int64_t bytes) {
     if (lo >= hi || bytes == 0) return;
-    size_t l = lo + capacity_, r = hi + capacity_;
-    dirty_.push_back(l);
-    dirty_.push_back(r - 1);
-    for (; l < r; l /= 2, r /= 2) {
-      if (l & 1) Apply(l++, bytes);
-      if (r & 1) Apply(--r, bytes);
-    }
+    ApplyOver(lo, hi, bytes);
+    dirty_.push_back(lo + capacity_);
+    dirty_.push_back(hi + capacity_ - 1);
   }
   void SetLater(size_t i, int64_t value) {
     const size_t leaf = i + capacity_;
@@ -170,6 +161,14 @@ class RangeAddMax {
       } else {
         p = 2 * p;
       }
+    }
+  }
+  // Adds `bytes` to the nodes that cover [lo, hi) (lo < hi), not to their
+  // ancestors (rebuilt from the range's first and last leaves).
+  void ApplyOver(size_t lo, size_t hi, int64_t bytes) {
+    for (size_t l = lo + capacity_, r = hi + capacity_; l < r; l /= 2, r /= 2) {
+      if (l & 1) Apply(l++, bytes);
+      if (r & 1) Apply(--r, bytes);
     }
   }
   void Apply(size_t p, int64_t bytes) {

@@ -220,8 +220,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     options.max_bytes = 100000;
     graphs.emplace_back("random wide " + std::to_string(seed), RandomTrainingGraph(options));
   }
-  size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0, cut = 0,
-         before_use = 0, floored = 0, scored = 0, unfloored_scored = 0;
+  size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0, key_passed = 0,
+         cut = 0, before_use = 0, floored = 0, scored = 0, unfloored_scored = 0;
   for (const auto& [name, graph] : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
@@ -254,6 +254,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
         missed += stats.missed_peak;
         missed_pulls += stats.missed_peak_pulls;
         span_passed += unfloored_stats.span_passed;
+        key_passed += unfloored_stats.key_passed;
         cut += unfloored_stats.cut_scores;
         before_use += stats.peak_before_use;
         floored += stats.floored;
@@ -266,7 +267,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   MESSAGE(keyed << " lazy keys, " << drops << " drops, " << missed
                 << " keys passed over (span misses the peak), " << missed_pulls
                 << " of them pulling, " << span_passed
-                << " passed over by a span bound, " << cut << " scores cut short, "
+                << " passed over by a span bound, " << key_passed
+                << " by the bound of the key's walk, " << cut << " scores cut short, "
                 << before_use << " bounds held to the storage by a peak before the first use, "
                 << floored << " bounds floored, " << scored << " drops scored ("
                 << unfloored_scored << " without the floors)");
@@ -280,6 +282,10 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   // And keys whose span bound (no walk) could not beat the best drop: verify
   // mode checked each such bound against the bound of a long walk.
   CHECK(span_passed > 100);
+  // And keys passed over on the bound of their walk as keyed (KeyBound, no
+  // walk): verify mode checked each key's such bound against a long walk's,
+  // no better and equal where the walk does not pull.
+  CHECK(key_passed > 100);
   // And exact scores cut short once a drop was seen to lose to the best
   // (DropDelta::Cutoff): verify mode simulated each, which must reach the
   // value it was cut at and not beat the best. (Fewer since pulling drops'

@@ -792,6 +792,7 @@ class RegionSearch {
       key_kind_.assign(n, kKeyPlain);
       key_last_slot_.assign(n, 0);
       key_cost_.assign(n, 0);
+      key_pulled_.assign(n, 0);
       key_hull_.assign(n, {0, kNoId});
       BuildReaders();
       candidate_index_.assign(context_.graph.tensors.size(), kNotCandidate);
@@ -838,6 +839,7 @@ class RegionSearch {
         key_kind_[i] = chain.pulls ? kKeyPulls : kKeyPlain;
         key_last_slot_[i] = chain.pulls ? chain.last_slot : 0;
         key_cost_[i] = chain.cost;
+        key_pulled_[i] = chain.pulls ? chain.pulled_inputs : 0;
         key_hull_[i] = KeyHull(t, chain);
       }
       key_heap_.push_back({key, most, i, ++key_version_[i]});
@@ -993,7 +995,14 @@ class RegionSearch {
             ++stats_.span_passed;
             continue;
           }
-          bounds.push_back(quick);
+          // Then the bound of the key's walk as it was (KeyChain): exact
+          // without a pull, else loose, to be walked when it comes first.
+          const Bound keyed = KeyBound(region, outside_region, top.index, t);
+          if (keyed.freed <= 0 || (best.tensor != kNoId && !MayBeat(keyed, 0, best))) {
+            ++stats_.key_passed;
+            continue;
+          }
+          bounds.push_back(keyed);
           std::push_heap(bounds.begin(), bounds.end(), after);
           continue;
         }
@@ -1232,6 +1241,20 @@ class RegionSearch {
                                  std::to_string(bounds[0].score) + ", " +
                                  std::to_string(bounds[0].freed) + " bytes)");
         }
+        // The bound of the key's walk as keyed: no less than the walk's,
+        // and the same where the walk does not pull.
+        const Bound keyed = KeyBound(region, outside_region, i, t);
+        const bool plain = key_kind_[i] == kKeyPlain;
+        if ((bounds[0].freed > 0 &&
+             (keyed.freed < bounds[0].freed || keyed.score > bounds[0].score)) ||
+            (plain && (keyed.freed != bounds[0].freed || keyed.score != bounds[0].score))) {
+          throw std::logic_error("incremental: the bound of the lazy key's walk of '" +
+                                 context_.graph.tensors[t].name + "' (" +
+                                 std::to_string(keyed.score) + ", " +
+                                 std::to_string(keyed.freed) + " bytes) is not at most the "
+                                 "bound of its walk (" + std::to_string(bounds[0].score) + ", " +
+                                 std::to_string(bounds[0].freed) + " bytes)");
+        }
       }
       if (tried_at_[t] == search) continue;
       const DropChoice real = TryDrop(memory, r, keep, t, &verify_trial_);
@@ -1386,6 +1409,34 @@ class RegionSearch {
     const double cost = std::max(0.0, key_cost_[entry.index]);
     Bound bound{t, freed > 0 ? cost / static_cast<double>(freed) : 0.0, freed};
     bound.loose = true;
+    return bound;
+  }
+  // The walk of candidate `t` (index `i`, its key current and not
+  // kKeyZero) as far as its key knows it: the key's chain cost and whether
+  // it pulls, as the walk now (the key would have been renewed with it); the
+  // latest group a pulled node is re-run in and the pulled inputs as keyed,
+  // which no drop raises (a pulled node is re-run earlier at most, and
+  // fewer pulled inputs are last read before the pulled range's end, which
+  // only comes earlier: LazyKeys). The walk itself would give these or less.
+  ChainWalker::Chain KeyChain(uint32_t i) const {
+    ChainWalker::Chain chain;
+    chain.cost = key_cost_[i];
+    chain.pulls = key_kind_[i] == kKeyPulls;
+    if (chain.pulls) {
+      chain.last_slot = key_last_slot_[i];
+      chain.pulled_inputs = key_pulled_[i];
+    }
+    return chain;
+  }
+  // The tier-0 bound of dropping `t` (index `i`, its key current and not
+  // kKeyZero) from KeyChain, without a walk: BoundsOf frees no fewer bytes
+  // for a later pulled group or more pulled inputs, so it is no more than
+  // the walk's bound. Exact for a key without a pull; loose with one.
+  Bound KeyBound(const RegionalMemory::Part& region, int64_t outside_region, uint32_t i,
+                 TensorId t) {
+    Bound bound;
+    BoundsOf(region, t, KeyChain(i), outside_region, &bound, nullptr);
+    bound.loose = key_kind_[i] == kKeyPulls;
     return bound;
   }
   // For a drop that can lower node peaks over `span` at most (KeySpan):
@@ -1559,8 +1610,10 @@ class RegionSearch {
   // Per candidate with a pulling key: the latest group its walk's pulled
   // nodes are re-run in (ChainWalker::Chain::last_slot), for KeySpan.
   std::vector<NodeId> key_last_slot_;
-  // Per candidate: its key's chain cost (its walk's, SpanBound).
+  // Per candidate: its key's chain cost (its walk's, SpanBound) and, for a
+  // pulling key, the pulled inputs its walk counted (KeyChain).
   std::vector<double> key_cost_;
+  std::vector<int64_t> key_pulled_;
   // Per candidate: nodes holding its span while its key is current (KeyHull).
   std::vector<NodeRange> key_hull_;
   // Forward readers by tensor (BuildReaders), and Renew's marks and stack.

@@ -62,6 +62,10 @@ struct IncrementalStats {
   /// passed over: that bound frees nothing or cannot beat the best drop.
   size_t span_bounds = 0;
   size_t span_passed = 0;
+  /// Of the span bounds not passed over, those passed over on the bound of
+  /// the key's walk as keyed (no walk either); the others go in with that
+  /// bound, walked when it comes first unless the walk did not pull.
+  size_t key_passed = 0;
   /// Tier-0 bounds of pulling drops held to the drop's own storage: a node
   /// before the drop's first use holds the peak at its own step.
   size_t peak_before_use = 0;

@@ -221,7 +221,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     graphs.emplace_back("random wide " + std::to_string(seed), RandomTrainingGraph(options));
   }
   size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0, key_passed = 0,
-         cut = 0, before_use = 0, floored = 0, scored = 0, unfloored_scored = 0;
+         cut = 0, before_use = 0, floored = 0, scored = 0, unfloored_scored = 0, bounded = 0,
+         unfloored_bounded = 0;
   for (const auto& [name, graph] : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
@@ -260,6 +261,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
         floored += stats.floored;
         scored += stats.fast_scores;
         unfloored_scored += unfloored_stats.fast_scores;
+        bounded += stats.bounded;
+        unfloored_bounded += unfloored_stats.bounded;
         drops += lazy.drops.size();
       }
     }
@@ -271,7 +274,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
                 << " by the bound of the key's walk, " << cut << " scores cut short, "
                 << before_use << " bounds held to the storage by a peak before the first use, "
                 << floored << " bounds floored, " << scored << " drops scored ("
-                << unfloored_scored << " without the floors)");
+                << unfloored_scored << " without the floors), " << bounded << " bounds walked ("
+                << unfloored_bounded << " without the floors)");
   CHECK(keyed > 1000);
   CHECK(drops > 1000);
   // The keys passed over without a walk must be some, plain and pulling:
@@ -299,6 +303,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   // drop not scored against its simulation, and fewer drops are scored.
   CHECK(floored > 1000);
   CHECK(scored < unfloored_scored);
+  // Loose bounds are floored before they are walked: fewer walks.
+  CHECK(bounded < unfloored_bounded);
 }
 
 // Plans hand-made `graph` from `start` at `budget` in verify mode (which

@@ -596,19 +596,17 @@ class RegionSearch {
     auto take = [&](const Bound& bound, int tier) -> std::optional<Bound> {
       const TensorId t = bound.tensor;
       if (tried_at_[t] == search) return std::nullopt;
-      if (bound.loose) {
-        const Bound tight = Tighten(region, outside_region, t, tier);
-        if (tight.freed <= 0) return std::nullopt;
-        return tight;
-      }
       if (tier == 0 && !bound.floored && options_.chain_floors) {
-        // Bounds are floored once they come first (most never do), and one
-        // the floor lowers goes back in.
+        // Bounds are floored once they come first (most never do), loose
+        // ones too (the floor needs no walk), and one the floor lowers goes
+        // back in.
         const Bound floored = Floored(region, bound);
         ++stats_.floored;
         if (floored.freed <= 0) return std::nullopt;
         if (floored.freed != bound.freed) return floored;
+        if (bound.loose) return Tightened(region, outside_region, floored, tier);
       }
+      if (bound.loose) return Tightened(region, outside_region, bound, tier);
       tried_at_[t] = search;
       // Scored without simulating where DropDelta handles the drop, the
       // first one too, and the chosen drop's trial is then its patch.
@@ -1330,6 +1328,23 @@ class RegionSearch {
       bound.score = bound.freed > 0 ? bound.cost / static_cast<double>(bound.freed) : 0.0;
     }
     return bound;
+  }
+
+  // Loose bound `bound` of `tier` tightened by a long walk (Tighten), no
+  // higher than the chain's floor let it be when floored; nothing when it
+  // then frees nothing.
+  std::optional<Bound> Tightened(const RegionalMemory::Part& region, int64_t outside_region,
+                                 const Bound& bound, int tier) {
+    Bound tight = Tighten(region, outside_region, bound.tensor, tier);
+    if (bound.floored && bound.freed < tight.freed) {
+      // Floored lowered freed to the peak less the floor (bound.freed, at
+      // least the walk's figure unless the floor is lower).
+      tight.freed = bound.freed;
+      tight.score = tight.freed > 0 ? tight.cost / static_cast<double>(tight.freed) : 0.0;
+    }
+    tight.floored = bound.floored;
+    if (tight.freed <= 0) return std::nullopt;
+    return tight;
   }
 
   // A loose bound of `tier`, tightened by a long walk.

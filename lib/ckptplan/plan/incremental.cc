@@ -1337,8 +1337,8 @@ class RegionSearch {
                                  const Bound& bound, int tier) {
     Bound tight = Tighten(region, outside_region, bound.tensor, tier);
     if (bound.floored && bound.freed < tight.freed) {
-      // Floored lowered freed to the peak less the floor (bound.freed, at
-      // least the walk's figure unless the floor is lower).
+      // A floored bound frees no more than the peak less the chain's floor
+      // (Floored): the walk's bound keeps that cap.
       tight.freed = bound.freed;
       tight.score = tight.freed > 0 ? tight.cost / static_cast<double>(tight.freed) : 0.0;
     }

@@ -596,17 +596,17 @@ class RegionSearch {
     auto take = [&](const Bound& bound, int tier) -> std::optional<Bound> {
       const TensorId t = bound.tensor;
       if (tried_at_[t] == search) return std::nullopt;
-      if (tier == 0 && !bound.floored && options_.chain_floors) {
+      Bound first = bound;
+      if (tier == 0 && !first.floored && options_.chain_floors) {
         // Bounds are floored once they come first (most never do), loose
         // ones too (the floor needs no walk), and one the floor lowers goes
         // back in.
-        const Bound floored = Floored(region, bound);
+        first = Floored(region, first);
         ++stats_.floored;
-        if (floored.freed <= 0) return std::nullopt;
-        if (floored.freed != bound.freed) return floored;
-        if (bound.loose) return Tightened(region, outside_region, floored, tier);
+        if (first.freed <= 0) return std::nullopt;
+        if (first.freed != bound.freed) return first;
       }
-      if (bound.loose) return Tightened(region, outside_region, bound, tier);
+      if (first.loose) return Tighten(region, outside_region, first, tier);
       tried_at_[t] = search;
       // Scored without simulating where DropDelta handles the drop, the
       // first one too, and the chosen drop's trial is then its patch.
@@ -931,6 +931,10 @@ class RegionSearch {
     size_t span_bounds = 0;  // in this search
     KeyEntry last_read{};  // verify mode: keys come in key order
     bool read_any = false;
+    // A bound of a key read that frees nothing or cannot beat `best`.
+    auto hopeless = [&](const Bound& b) {
+      return b.freed <= 0 || (best.tensor != kNoId && !MayBeat(b, 0, best));
+    };
     auto parked_first = [&]() {
       return next_parked < parked_.size() &&
              (key_heap_.empty() || !KeyAfter(parked_[next_parked], key_heap_.front()));
@@ -989,14 +993,14 @@ class RegionSearch {
             PrepareEnds(&view_);
           }
           const Bound quick = SpanBound(region, outside_region, top, t, span);
-          if (quick.freed <= 0 || (best.tensor != kNoId && !MayBeat(quick, 0, best))) {
+          if (hopeless(quick)) {
             ++stats_.span_passed;
             continue;
           }
           // Then the bound of the key's walk as it was (KeyChain): exact
           // without a pull, else loose, to be walked when it comes first.
           const Bound keyed = KeyBound(region, outside_region, top.index, t);
-          if (keyed.freed <= 0 || (best.tensor != kNoId && !MayBeat(keyed, 0, best))) {
+          if (hopeless(keyed)) {
             ++stats_.key_passed;
             continue;
           }
@@ -1229,29 +1233,30 @@ class RegionSearch {
                                  "' is passed over as missing the peak, but its bound frees " +
                                  std::to_string(bounds[0].freed) + " bytes");
         }
+        // Bounds read without the walk are no better than the walk's: one
+        // that frees fewer bytes or scores higher than a bound that frees
+        // some would pass the drop over wrongly.
+        auto tighter = [&](const Bound& b) {
+          return bounds[0].freed > 0 && (b.freed < bounds[0].freed || b.score > bounds[0].score);
+        };
+        auto show = [](const Bound& b) {
+          return "(" + std::to_string(b.score) + ", " + std::to_string(b.freed) + " bytes)";
+        };
         const Bound quick = SpanBound(region, outside_region, *key[i], t, span);
-        if (bounds[0].freed > 0 &&
-            (quick.freed < bounds[0].freed || quick.score > bounds[0].score)) {
+        if (tighter(quick)) {
           throw std::logic_error("incremental: the span bound of '" +
-                                 context_.graph.tensors[t].name + "' (" +
-                                 std::to_string(quick.score) + ", " +
-                                 std::to_string(quick.freed) + " bytes) beats its bound (" +
-                                 std::to_string(bounds[0].score) + ", " +
-                                 std::to_string(bounds[0].freed) + " bytes)");
+                                 context_.graph.tensors[t].name + "' " + show(quick) +
+                                 " beats its bound " + show(bounds[0]));
         }
-        // The bound of the key's walk as keyed: no less than the walk's,
-        // and the same where the walk does not pull.
+        // The bound of the key's walk as keyed, and the same as the walk's
+        // where the walk does not pull.
         const Bound keyed = KeyBound(region, outside_region, i, t);
         const bool plain = key_kind_[i] == kKeyPlain;
-        if ((bounds[0].freed > 0 &&
-             (keyed.freed < bounds[0].freed || keyed.score > bounds[0].score)) ||
+        if (tighter(keyed) ||
             (plain && (keyed.freed != bounds[0].freed || keyed.score != bounds[0].score))) {
           throw std::logic_error("incremental: the bound of the lazy key's walk of '" +
-                                 context_.graph.tensors[t].name + "' (" +
-                                 std::to_string(keyed.score) + ", " +
-                                 std::to_string(keyed.freed) + " bytes) is not at most the "
-                                 "bound of its walk (" + std::to_string(bounds[0].score) + ", " +
-                                 std::to_string(bounds[0].freed) + " bytes)");
+                                 context_.graph.tensors[t].name + "' " + show(keyed) +
+                                 " is not at most the bound of its walk " + show(bounds[0]));
         }
       }
       if (tried_at_[t] == search) continue;
@@ -1330,31 +1335,24 @@ class RegionSearch {
     return bound;
   }
 
-  // Loose bound `bound` of `tier` tightened by a long walk (Tighten), no
-  // higher than the chain's floor let it be when floored; nothing when it
-  // then frees nothing.
-  std::optional<Bound> Tightened(const RegionalMemory::Part& region, int64_t outside_region,
-                                 const Bound& bound, int tier) {
-    Bound tight = Tighten(region, outside_region, bound.tensor, tier);
+  // Loose bound `bound` of `tier` tightened by a long walk; a floored one
+  // keeps the cap its chain's floor put on it (Floored: no more bytes freed
+  // than the peak less the floor). Nothing when it then frees nothing.
+  std::optional<Bound> Tighten(const RegionalMemory::Part& region, int64_t outside_region,
+                               const Bound& bound, int tier) {
+    ++stats_.bounded;
+    const ChainWalker::Chain chain = walker_.Walk(bound.tensor, view_, kLongPulledWalk);
+    Bound bound0, bound1;
+    BoundsOf(region, bound.tensor, chain, outside_region, &bound0,
+             tier == 0 ? nullptr : &bound1);
+    Bound tight = tier == 0 ? bound0 : bound1;
     if (bound.floored && bound.freed < tight.freed) {
-      // A floored bound frees no more than the peak less the chain's floor
-      // (Floored): the walk's bound keeps that cap.
       tight.freed = bound.freed;
       tight.score = tight.freed > 0 ? tight.cost / static_cast<double>(tight.freed) : 0.0;
     }
     tight.floored = bound.floored;
     if (tight.freed <= 0) return std::nullopt;
     return tight;
-  }
-
-  // A loose bound of `tier`, tightened by a long walk.
-  Bound Tighten(const RegionalMemory::Part& region, int64_t outside_region, TensorId t,
-                int tier) {
-    ++stats_.bounded;
-    const ChainWalker::Chain chain = walker_.Walk(t, view_, kLongPulledWalk);
-    Bound bound0, bound1;
-    BoundsOf(region, t, chain, outside_region, &bound0, tier == 0 ? nullptr : &bound1);
-    return tier == 0 ? bound0 : bound1;
   }
 
   // Where the original storage of `t` can end earlier once `t` is dropped

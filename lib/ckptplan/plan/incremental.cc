@@ -226,6 +226,13 @@ struct Bound {
   // Tier 0: held under the floor the chain gives (ChainWalker::ChainFloor),
   // worked out for bounds that come first.
   bool floored = false;
+
+  // Held to at most `most` bytes freed, scored again from its cost.
+  void CapFreed(int64_t most) {
+    if (most >= freed) return;
+    freed = most;
+    score = freed > 0 ? cost / static_cast<double>(freed) : 0.0;
+  }
 };
 
 bool BoundBefore(const Bound& a, const Bound& b) {
@@ -1328,10 +1335,7 @@ class RegionSearch {
     bound.floored = true;
     if (bound.freed <= 0) return bound;
     const int64_t floor = walker_.ChainFloor(bound.tensor, view_, region.offset.data());
-    if (floor != kLowest && view_.peak - floor < bound.freed) {
-      bound.freed = view_.peak - floor;
-      bound.score = bound.freed > 0 ? bound.cost / static_cast<double>(bound.freed) : 0.0;
-    }
+    if (floor != kLowest) bound.CapFreed(view_.peak - floor);
     return bound;
   }
 
@@ -1346,10 +1350,7 @@ class RegionSearch {
     BoundsOf(region, bound.tensor, chain, outside_region, &bound0,
              tier == 0 ? nullptr : &bound1);
     Bound tight = tier == 0 ? bound0 : bound1;
-    if (bound.floored && bound.freed < tight.freed) {
-      tight.freed = bound.freed;
-      tight.score = tight.freed > 0 ? tight.cost / static_cast<double>(tight.freed) : 0.0;
-    }
+    if (bound.floored) tight.CapFreed(bound.freed);
     tight.floored = bound.floored;
     if (tight.freed <= 0) return std::nullopt;
     return tight;

@@ -18,6 +18,8 @@
 #include "ckptplan/sim/drop_delta.h"
 
 #include <algorithm>
+#include <cstddef>
+#include <cstring>
 
 namespace ckptplan {
 namespace {
@@ -33,6 +35,34 @@ void CopyRun(const SimResult& sim, uint32_t s, uint32_t length, int64_t delta, u
                     totals + n);
   peaks->CopyRun(n + own, sim.steps.data() + s + own, sim.total.data() + s + own, length - own,
                  sim.node_peak.data(), delta, steps + n + own, totals + n + own);
+}
+
+// Storages [from, from + count) copied to `to`, each first and last step at
+// or after `place` moved by `length`. Where the compiler has vector types, a
+// storage is one four-lane vector (root, first step, last step, the
+// category's word): compare, mask and add per storage instead of two
+// branches and a repacked store.
+void ShiftSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t length, Buffer* to) {
+#if defined(__GNUC__)
+  typedef uint32_t Lanes __attribute__((vector_size(16)));
+  static_assert(sizeof(Buffer) == sizeof(Lanes) && offsetof(Buffer, first_step) == 4 &&
+                offsetof(Buffer, last_step) == 8);
+  const Lanes at = {0, place, place, 0};
+  const Lanes by = {0, length, length, 0};
+  for (uint32_t i = 0; i < count; ++i) {
+    Lanes lanes;
+    std::memcpy(&lanes, from + i, sizeof(lanes));
+    lanes += reinterpret_cast<Lanes>(lanes >= at) & by;
+    std::memcpy(to + i, &lanes, sizeof(lanes));
+  }
+#else
+  for (uint32_t i = 0; i < count; ++i) {
+    Buffer copy = from[i];
+    copy.first_step += copy.first_step >= place ? length : 0;
+    copy.last_step += copy.last_step >= place ? length : 0;
+    to[i] = copy;
+  }
+#endif
 }
 
 }  // namespace
@@ -214,12 +244,7 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
       // loop keeps its branch, and the 693-layer greedy at 80% took 1.64
       // s against 1.54, median of 5 alternating).
       const uint32_t place = static_cast<uint32_t>(a), length = static_cast<uint32_t>(m);
-      for (uint32_t i = 0, count = hi - lo; i < count; ++i) {
-        Buffer copy = from[i];
-        copy.first_step += copy.first_step >= place ? length : 0;
-        copy.last_step += copy.last_step >= place ? length : 0;
-        to[i] = copy;
-      }
+      ShiftSteps(from, hi - lo, place, length, to);
       written += hi - lo;
       return true;
     }

@@ -244,7 +244,7 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
   // DropDelta's patch; the facts are filled from each patched simulation
   // reading only past the prefix the patch kept, and must give what a fresh
   // StepFacts gives. A prefix past a step the patch changed must not.
-  size_t patches = 0, kept_steps = 0, total_steps = 0, tried = 0, caught = 0;
+  size_t patches = 0, kept_steps = 0, total_steps = 0, tried = 0, caught = 0, kept_reads = 0;
   testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
     CAPTURE(name);
     const SimContext context(graph);
@@ -326,15 +326,82 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
         CheckSameFacts(context, kept, fresh, next);
         CHECK(StepFactsDifference(kept, fresh) == "");
       }
+      kept_reads += kept.kept_read_fills();
     });
   });
   MESSAGE(patches << " patched drops; the fills after them read " << total_steps - kept_steps
                   << " of " << total_steps << " steps; " << caught << " of " << tried
-                  << " fills from a prefix past a changed step caught");
+                  << " fills from a prefix past a changed step caught; " << kept_reads
+                  << " kept the reads held and read again what changed");
   CHECK(patches > 500);
+  // Most fills after a drop keep the reads (the others have no prefix, or
+  // more changed re-run nodes than a quarter of the recompute steps).
+  CHECK(kept_reads * 2 > patches);
   CHECK(kept_steps * 4 > total_steps);  // the prefixes are not trivial
   CHECK(tried > 20);
   CHECK(caught == tried);
+}
+
+TEST_CASE("step facts filled after a re-save's patch, keeping the reads held, equal a fresh fill's") {
+  // As cleanup does: from a random plan, re-save one dropped candidate after
+  // another through DropDelta::PatchResave (a run of recompute steps goes;
+  // nodes of it that later readers need re-run later, at their places).
+  // The facts, filled from each patched simulation past the prefix it kept
+  // and with the reads held kept where the re-run nodes that changed do not
+  // read them, must give what a fresh StepFacts gives.
+  size_t patches = 0, kept_reads = 0;
+  testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
+    CAPTURE(name);
+    const SimContext context(graph);
+    const std::vector<Region> ranges = testing::RegionsAndStep(context);
+    testing::ForEachRandomPlan(context, seed, [&](const SaveSet& start, std::mt19937_64& random) {
+      const Region& range = ranges[random() % ranges.size()];
+      SimOptions options;
+      options.record_details = false;
+      options.first_node = range.first;
+      options.end_node = range.end;
+      SaveSet keep = start;
+      SimResult sims[2];
+      sims[0] = Simulate(context, keep, options);
+      StepFacts kept(context);
+      kept.Fill(sims[0], range.first, range.end);
+      kept.FillReads();
+      kept.FillSaved(keep);
+      DropDelta delta(context, &kept);
+      for (int resave = 0; resave < 4; ++resave) {
+        SimResult& now = sims[resave % 2];
+        SimResult& next = sims[1 - resave % 2];
+        delta.Index(now, keep, range.first, range.end, nullptr);
+        TensorId patched = kNoId;
+        for (TensorId t : context.droppable) {
+          const NodeId p = graph.tensors[t].producer;
+          if (keep[t] || p < range.first || p >= range.end || random() % 3 != 0) continue;
+          if (delta.PatchResave(t, options, &next)) {
+            patched = t;
+            break;
+          }
+        }
+        if (patched == kNoId) break;
+        keep[patched] = 1;
+        CAPTURE(graph.tensors[patched].name);
+        ++patches;
+        kept.Fill(next, range.first, range.end, delta.patched_prefix());
+        kept.FillReads();
+        kept.FillSaved(keep);
+        StepFacts fresh(context);
+        fresh.Fill(next, range.first, range.end);
+        fresh.FillReads();
+        fresh.FillSaved(keep);
+        CheckSameFacts(context, kept, fresh, next);
+        CHECK(StepFactsDifference(kept, fresh) == "");
+      }
+      kept_reads += kept.kept_read_fills();
+    });
+  });
+  MESSAGE(patches << " patched re-saves; " << kept_reads
+                  << " fills after them kept the reads held");
+  CHECK(patches > 500);
+  CHECK(kept_reads * 2 > patches);
 }
 
 }  // namespace

@@ -251,6 +251,16 @@ void ResaveBounds::PrepareCeilings() {
     step_bytes_ = step_total_.data();
   }
   facts_.FillReads();
+  if (verify_) {
+    StepFacts whole(context_);
+    whole.Fill(sim, first_, facts_.end());
+    whole.FillReads();
+    const std::string difference = StepFactsDifference(facts_, whole);
+    if (!difference.empty()) {
+      throw std::logic_error("cleanup: the step facts' reads differ from a whole fill's in " +
+                             difference);
+    }
+  }
 }
 
 int64_t ResaveBounds::HighestBetween(uint32_t after, uint32_t before, int64_t* gap) const {

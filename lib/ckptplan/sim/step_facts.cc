@@ -143,14 +143,21 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
     const uint32_t last = same.steps - 1;
     begin = sim.steps[last].recompute ? nodes_[group_[last] - first].begin : same.steps;
   }
+  // The reads held are kept (and read again where they changed) when they
+  // are the previous fill's and this one keeps some of its steps.
+  reads_kept_ = reads_current_ && same_range && begin > 0;
+  reads_current_ = false;
+  old_tail_.clear();
   if (same_range) {
     // Re-runs are listed in step order: those from `begin` on go.
     while (!rerun_nodes_.empty() && nodes_[rerun_nodes_.back() - first].rerun >= begin) {
+      if (reads_kept_) old_tail_.push_back(rerun_nodes_.back());
       NodeSteps& node = nodes_[rerun_nodes_.back() - first];
       node.rerun = kNone;
       node.rerun_group = kNoId;
       rerun_nodes_.pop_back();
     }
+    std::reverse(old_tail_.begin(), old_tail_.end());
     while (!recompute_steps_.empty() && recompute_steps_.back() >= begin) {
       recompute_steps_.pop_back();
     }
@@ -160,18 +167,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
     rerun_nodes_.clear();
     recompute_steps_.clear();
   }
-  // The recompute steps' reads: those of the steps kept stay (their steps
-  // and what they read are as they were), the others' are undone.
-  if (same_range && begin > 0) {
-    UndoReads(begin);
-  } else {
-    ResetEntries(read_, one_by_one, reads_);
-    read_.clear();
-    ResetEntries(alias_read_, one_by_one, alias_reads_);
-    alias_read_.clear();
-    read_undo_.clear();
-    reads_applied_ = 0;
-  }
+  new_tail_ = rerun_nodes_.size();
   ReserveSteps(group_, num_steps);
   group_.resize(num_steps);
   // Recompute steps belong to the group of the node that follows them.
@@ -208,54 +204,231 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
 void StepFacts::FillReads() {
   reads_ready_ = true;
   if (!own_ready_ || own_first_ != first_ || own_end_ != end_) FillOwnReads();
+  if (reads_kept_ && ChangedReads()) {
+    ++kept_read_fills_;
+  } else {
+    AllReads();
+  }
+  reads_kept_ = false;
+  reads_current_ = true;
+}
+
+// Every recompute step's reads, in step order.
+void StepFacts::AllReads() {
+  const size_t one_by_one = ResetOneByOne();
+  ResetEntries(read_, one_by_one, reads_);
+  read_.clear();
+  ResetEntries(alias_read_, one_by_one, alias_reads_);
+  alias_read_.clear();
   const SimResult& sim = *sim_;
-  // The steps from reads_applied_ on (recompute_steps_ is in step order).
-  auto from = std::lower_bound(recompute_steps_.begin(), recompute_steps_.end(), reads_applied_);
-  for (; from != recompute_steps_.end(); ++from) {
-    const uint32_t s = *from;
+  for (const uint32_t s : recompute_steps_) {
+    const NodeId node = sim.steps[s].node;
     ForEachRead(
-        context_, view_base_, sim.steps[s].node,
+        context_, view_base_, node,
         [&](TensorId x) {
           Reads& reads = reads_[x];
-          PushUndo(s, x, false, reads.first == kNone, reads, {});
-          if (reads.first == kNone) {
-            reads.first = s;
+          if (reads.first == kNoId) {
+            reads.first = node;
             read_.push_back(x);
           }
-          reads.last = s;
+          reads.last = node;
           reads.recompute = kYes;
         },
-        [&](TensorId x) { AliasRead(x, s); });
+        [&](TensorId x) { AliasRead(x, node); });
   }
-  reads_applied_ = static_cast<uint32_t>(sim.steps.size());
 }
 
-// Filled in place: a braced temporary is stored field by field and loaded
-// back whole to be copied, which stalls (the loads wait for the stores).
-void StepFacts::PushUndo(uint32_t step, TensorId tensor, bool alias, bool listed,
-                         const Reads& reads, const AliasReads& alias_reads) {
-  ReadUndo& undo = read_undo_.emplace_back();
-  undo.step = step;
-  undo.tensor = tensor;
-  undo.alias = alias;
-  undo.listed = listed;
-  undo.reads = reads;
-  undo.alias_reads = alias_reads;
-}
-
-void StepFacts::UndoReads(uint32_t begin) {
-  while (!read_undo_.empty() && read_undo_.back().step >= begin) {
-    const ReadUndo& undo = read_undo_.back();
-    if (undo.alias) {
-      alias_reads_[undo.tensor] = undo.alias_reads;
-      if (undo.listed) alias_read_.pop_back();
+// The reads of the fill before, kept where they still hold. The re-run
+// nodes from the fill's kept prefix on, before (old_tail_) and now, are
+// matched in step order; those left over (added, gone, or moved past
+// others) are the changed ones. Every other re-run node is re-run at the
+// same place among them as before, so an entry that no changed node reads
+// names the same first and last node; the tensors the changed nodes read
+// are read again over all their forward readers. False, with nothing
+// changed, where that would cost about what reading every step does.
+bool StepFacts::ChangedReads() {
+  const NodeId* const fresh = rerun_nodes_.data() + new_tail_;
+  const size_t num_fresh = rerun_nodes_.size() - new_tail_;
+  const size_t num_old = old_tail_.size();
+  if (node_mark_.size() != nodes_.size()) node_mark_.assign(nodes_.size(), 0);
+  enum : uint8_t { kFresh = 1, kChanged = 2 };
+  for (size_t j = 0; j < num_fresh; ++j) node_mark_[fresh[j] - first_] |= kFresh;
+  changed_.clear();
+  auto changed = [&](NodeId n) { return (node_mark_[n - first_] & kChanged) != 0; };
+  auto change = [&](NodeId n) {
+    if (changed(n)) return;
+    node_mark_[n - first_] |= kChanged;
+    changed_.push_back(n);
+  };
+  size_t i = 0, j = 0;
+  while (i < num_old || j < num_fresh) {
+    if (i < num_old && changed(old_tail_[i])) {
+      ++i;
+    } else if (j < num_fresh && changed(fresh[j])) {
+      ++j;
+    } else if (i == num_old) {
+      change(fresh[j++]);
+    } else if (j == num_fresh) {
+      change(old_tail_[i++]);
+    } else if (old_tail_[i] == fresh[j]) {
+      ++i;
+      ++j;
+    } else if (!(node_mark_[old_tail_[i] - first_] & kFresh)) {
+      change(old_tail_[i++]);  // no longer re-run
     } else {
-      reads_[undo.tensor] = undo.reads;
-      if (undo.listed) read_.pop_back();
+      change(fresh[j++]);  // new, or come before the old node (a chain's)
     }
-    read_undo_.pop_back();
   }
-  reads_applied_ = std::min(reads_applied_, begin);
+  for (size_t k = 0; k < num_fresh; ++k) node_mark_[fresh[k] - first_] = 0;
+  for (const NodeId n : changed_) node_mark_[n - first_] = 0;
+  if (changed_.size() > recompute_steps_.size() / 4 + 16) return false;
+  if (!readers_ready_) BuildReaders();
+  if (key_mark_.size() != reads_.size()) key_mark_.assign(reads_.size(), 0);
+  enum : uint8_t { kRead = 1, kAlias = 2, kOdd = 4 };
+  keys_.clear();
+  auto key = [&](TensorId x, uint8_t kind) {
+    if (key_mark_[x] == 0) keys_.push_back(x);
+    key_mark_[x] |= kind;
+  };
+  for (const NodeId n : changed_) {
+    ForEachRead(
+        context_, view_base_, n, [&](TensorId x) { key(x, kRead); },
+        [&](TensorId x) {
+          const TensorId base = view_base_[x];
+          if (base == kNoId) {
+            key(context_.root[x], kOdd);
+          } else {
+            key(base, kAlias);
+          }
+        });
+  }
+  for (const TensorId x : keys_) {
+    const uint8_t kinds = key_mark_[x];
+    key_mark_[x] = 0;
+    if (kinds & kRead) ReadAgain(x);
+    if (kinds & kAlias) ReadAliasAgain(x);
+    if (kinds & kOdd) ReadOddAgain(x);
+  }
+  return true;
+}
+
+// The forward readers of each tensor a read can be kept for (forward-made,
+// or a view), and the views by base and by odd root.
+void StepFacts::BuildReaders() {
+  readers_ready_ = true;
+  const size_t num_tensors = reads_.size();
+  auto kept = [&](TensorId x) {
+    return context_.forward_produced[x] || view_base_[x] != x;
+  };
+  reader_begin_.assign(num_tensors + 1, 0);
+  const size_t num_nodes = context_.graph.nodes.size();
+  const TensorId* ids = context_.ids.data();
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    if (!context_.node_forward[n]) continue;
+    for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+      if (kept(ids[i])) ++reader_begin_[ids[i] + 1];
+    }
+  }
+  for (size_t t = 0; t < num_tensors; ++t) reader_begin_[t + 1] += reader_begin_[t];
+  readers_.resize(reader_begin_[num_tensors]);
+  std::vector<uint32_t> next(reader_begin_.begin(), reader_begin_.end() - 1);
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    if (!context_.node_forward[n]) continue;
+    for (uint32_t i = context_.inputs_begin[n]; i < context_.outputs_begin[n]; ++i) {
+      if (kept(ids[i])) readers_[next[ids[i]]++] = n;
+    }
+  }
+  base_views_.clear();
+  odd_views_.clear();
+  for (TensorId v = 0; v < num_tensors; ++v) {
+    if (context_.forward_produced[v] || view_base_[v] == v ||
+        reader_begin_[v] == reader_begin_[v + 1]) {
+      continue;
+    }
+    if (view_base_[v] == kNoId) {
+      odd_views_.push_back({context_.root[v], v});
+    } else {
+      base_views_.push_back({view_base_[v], v});
+    }
+  }
+  std::sort(base_views_.begin(), base_views_.end());
+  std::sort(odd_views_.begin(), odd_views_.end());
+}
+
+// Forward-made tensor x's entry, from its re-run readers.
+void StepFacts::ReadAgain(TensorId x) {
+  Reads& reads = reads_[x];
+  const bool listed = reads.first != kNoId || reads.odd == kYes;
+  NodeId first = kNoId, last = kNoId;
+  uint32_t first_step = kNone, last_step = 0;
+  for (uint32_t k = reader_begin_[x]; k < reader_begin_[x + 1]; ++k) {
+    const NodeId n = readers_[k];
+    if (n < first_ || n >= end_) continue;
+    const uint32_t s = nodes_[n - first_].rerun;
+    if (s == kNone) continue;
+    if (s < first_step) {
+      first_step = s;
+      first = n;
+    }
+    if (last == kNoId || s > last_step) {
+      last_step = s;
+      last = n;
+    }
+  }
+  reads.first = first;
+  reads.last = last;
+  reads.recompute = first == kNoId ? kNo : kYes;
+  if (!listed && first != kNoId) read_.push_back(x);
+}
+
+// View base `base`'s entry, from the re-run readers of its views.
+void StepFacts::ReadAliasAgain(TensorId base) {
+  AliasReads& alias = alias_reads_[base];
+  const bool listed = alias.last != kNoId;
+  NodeId last = kNoId, first_made = kNoId;
+  uint32_t last_step = 0;
+  auto view = std::lower_bound(base_views_.begin(), base_views_.end(),
+                               std::make_pair(base, TensorId{0}));
+  for (; view != base_views_.end() && view->first == base; ++view) {
+    const TensorId v = view->second;
+    bool read = false;
+    for (uint32_t k = reader_begin_[v]; k < reader_begin_[v + 1]; ++k) {
+      const NodeId n = readers_[k];
+      if (n < first_ || n >= end_) continue;
+      const uint32_t s = nodes_[n - first_].rerun;
+      if (s == kNone) continue;
+      read = true;
+      if (last == kNoId || s > last_step) {
+        last_step = s;
+        last = n;
+      }
+    }
+    if (read) {
+      const NodeId maker = context_.producer[v];
+      first_made = std::min(first_made, maker >= first_ && maker < end_ ? maker + 1 : 0);
+    }
+  }
+  alias.last = last;
+  alias.first_made = first_made;
+  if (!listed && last != kNoId) alias_read_.push_back(base);
+}
+
+// Root `root`'s odd mark, from the re-run readers of its odd views.
+void StepFacts::ReadOddAgain(TensorId root) {
+  Reads& reads = reads_[root];
+  const bool listed = reads.first != kNoId || reads.odd == kYes;
+  bool odd = false;
+  auto view = std::lower_bound(odd_views_.begin(), odd_views_.end(),
+                               std::make_pair(root, TensorId{0}));
+  for (; view != odd_views_.end() && view->first == root && !odd; ++view) {
+    const TensorId v = view->second;
+    for (uint32_t k = reader_begin_[v]; k < reader_begin_[v + 1] && !odd; ++k) {
+      const NodeId n = readers_[k];
+      odd = n >= first_ && n < end_ && nodes_[n - first_].rerun != kNone;
+    }
+  }
+  reads.odd = odd ? kYes : kNo;
+  if (!listed && odd) read_.push_back(root);
 }
 
 // The reads by the own steps of the range's non-forward nodes, by node: no
@@ -309,26 +482,21 @@ void StepFacts::OwnAliasRead(TensorId x, NodeId n) {
 // view was made (its original when saved, else its copy), so the read counts
 // as one of the nearest forward-made tensor it views (view_base_). Anything
 // else marks its root odd.
-void StepFacts::AliasRead(TensorId x, uint32_t step) {
+void StepFacts::AliasRead(TensorId x, NodeId node) {
   const TensorId base = view_base_[x];
   if (base == kNoId) {
     const TensorId root = context_.root[x];
     if (reads_[root].odd != kYes) {
-      PushUndo(step, root, false, true, reads_[root], {});
       reads_[root].odd = kYes;
       read_.push_back(root);
     }
     return;
   }
   const NodeId maker = context_.producer[x];
-  const uint32_t made = maker >= first_ && maker < end_ ? nodes_[maker - first_].own : 0;
+  const NodeId made = maker >= first_ && maker < end_ ? maker + 1 : 0;
   AliasReads& alias = alias_reads_[base];
-  PushUndo(step, base, true, alias.last == kNone, {}, alias);
-  if (alias.last == kNone) {
-    alias_read_.push_back(base);
-    alias.first_made = made;
-  }
-  alias.last = step;
+  if (alias.last == kNoId) alias_read_.push_back(base);
+  alias.last = node;
   alias.first_made = std::min(alias.first_made, made);
 }
 

@@ -21,12 +21,16 @@
 // FillSaved), into memory reused between fills; a fill resets only the
 // entries the previous one set (all of them when those are many: a fill
 // over vectors costs less then), so small regions of a large graph cost what
-// they read. The reads by non-forward nodes' own steps are kept by node, as
-// no plan changes which node reads what: FillReads reads them again only
-// for a new range of nodes, and otherwise only the recompute steps' reads,
-// from the first step a fill did not keep (SimPrefix) on; a read's step is
-// then its node's own step in the current fill. Families are read when
-// asked, over the root's few candidates. Tensor and
+// they read. Reads are kept by node and read as steps through the current
+// fill's steps: a non-forward node's own step reads the same whatever the
+// plan (FillReads reads those again only for a new range of nodes), and a
+// recompute step is the one step re-running its node. A fill that keeps a
+// prefix of the one before (SimPrefix) keeps every re-run node's entry whose
+// readers are still re-run in the same order, and reads again only the
+// tensors that the re-run nodes added, gone or moved read (from an index of
+// each tensor's forward readers), so that a drop's fill costs its chain,
+// not the recompute steps after it. Families are read when asked, over the
+// root's few candidates. Tensor and
 // node ids are those of the simulation read (a region's copy may share its
 // simulation: cleanup reads it in the copy's ids).
 // tests/sim/step_facts_test.cc works the facts out by hand.
@@ -75,6 +79,9 @@ class StepFacts {
   uint64_t fills() const { return fills_; }
   /// Reads the non-forward reads of the filled simulation.
   void FillReads();
+  /// FillReads since construction that kept the reads held and read again
+  /// only those the changed re-run nodes read (for tests).
+  uint64_t kept_read_fills() const { return kept_read_fills_; }
   /// Families (OtherSavedUse) are read under plan `keep` (the plan
   /// simulated), which must outlive them and not change until the next
   /// FillSaved; after FillReads.
@@ -110,9 +117,12 @@ class StepFacts {
   // Non-forward reads (FillReads) of forward tensor `t` (one a forward node
   // made; kNone for others), as steps; kNone when there is none.
   uint32_t FirstRead(TensorId t) const {
-    return std::min(StepOf(own_reads_[t].first), reads_[t].first);  // kNone is the largest
+    // kNone is the largest.
+    return std::min(StepOf(own_reads_[t].first), RerunOf(reads_[t].first));
   }
-  uint32_t LastRead(TensorId t) const { return Later(StepOf(own_reads_[t].last), reads_[t].last); }
+  uint32_t LastRead(TensorId t) const {
+    return Later(StepOf(own_reads_[t].last), RerunOf(reads_[t].last));
+  }
   /// The last by a group's own step (a non-forward node's).
   uint32_t LastOwnRead(TensorId t) const { return StepOf(own_reads_[t].last); }
   bool RecomputeRead(TensorId t) const { return reads_[t].recompute == kYes; }
@@ -120,12 +130,10 @@ class StepFacts {
   /// step reading such a view, and the first step making one (0 for one
   /// made before the range).
   uint32_t AliasLastRead(TensorId t) const {
-    return Later(StepOf(own_reads_[t].alias_last), alias_reads_[t].last);
+    return Later(StepOf(own_reads_[t].alias_last), RerunOf(alias_reads_[t].last));
   }
   uint32_t AliasFirstMade(TensorId t) const {
-    const NodeId made = own_reads_[t].alias_made;
-    const uint32_t own = made == kNoId ? kNone : made == 0 ? 0 : StepOf(made - 1);
-    return std::min(own, alias_reads_[t].first_made);
+    return std::min(MadeStep(own_reads_[t].alias_made), MadeStep(alias_reads_[t].first_made));
   }
   /// A non-forward step reads a tensor of `root`, a root some candidate
   /// shares, that neither a forward node made nor views one: what the speed
@@ -159,6 +167,12 @@ class StepFacts {
  private:
   // A node's own step; kNone for kNoId.
   uint32_t StepOf(NodeId n) const { return n == kNoId ? kNone : nodes_[n - first_].own; }
+  // The step re-running a node; kNone for kNoId.
+  uint32_t RerunOf(NodeId n) const { return n == kNoId ? kNone : nodes_[n - first_].rerun; }
+  // The step making a view, from its maker plus one (0: before the range).
+  uint32_t MadeStep(NodeId made) const {
+    return made == kNoId ? kNone : made == 0 ? 0 : StepOf(made - 1);
+  }
   // The later of two steps, either of them kNone for none.
   static uint32_t Later(uint32_t a, uint32_t b) {
     if (a == kNone) return b;
@@ -166,7 +180,13 @@ class StepFacts {
     return std::max(a, b);
   }
   void FillOwnReads();
-  void AliasRead(TensorId x, uint32_t step);
+  void AllReads();
+  bool ChangedReads();
+  void BuildReaders();
+  void ReadAgain(TensorId x);
+  void ReadAliasAgain(TensorId base);
+  void ReadOddAgain(TensorId root);
+  void AliasRead(TensorId x, NodeId node);
   void OwnAliasRead(TensorId x, NodeId n);
 
   struct NodeSteps {  // per node of the range; all ones when empty, as below
@@ -181,13 +201,14 @@ class StepFacts {
   struct Storages {
     uint32_t original = kNone, copy = kNone;
   };
-  // The recompute steps' reads (by step) ...
+  // The recompute steps' reads (by re-run node: the first and last by
+  // step, and for views the maker of the first made, plus one) ...
   struct Reads {
-    uint32_t first = kNone, last = kNone;
+    NodeId first = kNoId, last = kNoId;
     uint8_t recompute = kNo, odd = kNo;  // odd: OddRoot, for roots
   };
   struct AliasReads {
-    uint32_t last = kNone, first_made = kNone;
+    NodeId last = kNoId, first_made = kNoId;
   };
   // ... and the non-forward nodes' (by node, of the range FillOwnReads read):
   // the first and last reading node, and for views of the tensor the last
@@ -217,23 +238,26 @@ class StepFacts {
   NodeId own_first_ = 0, own_end_ = 0;
   std::vector<OwnReads> own_reads_;
   std::vector<uint32_t> recompute_steps_;  // of the fill, in order
-  // The recompute steps' reads (reads_, alias_reads_, read_, alias_read_)
-  // hold those of the steps before reads_applied_; each change FillReads
-  // makes is logged with what it changed, so that a fill keeping the steps
-  // before `begin` undoes the later ones only (UndoReads), in reverse.
-  struct ReadUndo {
-    uint32_t step;
-    TensorId tensor;
-    bool alias;   // the change was to alias_reads_, else to reads_
-    bool listed;  // the change listed the tensor (alias_read_, else read_)
-    Reads reads;  // before the change (reads_)
-    AliasReads alias_reads;  // before the change (alias_reads_)
-  };
-  std::vector<ReadUndo> read_undo_;
-  uint32_t reads_applied_ = 0;
-  void PushUndo(uint32_t step, TensorId tensor, bool alias, bool listed, const Reads& reads,
-                const AliasReads& alias_reads);
-  void UndoReads(uint32_t begin);
+  // Whether the recompute steps' reads (reads_, alias_reads_, read_,
+  // alias_read_) are those of the last fill; after a fill, whether they are
+  // those of the fill before, which kept the steps before the re-run nodes
+  // in old_tail_ (in step order; rerun_nodes_ from new_tail_ on are the
+  // fill's).
+  bool reads_current_ = false;
+  bool reads_kept_ = false;
+  std::vector<NodeId> old_tail_;
+  size_t new_tail_ = 0;
+  // Per tensor, the forward nodes reading it (only they are re-run), by
+  // index from reader_begin_; the views (not forward-made, read by a forward
+  // node) of each view base and of each odd root, as sorted (key, view).
+  bool readers_ready_ = false;
+  std::vector<uint32_t> reader_begin_;
+  std::vector<NodeId> readers_;
+  std::vector<std::pair<TensorId, TensorId>> base_views_, odd_views_;
+  // ChangedReads' working memory: per node of the range and per tensor.
+  std::vector<uint8_t> node_mark_, key_mark_;
+  std::vector<NodeId> changed_;
+  std::vector<TensorId> keys_;
   // Per tensor, plan-free: the forward tensor a non-forward read of it
   // reads the storage of: itself when forward-made or resident, the nearest
   // forward-made one it views, kNoId for none (its root is odd) when a
@@ -242,6 +266,7 @@ class StepFacts {
   std::vector<NodeId> last_forward_read_;  // LastForwardReads, on the first FillSaved
   bool filled_ = false;
   uint64_t fills_ = 0;
+  uint64_t kept_read_fills_ = 0;
   std::vector<TensorId> stored_;        // tensors with an original's entry
   std::vector<std::pair<TensorId, uint32_t>> copied_;  // tensors with a copy's entry, its storage
   std::vector<NodeId> rerun_nodes_;     // nodes with a re-run entry

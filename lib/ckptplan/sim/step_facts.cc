@@ -141,7 +141,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   uint32_t begin = 0;
   if (same.steps > 0) {
     const uint32_t last = same.steps - 1;
-    begin = sim.steps[last].recompute ? nodes_[group_[last] - first].begin : same.steps;
+    begin = sim.steps[last].recompute ? GroupBegin(group_[last]) : same.steps;
   }
   // The reads held are kept (and read again where they changed) when they
   // are the previous fill's and this one keeps some of its steps.
@@ -176,7 +176,6 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
     if (step.recompute) continue;
     NodeSteps& node = nodes_[step.node - first];
     node.own = s;
-    node.begin = begin;
     for (uint32_t i = begin; i < s; ++i) {
       NodeSteps& rerun = nodes_[sim.steps[i].node - first];
       rerun.rerun = i;
@@ -247,9 +246,22 @@ void StepFacts::AllReads() {
 // are read again over all their forward readers. False, with nothing
 // changed, where that would cost about what reading every step does.
 bool StepFacts::ChangedReads() {
-  const NodeId* const fresh = rerun_nodes_.data() + new_tail_;
-  const size_t num_fresh = rerun_nodes_.size() - new_tail_;
-  const size_t num_old = old_tail_.size();
+  // The runs the two share at their ends match as they are; the rest is
+  // matched below (a drop's chain and the steps its pulled nodes leave).
+  const NodeId* fresh = rerun_nodes_.data() + new_tail_;
+  size_t num_fresh = rerun_nodes_.size() - new_tail_;
+  const NodeId* old = old_tail_.data();
+  size_t num_old = old_tail_.size();
+  while (num_old > 0 && num_fresh > 0 && old[num_old - 1] == fresh[num_fresh - 1]) {
+    --num_old;
+    --num_fresh;
+  }
+  while (num_old > 0 && num_fresh > 0 && *old == *fresh) {
+    ++old;
+    ++fresh;
+    --num_old;
+    --num_fresh;
+  }
   if (node_mark_.size() != nodes_.size()) node_mark_.assign(nodes_.size(), 0);
   enum : uint8_t { kFresh = 1, kChanged = 2 };
   for (size_t j = 0; j < num_fresh; ++j) node_mark_[fresh[j] - first_] |= kFresh;
@@ -262,19 +274,19 @@ bool StepFacts::ChangedReads() {
   };
   size_t i = 0, j = 0;
   while (i < num_old || j < num_fresh) {
-    if (i < num_old && changed(old_tail_[i])) {
+    if (i < num_old && changed(old[i])) {
       ++i;
     } else if (j < num_fresh && changed(fresh[j])) {
       ++j;
     } else if (i == num_old) {
       change(fresh[j++]);
     } else if (j == num_fresh) {
-      change(old_tail_[i++]);
-    } else if (old_tail_[i] == fresh[j]) {
+      change(old[i++]);
+    } else if (old[i] == fresh[j]) {
       ++i;
       ++j;
-    } else if (!(node_mark_[old_tail_[i] - first_] & kFresh)) {
-      change(old_tail_[i++]);  // no longer re-run
+    } else if (!(node_mark_[old[i] - first_] & kFresh)) {
+      change(old[i++]);  // no longer re-run
     } else {
       change(fresh[j++]);  // new, or come before the old node (a chain's)
     }

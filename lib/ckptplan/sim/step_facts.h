@@ -101,7 +101,9 @@ class StepFacts {
   /// Group(s), kNoId for kNone.
   NodeId GroupOf(uint32_t s) const { return s == kNone ? kNoId : group_[s]; }
   uint32_t OwnStep(NodeId n) const { return nodes_[n - first_].own; }
-  uint32_t GroupBegin(NodeId n) const { return nodes_[n - first_].begin; }
+  /// The first step of n's group: past the own step of the node before
+  /// (groups come in node order).
+  uint32_t GroupBegin(NodeId n) const { return n == first_ ? 0 : nodes_[n - 1 - first_].own + 1; }
   /// The step re-running `n`; kNone when none does (a node is re-run once
   /// at most: its copies then serve every later read).
   uint32_t RerunStep(NodeId n) const { return nodes_[n - first_].rerun; }
@@ -190,7 +192,7 @@ class StepFacts {
   void OwnAliasRead(TensorId x, NodeId n);
 
   struct NodeSteps {  // per node of the range; all ones when empty, as below
-    uint32_t own = kNone, begin = kNone, rerun = kNone;
+    uint32_t own = kNone, rerun = kNone;
     NodeId rerun_group = kNoId;
   };
   // Per tensor, one record a fact kind so that a tensor's facts share a

@@ -295,6 +295,12 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
         }
         kept_steps += same.steps;
         total_steps += next.steps.size();
+        // Fill tells a recomputed copy by its category: the patch made the
+        // storages of recompute steps, and only those, recomputed ones.
+        for (const Buffer& buffer : next.buffers) {
+          REQUIRE((buffer.category == Category::kRecomputed) ==
+                  next.steps[buffer.first_step].recompute);
+        }
         // A prefix that also covers the first own step the patch changed (a
         // node's step where another was, or a recompute step's place): the
         // check below must see it (a fill kept in a copy, to go on).
@@ -385,6 +391,10 @@ TEST_CASE("step facts filled after a re-save's patch, keeping the reads held, eq
         keep[patched] = 1;
         CAPTURE(graph.tensors[patched].name);
         ++patches;
+        for (const Buffer& buffer : next.buffers) {
+          REQUIRE((buffer.category == Category::kRecomputed) ==
+                  next.steps[buffer.first_step].recompute);
+        }
         kept.Fill(next, range.first, range.end, delta.patched_prefix());
         kept.FillReads();
         kept.FillSaved(keep);

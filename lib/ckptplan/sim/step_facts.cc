@@ -187,10 +187,12 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
     group_[s] = step.node;
     begin = s + 1;
   }
+  // A storage a recompute step made is a recomputed copy: its category says
+  // so without reading its step (Simulate and the patches set it so).
   for (uint32_t b = same.buffers; b < sim.buffers.size(); ++b) {
     const Buffer& buffer = sim.buffers[b];
     Storages& storages = storages_[buffer.root];
-    if (sim.steps[buffer.first_step].recompute) {
+    if (buffer.category == Category::kRecomputed) {
       storages.copy = b;
       copied_.push_back({buffer.root, b});
     } else {

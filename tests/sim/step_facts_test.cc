@@ -238,13 +238,16 @@ TEST_CASE("step facts kept between fills equal a fresh fill's") {
   MESSAGE(fills << " fills, " << reused << " of them of the range filled just before");
 }
 
-TEST_CASE("step facts filled after a patch, reading only what it changed, equal a fresh fill's") {
-  // As the incremental greedy does: in each range of each corpus graph,
-  // from a random plan, drop one saved candidate after another through
-  // DropDelta's patch; the facts are filled from each patched simulation
-  // reading only past the prefix the patch kept, and must give what a fresh
-  // StepFacts gives. A prefix past a step the patch changed must not.
-  size_t patches = 0, kept_steps = 0, total_steps = 0, tried = 0, caught = 0, kept_reads = 0;
+// From a random plan in a random range of each drop-corpus graph, up to
+// four patches one after another, each filled into facts kept from the fill
+// before (as the incremental greedy and cleanup do) and compared with a
+// fresh fill. `patch(context, delta, options, keep, random, next)` makes the next
+// patch from the simulation `delta` indexed (false: none) and updates `keep`;
+// `check(kept, now, next, keep, range, delta)` runs before `kept` is filled
+// from `next`. Returns the fills that kept the reads held.
+template <typename MakePatch, typename Check>
+size_t ForEachPatchedFill(MakePatch patch, Check check) {
+  size_t kept_reads = 0;
   testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
     CAPTURE(name);
     const SimContext context(graph);
@@ -263,24 +266,67 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
       kept.FillReads();
       kept.FillSaved(keep);
       DropDelta delta(context, &kept);
-      for (int drop = 0; drop < 4; ++drop) {
-        SimResult& now = sims[drop % 2];
-        SimResult& next = sims[1 - drop % 2];
+      for (int step = 0; step < 4; ++step) {
+        SimResult& now = sims[step % 2];
+        SimResult& next = sims[1 - step % 2];
         delta.Index(now, keep, range.first, range.end, nullptr);
-        TensorId patched = kNoId;
-        for (TensorId t : context.droppable) {
-          const NodeId p = graph.tensors[t].producer;
-          if (!keep[t] || p < range.first || p >= range.end || random() % 3 != 0) continue;
-          if (delta.Patch(t, options, &next)) {
-            patched = t;
-            break;
-          }
+        if (!patch(context, delta, options, keep, random, next)) break;
+        // Fill tells a recomputed copy by its category: the patch made the
+        // storages of recompute steps, and only those, recomputed ones.
+        for (const Buffer& buffer : next.buffers) {
+          REQUIRE((buffer.category == Category::kRecomputed) ==
+                  next.steps[buffer.first_step].recompute);
         }
-        if (patched == kNoId) break;
-        keep[patched] = 0;
+        check(kept, now, next, keep, range, delta);
+        kept.Fill(next, range.first, range.end, delta.patched_prefix());
+        kept.FillReads();
+        kept.FillSaved(keep);
+        StepFacts fresh(context);
+        fresh.Fill(next, range.first, range.end);
+        fresh.FillReads();
+        fresh.FillSaved(keep);
+        CheckSameFacts(context, kept, fresh, next);
+        CHECK(StepFactsDifference(kept, fresh) == "");
+      }
+      kept_reads += kept.kept_read_fills();
+    });
+  });
+  return kept_reads;
+}
+
+// ForEachPatchedFill's `patch` that drops (`drop`) or re-saves a candidate
+// of the range chosen at random among those DropDelta patches.
+auto RandomPatch(bool drop, size_t* patches) {
+  return [drop, patches](const SimContext& context, DropDelta& delta, const SimOptions& options,
+                         SaveSet& keep, std::mt19937_64& random, SimResult& next) {
+    for (TensorId t : context.droppable) {
+      const NodeId p = context.producer[t];
+      if (keep[t] != drop || p < options.first_node || p >= options.end_node ||
+          random() % 3 != 0) {
+        continue;
+      }
+      if (drop ? delta.Patch(t, options, &next) : delta.PatchResave(t, options, &next)) {
+        keep[t] = !drop;
+        ++*patches;
+        return true;
+      }
+    }
+    return false;
+  };
+}
+
+TEST_CASE("step facts filled after a patch, reading only what it changed, equal a fresh fill's") {
+  // As the incremental greedy does: drop one saved candidate after another
+  // through DropDelta's patch; the facts are filled from each patched
+  // simulation reading only past the prefix the patch kept, and must give
+  // what a fresh StepFacts gives. A prefix past a step the patch changed
+  // must not.
+  size_t patches = 0, kept_steps = 0, total_steps = 0, tried = 0, caught = 0;
+  const size_t kept_reads = ForEachPatchedFill(
+      RandomPatch(/*drop=*/true, &patches),
+      [&](const StepFacts& kept, const SimResult& now, const SimResult& next, const SaveSet&,
+          const Region& range, const DropDelta& delta) {
         const SimPrefix same = delta.patched_prefix();
-        CAPTURE(graph.tensors[patched].name);
-        ++patches;
         // The prefix is one the two simulations share: the same steps
         // (node, recompute or not) and storages (root, first step).
         REQUIRE(same.steps <= std::min(now.steps.size(), next.steps.size()));
@@ -295,15 +341,9 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
         }
         kept_steps += same.steps;
         total_steps += next.steps.size();
-        // Fill tells a recomputed copy by its category: the patch made the
-        // storages of recompute steps, and only those, recomputed ones.
-        for (const Buffer& buffer : next.buffers) {
-          REQUIRE((buffer.category == Category::kRecomputed) ==
-                  next.steps[buffer.first_step].recompute);
-        }
         // A prefix that also covers the first own step the patch changed (a
         // node's step where another was, or a recompute step's place): the
-        // check below must see it (a fill kept in a copy, to go on).
+        // check must see it (a fill kept in a copy, to go on).
         size_t changed = same.steps;
         while (changed < next.steps.size() && changed < now.steps.size() &&
                (next.steps[changed].recompute ||
@@ -316,98 +356,35 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
           wrong.Fill(next, range.first, range.end,
                      {static_cast<uint32_t>(changed + 1), same.buffers});
           wrong.FillReads();
-          StepFacts whole(context);
+          StepFacts whole(kept.context());
           whole.Fill(next, range.first, range.end);
           whole.FillReads();
           caught += StepFactsDifference(wrong, whole) != "";
           ++tried;
         }
-        kept.Fill(next, range.first, range.end, same);
-        kept.FillReads();
-        kept.FillSaved(keep);
-        StepFacts fresh(context);
-        fresh.Fill(next, range.first, range.end);
-        fresh.FillReads();
-        fresh.FillSaved(keep);
-        CheckSameFacts(context, kept, fresh, next);
-        CHECK(StepFactsDifference(kept, fresh) == "");
-      }
-      kept_reads += kept.kept_read_fills();
-    });
-  });
+      });
   MESSAGE(patches << " patched drops; the fills after them read " << total_steps - kept_steps
                   << " of " << total_steps << " steps; " << caught << " of " << tried
                   << " fills from a prefix past a changed step caught; " << kept_reads
                   << " kept the reads held and read again what changed");
   CHECK(patches > 500);
-  // Most fills after a drop keep the reads (the others have no prefix, or
-  // more changed re-run nodes than a quarter of the recompute steps).
-  CHECK(kept_reads * 2 > patches);
   CHECK(kept_steps * 4 > total_steps);  // the prefixes are not trivial
   CHECK(tried > 20);
   CHECK(caught == tried);
+  // Most fills after a drop keep the reads (the others have no prefix, or
+  // more changed re-run nodes than a quarter of the recompute steps).
+  CHECK(kept_reads * 2 > patches);
 }
 
 TEST_CASE("step facts filled after a re-save's patch, keeping the reads held, equal a fresh fill's") {
-  // As cleanup does: from a random plan, re-save one dropped candidate after
-  // another through DropDelta::PatchResave (a run of recompute steps goes;
-  // nodes of it that later readers need re-run later, at their places).
-  // The facts, filled from each patched simulation past the prefix it kept
-  // and with the reads held kept where the re-run nodes that changed do not
-  // read them, must give what a fresh StepFacts gives.
-  size_t patches = 0, kept_reads = 0;
-  testing::ForEachDropCorpusGraph([&](const Graph& graph, uint64_t seed, const std::string& name) {
-    CAPTURE(name);
-    const SimContext context(graph);
-    const std::vector<Region> ranges = testing::RegionsAndStep(context);
-    testing::ForEachRandomPlan(context, seed, [&](const SaveSet& start, std::mt19937_64& random) {
-      const Region& range = ranges[random() % ranges.size()];
-      SimOptions options;
-      options.record_details = false;
-      options.first_node = range.first;
-      options.end_node = range.end;
-      SaveSet keep = start;
-      SimResult sims[2];
-      sims[0] = Simulate(context, keep, options);
-      StepFacts kept(context);
-      kept.Fill(sims[0], range.first, range.end);
-      kept.FillReads();
-      kept.FillSaved(keep);
-      DropDelta delta(context, &kept);
-      for (int resave = 0; resave < 4; ++resave) {
-        SimResult& now = sims[resave % 2];
-        SimResult& next = sims[1 - resave % 2];
-        delta.Index(now, keep, range.first, range.end, nullptr);
-        TensorId patched = kNoId;
-        for (TensorId t : context.droppable) {
-          const NodeId p = graph.tensors[t].producer;
-          if (keep[t] || p < range.first || p >= range.end || random() % 3 != 0) continue;
-          if (delta.PatchResave(t, options, &next)) {
-            patched = t;
-            break;
-          }
-        }
-        if (patched == kNoId) break;
-        keep[patched] = 1;
-        CAPTURE(graph.tensors[patched].name);
-        ++patches;
-        for (const Buffer& buffer : next.buffers) {
-          REQUIRE((buffer.category == Category::kRecomputed) ==
-                  next.steps[buffer.first_step].recompute);
-        }
-        kept.Fill(next, range.first, range.end, delta.patched_prefix());
-        kept.FillReads();
-        kept.FillSaved(keep);
-        StepFacts fresh(context);
-        fresh.Fill(next, range.first, range.end);
-        fresh.FillReads();
-        fresh.FillSaved(keep);
-        CheckSameFacts(context, kept, fresh, next);
-        CHECK(StepFactsDifference(kept, fresh) == "");
-      }
-      kept_reads += kept.kept_read_fills();
-    });
-  });
+  // As cleanup does: re-save one dropped candidate after another through
+  // DropDelta::PatchResave (a run of recompute steps goes; nodes of it that
+  // later readers need re-run later, at their places).
+  size_t patches = 0;
+  const size_t kept_reads = ForEachPatchedFill(
+      RandomPatch(/*drop=*/false, &patches),
+      [](const StepFacts&, const SimResult&, const SimResult&, const SaveSet&, const Region&,
+         const DropDelta&) {});
   MESSAGE(patches << " patched re-saves; " << kept_reads
                   << " fills after them kept the reads held");
   CHECK(patches > 500);

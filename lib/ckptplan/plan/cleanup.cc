@@ -220,9 +220,7 @@ void ResaveBounds::Prepare(const RegionalMemory& memory, size_t r) {
   const NodeId end = static_cast<NodeId>(first_ + num_nodes_);
   facts_.Fill(sim, first_, end, same);
   if (verify_ && (same.steps > 0 || same.buffers > 0)) {
-    StepFacts whole(context_);
-    whole.Fill(sim, first_, end);
-    const std::string difference = StepFactsDifference(facts_, whole);
+    const std::string difference = DifferenceFromWholeFill(facts_);
     if (!difference.empty()) {
       throw std::logic_error("cleanup: the step facts filled after a patch differ from a whole "
                              "fill in " + difference);
@@ -252,10 +250,7 @@ void ResaveBounds::PrepareCeilings() {
   }
   facts_.FillReads();
   if (verify_) {
-    StepFacts whole(context_);
-    whole.Fill(sim, first_, facts_.end());
-    whole.FillReads();
-    const std::string difference = StepFactsDifference(facts_, whole);
+    const std::string difference = DifferenceFromWholeFill(facts_);
     if (!difference.empty()) {
       throw std::logic_error("cleanup: the step facts' reads differ from a whole fill's in " +
                              difference);

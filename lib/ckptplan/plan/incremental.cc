@@ -1041,11 +1041,11 @@ class RegionSearch {
   // Verify mode: throws std::logic_error unless the facts, filled reading
   // only what the last patch changed, equal a whole fill's.
   void VerifyFacts(const RegionalMemory::Part& region, const SaveSet& keep) {
-    StepFacts whole(context_);
-    whole.Fill(region.sim.full(), region.range.first, region.range.end);
-    whole.FillReads();
-    whole.FillSaved(keep);
-    const std::string difference = StepFactsDifference(facts_, whole);
+    if (facts_.sim() != &region.sim.full() || facts_.first() != region.range.first ||
+        facts_.end() != region.range.end || facts_.saved_plan() != &keep) {
+      throw std::logic_error("incremental: the step facts are not of the region's simulation");
+    }
+    const std::string difference = DifferenceFromWholeFill(facts_);
     if (!difference.empty()) {
       throw std::logic_error("incremental: the step facts filled after a patch differ from a "
                              "whole fill in " + difference);

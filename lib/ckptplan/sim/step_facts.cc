@@ -369,17 +369,33 @@ void StepFacts::BuildReaders() {
   std::sort(odd_views_.begin(), odd_views_.end());
 }
 
-// Forward-made tensor x's entry, from its re-run readers.
-void StepFacts::ReadAgain(TensorId x) {
-  Reads& reads = reads_[x];
-  const bool listed = reads.first != kNoId || reads.odd == kYes;
-  NodeId first = kNoId, last = kNoId;
-  uint32_t first_step = kNone, last_step = 0;
+// Calls f(node, step) for each forward node of the range reading `x` that
+// the fill re-runs, with the step re-running it.
+template <typename F>
+void StepFacts::ForEachRerunReader(TensorId x, F f) const {
   for (uint32_t k = reader_begin_[x]; k < reader_begin_[x + 1]; ++k) {
     const NodeId n = readers_[k];
     if (n < first_ || n >= end_) continue;
     const uint32_t s = nodes_[n - first_].rerun;
-    if (s == kNone) continue;
+    if (s != kNone) f(n, s);
+  }
+}
+
+// Calls f(view) for each of `views` (sorted (key, view) pairs) under `key`.
+template <typename F>
+void StepFacts::ForEachView(const std::vector<std::pair<TensorId, TensorId>>& views,
+                            TensorId key, F f) {
+  auto view = std::lower_bound(views.begin(), views.end(), std::make_pair(key, TensorId{0}));
+  for (; view != views.end() && view->first == key; ++view) f(view->second);
+}
+
+// Forward-made tensor x's entry, from its re-run readers.
+void StepFacts::ReadAgain(TensorId x) {
+  Reads& reads = reads_[x];
+  const bool listed = Listed(reads);
+  NodeId first = kNoId, last = kNoId;
+  uint32_t first_step = kNone, last_step = 0;
+  ForEachRerunReader(x, [&](NodeId n, uint32_t s) {
     if (s < first_step) {
       first_step = s;
       first = n;
@@ -388,7 +404,7 @@ void StepFacts::ReadAgain(TensorId x) {
       last_step = s;
       last = n;
     }
-  }
+  });
   reads.first = first;
   reads.last = last;
   reads.recompute = first == kNoId ? kNo : kYes;
@@ -401,27 +417,17 @@ void StepFacts::ReadAliasAgain(TensorId base) {
   const bool listed = alias.last != kNoId;
   NodeId last = kNoId, first_made = kNoId;
   uint32_t last_step = 0;
-  auto view = std::lower_bound(base_views_.begin(), base_views_.end(),
-                               std::make_pair(base, TensorId{0}));
-  for (; view != base_views_.end() && view->first == base; ++view) {
-    const TensorId v = view->second;
+  ForEachView(base_views_, base, [&](TensorId v) {
     bool read = false;
-    for (uint32_t k = reader_begin_[v]; k < reader_begin_[v + 1]; ++k) {
-      const NodeId n = readers_[k];
-      if (n < first_ || n >= end_) continue;
-      const uint32_t s = nodes_[n - first_].rerun;
-      if (s == kNone) continue;
+    ForEachRerunReader(v, [&](NodeId n, uint32_t s) {
       read = true;
       if (last == kNoId || s > last_step) {
         last_step = s;
         last = n;
       }
-    }
-    if (read) {
-      const NodeId maker = context_.producer[v];
-      first_made = std::min(first_made, maker >= first_ && maker < end_ ? maker + 1 : 0);
-    }
-  }
+    });
+    if (read) first_made = std::min(first_made, MadeName(context_.producer[v]));
+  });
   alias.last = last;
   alias.first_made = first_made;
   if (!listed && last != kNoId) alias_read_.push_back(base);
@@ -430,17 +436,10 @@ void StepFacts::ReadAliasAgain(TensorId base) {
 // Root `root`'s odd mark, from the re-run readers of its odd views.
 void StepFacts::ReadOddAgain(TensorId root) {
   Reads& reads = reads_[root];
-  const bool listed = reads.first != kNoId || reads.odd == kYes;
+  const bool listed = Listed(reads);
   bool odd = false;
-  auto view = std::lower_bound(odd_views_.begin(), odd_views_.end(),
-                               std::make_pair(root, TensorId{0}));
-  for (; view != odd_views_.end() && view->first == root && !odd; ++view) {
-    const TensorId v = view->second;
-    for (uint32_t k = reader_begin_[v]; k < reader_begin_[v + 1] && !odd; ++k) {
-      const NodeId n = readers_[k];
-      odd = n >= first_ && n < end_ && nodes_[n - first_].rerun != kNone;
-    }
-  }
+  ForEachView(odd_views_, root,
+              [&](TensorId v) { ForEachRerunReader(v, [&](NodeId, uint32_t) { odd = true; }); });
   reads.odd = odd ? kYes : kNo;
   if (!listed && odd) read_.push_back(root);
 }
@@ -480,8 +479,7 @@ void StepFacts::OwnAliasRead(TensorId x, NodeId n) {
     }
     return;
   }
-  const NodeId maker = context_.producer[x];
-  const NodeId made = maker >= first_ && maker < end_ ? maker + 1 : 0;
+  const NodeId made = MadeName(context_.producer[x]);
   OwnReads& alias = own_reads_[base];
   if (alias.alias_last == kNoId) {
     own_read_.push_back(base);
@@ -506,8 +504,7 @@ void StepFacts::AliasRead(TensorId x, NodeId node) {
     }
     return;
   }
-  const NodeId maker = context_.producer[x];
-  const NodeId made = maker >= first_ && maker < end_ ? maker + 1 : 0;
+  const NodeId made = MadeName(context_.producer[x]);
   AliasReads& alias = alias_reads_[base];
   if (alias.last == kNoId) alias_read_.push_back(base);
   alias.last = node;
@@ -518,6 +515,14 @@ void StepFacts::FillSaved(const SaveSet& keep) {
   saved_ready_ = true;
   keep_ = &keep;
   if (last_forward_read_.empty()) last_forward_read_ = LastForwardReads(context_);
+}
+
+std::string DifferenceFromWholeFill(const StepFacts& facts) {
+  StepFacts whole(facts.context());
+  whole.Fill(*facts.sim(), facts.first(), facts.end());
+  if (facts.reads_ready()) whole.FillReads();
+  if (facts.saved_ready()) whole.FillSaved(*facts.saved_plan());
+  return StepFactsDifference(facts, whole);
 }
 
 std::string StepFactsDifference(const StepFacts& a, const StepFacts& b) {

@@ -93,6 +93,8 @@ class StepFacts {
   NodeId end() const { return end_; }
   bool reads_ready() const { return reads_ready_; }
   bool saved_ready() const { return saved_ready_; }
+  /// FillSaved's plan (nullptr before the first).
+  const SaveSet* saved_plan() const { return keep_; }
 
   // Steps (Fill). Node arguments are in [first, end).
   /// The node whose group step `s` is in: the next own step's (every step
@@ -171,7 +173,11 @@ class StepFacts {
   uint32_t StepOf(NodeId n) const { return n == kNoId ? kNone : nodes_[n - first_].own; }
   // The step re-running a node; kNone for kNoId.
   uint32_t RerunOf(NodeId n) const { return n == kNoId ? kNone : nodes_[n - first_].rerun; }
-  // The step making a view, from its maker plus one (0: before the range).
+  // A view's maker as the reads keep it: plus one, 0 for a node before the
+  // range (or none); MadeStep reads it back as the step making the view.
+  NodeId MadeName(NodeId maker) const {
+    return maker >= first_ && maker < end_ ? maker + 1 : 0;
+  }
   uint32_t MadeStep(NodeId made) const {
     return made == kNoId ? kNone : made == 0 ? 0 : StepOf(made - 1);
   }
@@ -185,6 +191,11 @@ class StepFacts {
   void AllReads();
   bool ChangedReads();
   void BuildReaders();
+  template <typename F>
+  void ForEachRerunReader(TensorId x, F f) const;
+  template <typename F>
+  static void ForEachView(const std::vector<std::pair<TensorId, TensorId>>& views, TensorId key,
+                          F f);
   void ReadAgain(TensorId x);
   void ReadAliasAgain(TensorId base);
   void ReadOddAgain(TensorId root);
@@ -212,6 +223,8 @@ class StepFacts {
   struct AliasReads {
     NodeId last = kNoId, first_made = kNoId;
   };
+  // Whether a Reads entry is listed in read_ (it has a read or is odd).
+  static bool Listed(const Reads& reads) { return reads.first != kNoId || reads.odd == kYes; }
   // ... and the non-forward nodes' (by node, of the range FillOwnReads read):
   // the first and last reading node, and for views of the tensor the last
   // node reading one and the first node making one, plus one (0: a node
@@ -285,6 +298,10 @@ class StepFacts {
 /// from simulations of the same range, first differ, through every accessor;
 /// empty when they do not. For verify modes and tests.
 std::string StepFactsDifference(const StepFacts& a, const StepFacts& b);
+/// StepFactsDifference between `facts` and a fresh fill of the same
+/// simulation and range, with reads and families where `facts` has them.
+/// For verify modes.
+std::string DifferenceFromWholeFill(const StepFacts& facts);
 
 }  // namespace ckptplan
 

@@ -117,7 +117,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   const bool same_range = filled_ && first == first_ && end == end_;
   if (!same_range) same = {};
   same.steps = std::min<uint32_t>(
-      same.steps, static_cast<uint32_t>(std::min(group_.size(), sim.steps.size())));
+      same.steps, static_cast<uint32_t>(std::min<size_t>(filled_steps_, sim.steps.size())));
   same.buffers = std::min<uint32_t>(same.buffers, static_cast<uint32_t>(sim.buffers.size()));
   ++fills_;
   filled_ = true;
@@ -141,7 +141,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   uint32_t begin = 0;
   if (same.steps > 0) {
     const uint32_t last = same.steps - 1;
-    begin = sim.steps[last].recompute ? GroupBegin(group_[last]) : same.steps;
+    begin = sim.steps[last].recompute ? GroupBegin(Group(last)) : same.steps;
   }
   // The reads held are kept (and read again where they changed) when they
   // are the previous fill's and this one keeps some of its steps.
@@ -150,11 +150,9 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   old_tail_.clear();
   if (same_range) {
     // Re-runs are listed in step order: those from `begin` on go.
-    while (!rerun_nodes_.empty() && nodes_[rerun_nodes_.back() - first].rerun >= begin) {
+    while (!rerun_nodes_.empty() && reruns_[rerun_nodes_.back() - first].step >= begin) {
       if (reads_kept_) old_tail_.push_back(rerun_nodes_.back());
-      NodeSteps& node = nodes_[rerun_nodes_.back() - first];
-      node.rerun = kNone;
-      node.rerun_group = kNoId;
+      reruns_[rerun_nodes_.back() - first] = Rerun{};
       rerun_nodes_.pop_back();
     }
     std::reverse(old_tail_.begin(), old_tail_.end());
@@ -162,29 +160,24 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
       recompute_steps_.pop_back();
     }
   } else {
-    nodes_.resize(end - first);
-    std::memset(static_cast<void*>(nodes_.data()), 0xff, nodes_.size() * sizeof(NodeSteps));
+    own_.assign(end - first, kNone);
+    reruns_.resize(end - first);
+    std::memset(static_cast<void*>(reruns_.data()), 0xff, reruns_.size() * sizeof(Rerun));
     rerun_nodes_.clear();
     recompute_steps_.clear();
   }
   new_tail_ = rerun_nodes_.size();
-  ReserveSteps(group_, num_steps);
-  group_.resize(num_steps);
+  filled_steps_ = static_cast<uint32_t>(num_steps);
   // Recompute steps belong to the group of the node that follows them.
   for (uint32_t s = begin; s < num_steps; ++s) {
     const Step& step = sim.steps[s];
     if (step.recompute) continue;
-    NodeSteps& node = nodes_[step.node - first];
-    node.own = s;
+    own_[step.node - first] = s;
     for (uint32_t i = begin; i < s; ++i) {
-      NodeSteps& rerun = nodes_[sim.steps[i].node - first];
-      rerun.rerun = i;
-      rerun.rerun_group = step.node;
-      group_[i] = step.node;
+      reruns_[sim.steps[i].node - first] = {i, step.node};
       recompute_steps_.push_back(i);
       rerun_nodes_.push_back(sim.steps[i].node);
     }
-    group_[s] = step.node;
     begin = s + 1;
   }
   // A storage a recompute step made is a recomputed copy: its category says
@@ -264,7 +257,7 @@ bool StepFacts::ChangedReads() {
     --num_old;
     --num_fresh;
   }
-  if (node_mark_.size() != nodes_.size()) node_mark_.assign(nodes_.size(), 0);
+  if (node_mark_.size() != own_.size()) node_mark_.assign(own_.size(), 0);
   enum : uint8_t { kFresh = 1, kChanged = 2 };
   for (size_t j = 0; j < num_fresh; ++j) node_mark_[fresh[j] - first_] |= kFresh;
   changed_.clear();
@@ -376,7 +369,7 @@ void StepFacts::ForEachRerunReader(TensorId x, F f) const {
   for (uint32_t k = reader_begin_[x]; k < reader_begin_[x + 1]; ++k) {
     const NodeId n = readers_[k];
     if (n < first_ || n >= end_) continue;
-    const uint32_t s = nodes_[n - first_].rerun;
+    const uint32_t s = reruns_[n - first_].step;
     if (s != kNone) f(n, s);
   }
 }

@@ -99,18 +99,23 @@ class StepFacts {
   // Steps (Fill). Node arguments are in [first, end).
   /// The node whose group step `s` is in: the next own step's (every step
   /// has one: recompute steps come before a reader).
-  NodeId Group(uint32_t s) const { return group_[s]; }
+  /// (An own step's group is its node's; a recompute step's, the group
+  /// its node is re-run in: a node is re-run once at most.)
+  NodeId Group(uint32_t s) const {
+    const Step& step = sim_->steps[s];
+    return step.recompute ? reruns_[step.node - first_].group : step.node;
+  }
   /// Group(s), kNoId for kNone.
-  NodeId GroupOf(uint32_t s) const { return s == kNone ? kNoId : group_[s]; }
-  uint32_t OwnStep(NodeId n) const { return nodes_[n - first_].own; }
+  NodeId GroupOf(uint32_t s) const { return s == kNone ? kNoId : Group(s); }
+  uint32_t OwnStep(NodeId n) const { return own_[n - first_]; }
   /// The first step of n's group: past the own step of the node before
   /// (groups come in node order).
-  uint32_t GroupBegin(NodeId n) const { return n == first_ ? 0 : nodes_[n - 1 - first_].own + 1; }
+  uint32_t GroupBegin(NodeId n) const { return n == first_ ? 0 : own_[n - 1 - first_] + 1; }
   /// The step re-running `n`; kNone when none does (a node is re-run once
   /// at most: its copies then serve every later read).
-  uint32_t RerunStep(NodeId n) const { return nodes_[n - first_].rerun; }
+  uint32_t RerunStep(NodeId n) const { return reruns_[n - first_].step; }
   /// GroupOf(RerunStep(n)): the group `n` is re-run in, kNoId if none.
-  NodeId RerunGroup(NodeId n) const { return nodes_[n - first_].rerun_group; }
+  NodeId RerunGroup(NodeId n) const { return reruns_[n - first_].group; }
 
   // Storages (Fill): indexes into the simulation's buffers, kNone for none.
   /// Root `root`'s original: the storage its own step made.
@@ -170,9 +175,9 @@ class StepFacts {
 
  private:
   // A node's own step; kNone for kNoId.
-  uint32_t StepOf(NodeId n) const { return n == kNoId ? kNone : nodes_[n - first_].own; }
+  uint32_t StepOf(NodeId n) const { return n == kNoId ? kNone : own_[n - first_]; }
   // The step re-running a node; kNone for kNoId.
-  uint32_t RerunOf(NodeId n) const { return n == kNoId ? kNone : nodes_[n - first_].rerun; }
+  uint32_t RerunOf(NodeId n) const { return n == kNoId ? kNone : reruns_[n - first_].step; }
   // A view's maker as the reads keep it: plus one, 0 for a node before the
   // range (or none); MadeStep reads it back as the step making the view.
   NodeId MadeName(NodeId maker) const {
@@ -202,9 +207,9 @@ class StepFacts {
   void AliasRead(TensorId x, NodeId node);
   void OwnAliasRead(TensorId x, NodeId n);
 
-  struct NodeSteps {  // per node of the range; all ones when empty, as below
-    uint32_t own = kNone, rerun = kNone;
-    NodeId rerun_group = kNoId;
+  struct Rerun {  // per node of the range; all ones when empty, as below
+    uint32_t step = kNone;
+    NodeId group = kNoId;
   };
   // Per tensor, one record a fact kind so that a tensor's facts share a
   // cache line: reads and resets touch them one tensor at a time. Every
@@ -241,8 +246,12 @@ class StepFacts {
   const SimResult* sim_ = nullptr;
   NodeId first_ = 0, end_ = 0;
   bool reads_ready_ = false, saved_ready_ = false;
-  std::vector<NodeId> group_;  // per step
-  std::vector<NodeSteps> nodes_;
+  uint32_t filled_steps_ = 0;  // of the last fill
+  // Per node of the range: its own step, and its re-run (apart, so that a
+  // fill writing the own steps of the groups it reads again writes 4 bytes
+  // a node).
+  std::vector<uint32_t> own_;
+  std::vector<Rerun> reruns_;
   // Per tensor; the entries the lists below name are reset by the next Fill.
   std::vector<Storages> storages_;
   std::vector<Reads> reads_;

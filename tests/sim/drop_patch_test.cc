@@ -25,6 +25,9 @@ struct Counts {
   size_t resaves_patched = 0;   // re-save patches checked against a simulation
   size_t resaves_in_chain = 0;  // of those, the run went from inside a longer chain
   size_t resaves_moving = 0;    // of those, nodes of the run re-run for later readers
+  size_t in_place = 0;          // drops patched in place and checked
+  size_t in_place_kept = 0;     // of those, steps left as they were
+  size_t in_place_summed = 0;   // of those, the figures over them summed again
 };
 
 // Field by field, with CHECKs of their own (not SimResultDifference, which
@@ -58,6 +61,8 @@ void CheckSame(const SimResult& patched, const SimResult& simulated) {
   CHECK(patched.step_cost == simulated.step_cost);
   CHECK(patched.peak_bytes == simulated.peak_bytes);
   CHECK(patched.peak_step == simulated.peak_step);
+  CHECK(patched.max_own_total == simulated.max_own_total);
+  CHECK(patched.max_own_node == simulated.max_own_node);
   CHECK(patched.resident == simulated.resident);
   CHECK(patched.peak_breakdown == simulated.peak_breakdown);
   CHECK(SimResultDifference(patched, simulated) == "");
@@ -110,6 +115,8 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
                Counts* counts) {
   const Graph& graph = context.graph;
   DropDelta delta(context);
+  // Patches in place, each of a copy of the simulation indexed anew.
+  DropDelta in_place(context);
   SimResult patched;
   for (const Region& range : testing::RegionsAndStep(context)) {
     SimOptions options;  // as RegionalMemory::OptionsFor gives them
@@ -140,6 +147,18 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
       CAPTURE(range.first);
       CAPTURE(range.end);
       CheckSame(patched, simulated);
+
+      SimResult copy = base;
+      in_place.Index(copy, keep, range.first, range.end, nullptr);
+      // Not of another simulation than the one indexed, nor under other options.
+      CHECK_FALSE(in_place.PatchInPlace(t, options, &patched));
+      CHECK_FALSE(in_place.PatchInPlace(t, detailed, &copy));
+      CHECK(SimResultDifference(copy, base) == "");
+      REQUIRE(in_place.PatchInPlace(t, options, &copy));
+      ++counts->in_place;
+      CheckSame(copy, simulated);
+      // The index is spent.
+      CHECK_FALSE(in_place.PatchInPlace(t, options, &copy));
     }
     // Re-saves: PatchResave answers only where ScoreResave does.
     for (TensorId t : context.candidates) {
@@ -173,6 +192,8 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
       CheckSame(patched, simulated);
     }
   }
+  counts->in_place_kept += in_place.kept_prefixes();
+  counts->in_place_summed += in_place.summed_prefixes();
 }
 
 // Save-all and random plans of `graph` (testing::ForEachRandomPlan).
@@ -205,6 +226,12 @@ TEST_CASE("drops DropDelta patches into a simulation simulate to the same simula
   CHECK(counts.resaves_patched > 2000);
   CHECK(counts.resaves_in_chain > 100);
   CHECK(counts.resaves_moving > 100);
+  MESSAGE("DropDelta patched " << counts.in_place << " drops in place, " << counts.in_place_kept
+                               << " leaving steps as they were, " << counts.in_place_summed
+                               << " of them summing their figures again");
+  CHECK(counts.in_place == counts.patched);
+  CHECK(counts.in_place_kept * 2 > counts.in_place);
+  CHECK(counts.in_place_summed > 100);
 }
 
 TEST_CASE("a re-save whose moved node makes the copy again, unread, patches as it simulates") {

@@ -90,4 +90,32 @@ bool FastDropScorer::Apply(const RegionalMemory& memory, size_t r, SaveSet& keep
   return true;
 }
 
+bool FastDropScorer::ApplyInPlace(RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+                                  const FastScore& score, bool verify,
+                                  RegionalMemory::Trial* figures,
+                                  RegionalMemory::Trial* verify_trial) {
+  if (!delta_ || indexed_ != r || !keep[t]) return false;
+  const SimOptions options = memory.OptionsFor(r);
+  if (!memory.PatchInPlace(
+          r, [&](SimResult* sim) { return delta_->PatchInPlace(t, options, sim); }, figures)) {
+    return false;
+  }
+  indexed_ = kNone;  // the index read the simulation as it was
+  keep[t] = 0;
+  std::string difference;
+  if (figures->region_max != score.region_max || figures->peak != score.peak ||
+      figures->added_cost != score.added_cost || figures->cost != score.cost) {
+    difference = "its figures";
+  } else if (verify) {
+    memory.Try(r, keep, verify_trial);
+    difference = SimResultDifference(verify_trial->sim.full(), memory.part(r).sim.full());
+  }
+  if (!difference.empty()) {
+    throw std::logic_error(caller_ + ": DropDelta's patch in place of dropping '" +
+                           context_.graph.tensors[t].name + "' differs from its simulation in " +
+                           difference);
+  }
+  return true;
+}
+
 }  // namespace ckptplan

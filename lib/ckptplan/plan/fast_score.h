@@ -83,6 +83,16 @@ class FastDropScorer {
   bool Apply(const RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
              const FastScore& score, bool verify, RegionalMemory::Trial* trial,
              RegionalMemory::Trial* verify_trial);
+  /// Apply, but patching region `r`'s simulation in place
+  /// (DropDelta::PatchInPlace through RegionalMemory::PatchInPlace) and
+  /// making the drop its plan; `keep` is then updated. *figures gets the
+  /// trial's figures. False, nothing changed, where it cannot (then Try and
+  /// Apply); with `verify`, a simulation of the drop (into *verify_trial)
+  /// must equal the patch field by field. The region is indexed anew at its
+  /// next score.
+  bool ApplyInPlace(RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+                    const FastScore& score, bool verify, RegionalMemory::Trial* figures,
+                    RegionalMemory::Trial* verify_trial);
   /// After an Apply that returned true: what its trial's simulation keeps of
   /// the region's (DropDelta::patched_prefix), and how its node peaks moved
   /// (DropDelta::group_changes).

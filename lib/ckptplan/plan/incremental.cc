@@ -705,18 +705,17 @@ class RegionSearch {
         try_bounds(tier1_, 1);
       }
     }
-    if (best.tensor != kNoId && best_fast) {
+    deferred_ = {};
+    if (best.tensor != kNoId && best_fast && patch_in_place_) {
+      // Patched in place when applied (ApplyChosen), *best_trial not filled.
+      deferred_ = {r, best.tensor, best_score};
+    } else if (best.tensor != kNoId && best_fast) {
       // The caller applies the trial: from DropDelta's patch, or simulate
       // the drop chosen, once. Equal figures make an equal choice (a fast
       // score is of tier 0).
       if (scorer_.Apply(memory, r, keep, best.tensor, best_score, options_.verify, best_trial,
                         &verify_trial_)) {
-        patched_.region = r;
-        patched_.tensor = best.tensor;
-        patched_.fills = facts_.fills();
-        patched_.prefix = scorer_.patched_prefix();
-        patched_.moved = scorer_.group_changes();
-        ++stats_.patched;
+        NotePatch(r, best.tensor);
         stats_.simulations += options_.verify;
       } else {
         scorer_.Confirm(memory, r, keep, best.tensor, best_score, best_trial);
@@ -727,6 +726,32 @@ class RegionSearch {
     spdlog::trace("incremental: region [{}, {}): {} tier-0 bounds, {} tier-1 bounds, best tier {}",
                   region.range.first, region.range.end, tier0_.size(), tier1_.size(), best.tier);
     return best;
+  }
+
+  // Searches from now on leave the drop they choose, where DropDelta
+  // scored it, to be patched in place when applied (ApplyChosen): for a
+  // step of one region, where every search's choice is applied.
+  void set_patch_in_place(bool in_place) { patch_in_place_ = in_place; }
+
+  // Applies the drop of `t` in region `r` that the last search chose, when
+  // it left it to be patched in place: true when patched (`keep` then drops
+  // `t`); else false with its trial in *trial, to be applied by the caller
+  // (a simulation, checked against the score). Nothing for a drop the
+  // search did not leave so (false, *trial as the search left it).
+  bool ApplyChosen(RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
+                   RegionalMemory::Trial* trial) {
+    const Deferred deferred = deferred_;
+    deferred_ = {};
+    if (deferred.region != r || deferred.tensor != t) return false;
+    if (scorer_.ApplyInPlace(memory, r, keep, t, deferred.score, options_.verify, trial,
+                             &verify_trial_)) {
+      NotePatch(r, t);
+      stats_.simulations += options_.verify;
+      return true;
+    }
+    scorer_.Confirm(memory, r, keep, t, deferred.score, trial);
+    ++stats_.simulations;
+    return false;
   }
 
   // The caller applied the drop of `t` in region `r`, from the trial the
@@ -1612,6 +1637,23 @@ class RegionSearch {
   size_t view_region_ = SIZE_MAX;  // the region view_ was built for last
   Patched patched_;  // the last search's, until applied
   Patched applied_;  // applied since the last search
+  // The drop of `t` in region `r` just patched, as patched_.
+  void NotePatch(size_t r, TensorId t) {
+    patched_.region = r;
+    patched_.tensor = t;
+    patched_.fills = facts_.fills();
+    patched_.prefix = scorer_.patched_prefix();
+    patched_.moved = scorer_.group_changes();
+    ++stats_.patched;
+  }
+  // The last search's choice where it is to be patched in place.
+  bool patch_in_place_ = false;
+  struct Deferred {
+    size_t region = SIZE_MAX;
+    TensorId tensor = kNoId;
+    FastScore score;
+  };
+  Deferred deferred_;
   // Lazy keys (LazyKeys), per candidate of the region by its index there.
   bool keys_ready_ = false;
   std::vector<KeyEntry> key_heap_;  // min-heap by key (KeyAfter)
@@ -1754,6 +1796,8 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.start_peak = memory.start_peak();
   const StaticInfo info = ComputeStaticInfo(context);
   RegionSearch search(context, info, options, &counters);
+  // One region: every search's choice is applied, and patched in place.
+  search.set_patch_in_place(memory.size() == 1);
 
   std::vector<CachedChoice> cache(memory.size());
   SharedSearches shared(memory);
@@ -1795,14 +1839,17 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
       }
     }
     if (best.tensor == kNoId) break;
-    result.keep[best.tensor] = 0;
     result.drops.push_back(best.tensor);
-    if (chosen_region != best_region || chosen_tensor != best.tensor) {
-      // Chosen from the cache: simulate it again.
-      memory.Try(best_region, result.keep, &chosen);
-      ++counters.simulations;
+    const bool searched = chosen_region == best_region && chosen_tensor == best.tensor;
+    if (!searched || !search.ApplyChosen(memory, best_region, result.keep, best.tensor, &chosen)) {
+      result.keep[best.tensor] = 0;
+      if (!searched) {
+        // Chosen from the cache: simulate it again.
+        memory.Try(best_region, result.keep, &chosen);
+        ++counters.simulations;
+      }
+      memory.Apply(&chosen);
     }
-    memory.Apply(&chosen);
     search.Applied(best_region, best.tensor);
     chosen_region = SIZE_MAX;
     ++version[best_region];

@@ -136,6 +136,13 @@ class DropDelta {
   /// is unknown or `options` are not such; callers then simulate. `out`
   /// must not be the indexed simulation.
   bool Patch(TensorId t, const SimOptions& options, SimResult* out);
+  /// Patch, but of the indexed simulation itself (`sim` must be it, as a
+  /// mutable pointer): the steps before the group of the first old step
+  /// the drop changes are left as they are, and those after are moved in
+  /// their arrays instead of copied to others. False, `sim` as it was,
+  /// where Patch would answer false. After true the index is spent: the
+  /// next score or patch needs an Index first.
+  bool PatchInPlace(TensorId t, const SimOptions& options, SimResult* sim);
   /// After a Patch or PatchResave that returned true: the part of *out that
   /// is as in the indexed simulation (StepFacts::Fill need not read it
   /// again); else empty.
@@ -187,6 +194,12 @@ class DropDelta {
   size_t unread_copy_remakes() const { return unread_copy_remakes_; }
   /// Re-saves answered where a costed view's node is among the moved ones.
   size_t moved_view_reruns() const { return moved_view_reruns_; }
+  /// Patches in place that left steps as they were, and those of them that
+  /// summed the figures over those steps again (the simulation's first
+  /// highest step or own step was not among them), since construction. For
+  /// tests.
+  size_t kept_prefixes() const { return kept_prefixes_; }
+  size_t summed_prefixes() const { return summed_prefixes_; }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -342,6 +355,7 @@ class DropDelta {
   mutable size_t long_walks_ = 0;
   size_t whole_replays_ = 0;
   size_t costed_view_reruns_ = 0, unread_copy_remakes_ = 0, moved_view_reruns_ = 0;
+  size_t kept_prefixes_ = 0, summed_prefixes_ = 0;
   // Score's working memory: per tensor, the storage of its copy in the chain
   // (a new storage's index, or kExisting | an old buffer's, or kNone) while
   // mark_ is the epoch.
@@ -417,10 +431,15 @@ class DropDelta {
   bool SameRange(const SimOptions& options, const SimResult* out) const;
   static void SizeSteps(uint32_t num_steps, SimResult* out);
   void FinishPatch(double added_cost, SimResult* out) const;
-  // A storage's last read moves to `last_step` of `out`, with the category
-  // it gives; false where that is not handled (kNone, gradients, a storage
-  // read after the range).
-  bool MoveLastRead(uint32_t last_step, const SimResult& out, Buffer* buffer) const;
+  // A storage's last read moves to `last_step` (not kNone) of the patch,
+  // `last_read` there, with the category it gives; false where that is not
+  // handled (gradients, a storage read after the range).
+  bool MoveLastRead(uint32_t last_step, const Step& last_read, Buffer* buffer) const;
+  // Patch and PatchInPlace.
+  bool PatchDrop(TensorId t, const SimOptions& options, SimResult* out, bool in_place);
+  // PatchInPlace's storages, swapped in at its end (each keeps the other's
+  // capacity).
+  std::vector<Buffer> buffers_;
   // ScoreResave's moved chains (MovedChain): their steps' keys, and the
   // reads after the old chain of what it alone made, as (step, tensor).
   std::vector<int64_t> moved_keys_;

@@ -20,21 +20,25 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <limits>
+#include <stdexcept>
+#include <string>
 
 namespace ckptplan {
 namespace {
 
-// Old steps [s, s + length) of `sim`, each total moved by `delta`, written
-// from new step n on and summed as a run (PeakTracker::CopyRun); the part
-// before old step `own_end` (the range's leading forward steps: each its
-// node's only step, node first + s) by CopyOwnRun.
-void CopyRun(const SimResult& sim, uint32_t s, uint32_t length, int64_t delta, uint32_t n,
-             uint32_t own_end, Step* steps, int64_t* totals, PeakTracker* peaks) {
+// Old steps [s, s + length), at `steps_from` and `totals_from` (node peaks
+// in `old_node_peak`), each total moved by `delta`, written from new step n
+// on and summed as a run (PeakTracker::CopyRun); the part before old step
+// `own_end` (the range's leading forward steps: each its node's only step,
+// node first + s) by CopyOwnRun.
+void CopyRun(const Step* steps_from, const int64_t* totals_from, const int64_t* old_node_peak,
+             uint32_t s, uint32_t length, int64_t delta, uint32_t n, uint32_t own_end, Step* steps,
+             int64_t* totals, PeakTracker* peaks) {
   const uint32_t own = s < own_end ? std::min(length, own_end - s) : 0;
-  peaks->CopyOwnRun(n, sim.steps.data() + s, sim.total.data() + s, own, delta, steps + n,
-                    totals + n);
-  peaks->CopyRun(n + own, sim.steps.data() + s + own, sim.total.data() + s + own, length - own,
-                 sim.node_peak.data(), delta, steps + n + own, totals + n + own);
+  peaks->CopyOwnRun(n, steps_from, totals_from, own, delta, steps + n, totals + n);
+  peaks->CopyRun(n + own, steps_from + own, totals_from + own, length - own, old_node_peak, delta,
+                 steps + n + own, totals + n + own);
 }
 
 // Storages [from, from + count) copied to `to`, each first and last step at
@@ -92,29 +96,46 @@ void DropDelta::FinishPatch(double added_cost, SimResult* out) const {
   out->peak_breakdown = {};
 }
 
-bool DropDelta::MoveLastRead(uint32_t last_step, const SimResult& out, Buffer* buffer) const {
+bool DropDelta::MoveLastRead(uint32_t last_step, const Step& last_read, Buffer* buffer) const {
   buffer->last_step = last_step;
-  if (last_step == kNone || buffer->category == Category::kGradients) return false;
+  if (buffer->category == Category::kGradients) return false;
   const NodeId reader = context_.last_reader[buffer->root];
   if (!whole_ && reader != kNoId && reader >= end_) return false;  // lives to the end
   if ((buffer->category == Category::kTemporaries ||
        buffer->category == Category::kSavedActivations) &&
       context_.forward_produced[buffer->root]) {
-    buffer->category = ForwardStorageCategory(context_, out.steps[last_step]);
+    buffer->category = ForwardStorageCategory(context_, last_read);
   }
   return true;
 }
 
 bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
+  return PatchDrop(t, options, out, /*in_place=*/false);
+}
+
+bool DropDelta::PatchInPlace(TensorId t, const SimOptions& options, SimResult* sim) {
+  return sim != nullptr && sim == sim_ && PatchDrop(t, options, sim, /*in_place=*/true);
+}
+
+// Patch, or in place (*out is then the indexed simulation): there all that
+// may answer false is worked out before the simulation changes (the
+// storages, into buffers_, swapped in at the end; the group changes), the
+// steps before the group of the first old step that changes are not
+// visited (their totals, node peaks and the figures over them stay), and
+// the old steps from the chain's place on are first moved up by its length
+// in their arrays and read from there: each old step is read before a step
+// after the drop is written over it (a step goes to the same place or an
+// earlier one).
+bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out, bool in_place) {
   patched_prefix_ = {};
   const NodeId end = end_, first = first_;
-  if (!SameRange(options, out)) return false;
+  if (!SameRange(options, in_place ? nullptr : out)) return false;
   // What Score worked out is kept until the next flip is scored: where the
   // last one scored was this drop (most often the search's only score), it
   // is not scored again. A score cut short left the same (CutAtTop comes
   // after the chain, changes and storages are worked out).
   if (scored_.tensor != t && !Score(t).known) return false;
-  const SimResult& sim = *sim_;
+  const SimResult& sim = *sim_;  // *out, in place
   const int64_t a = scored_.a;
   const int64_t m = static_cast<int64_t>(chain_.size());
   const uint32_t num_old = static_cast<uint32_t>(sim.steps.size());
@@ -128,85 +149,9 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   ChainEvents(a, m);
   // What lives across the place of the chain (Score's `across` less the offset).
   const int64_t across = m == 0 ? 0 : Across(static_cast<uint32_t>(a));
-
-  // Steps, totals and node peaks, in runs of old steps between the places
-  // where something changes (an event of the running sum, a step that goes,
-  // the chain). A recompute step starts a chain unless the step before it
-  // is a recompute step of the same chain: chains are named by their old
-  // first step, t's own chain by kNewChain (or, run inside one, by that
-  // chain's name). Inside a run each old step follows the old step it
-  // followed before, so its starts_chain stays as it was.
-  constexpr uint32_t kNewChain = kNone - 1;
   const uint32_t num_new = num_old + static_cast<uint32_t>(m) -
                            static_cast<uint32_t>(deleted_.size());
-  SizeSteps(num_new, out);
-  Step* const steps = out->steps.data();
-  int64_t* const totals = out->total.data();
-  PeakTracker peaks(out, first, end, 0);
   const StepMap new_step{static_cast<uint32_t>(a), static_cast<uint32_t>(m), &deleted_};
-  uint32_t n = 0;                   // the next step after the drop
-  uint32_t previous_chain = kNone;  // of the step emitted last; kNone: not a recompute step
-  auto emit = [&](NodeId node, bool recompute, uint32_t chain, int64_t total) {
-    Step& step = steps[n];
-    step.node = node;
-    step.recompute = recompute;
-    step.starts_chain = recompute && chain != previous_chain;
-    previous_chain = recompute ? chain : kNone;
-    totals[n] = total;
-    peaks.Add(n, step, total);
-    ++n;
-  };
-  size_t event = 0, deleted = 0;
-  int64_t running = 0;
-  uint32_t old_chain = kNone;  // the chain of the old step at hand
-  for (uint32_t s = 0; s <= num_old;) {
-    if (s == a) {
-      const uint32_t chain = scored_.inside ? scored_.chain_begin : kNewChain;
-      int64_t chain_running = 0;
-      for (int64_t k = 0; k < m; ++k) {
-        chain_running += chain_events_[k];
-        const NodeId node = chain_[k];
-        emit(node, true, chain,
-             across + chain_running + std::max<int64_t>(context_.node_workspace[node], 0));
-      }
-    }
-    if (s == num_old) break;
-    for (; event < events_.size() && events_[event].first <= s; ++event) {
-      running += events_[event].second;
-    }
-    if (sim.steps[s].starts_chain) old_chain = s;
-    if (deleted < deleted_.size() && deleted_[deleted] == s) {
-      ++deleted;
-      ++s;
-      continue;
-    }
-    emit(sim.steps[s].node, sim.steps[s].recompute, old_chain, sim.total[s] + running);
-    // The run after s: up to the next event, step that goes or the chain.
-    uint32_t stop = num_old;
-    if (event < events_.size()) {
-      stop = static_cast<uint32_t>(std::min<int64_t>(stop, events_[event].first));
-    }
-    if (deleted < deleted_.size()) stop = std::min(stop, deleted_[deleted]);
-    if (a > s) stop = std::min<uint32_t>(stop, static_cast<uint32_t>(a));
-    ++s;
-    if (stop <= s) continue;
-    const uint32_t length = stop - s;
-    CopyRun(sim, s, length, running, n, forward_steps_, steps, totals, &peaks);
-    // The chain of the run's last step, if a recompute step (inside the run,
-    // a step whose chain went on was not an own step's).
-    for (uint32_t i = length; i-- > 0 && steps[n + i].recompute;) {
-      if (steps[n + i].starts_chain) {
-        old_chain = s + i;
-        break;
-      }
-    }
-    previous_chain = steps[n + length - 1].recompute ? old_chain : kNone;
-    n += length;
-    s = stop;
-  }
-  if (n != num_new) return false;
-  if (deleted != deleted_.size()) return false;
-
   // A position's step after the drop; kNone for a step that goes.
   auto step_at = [&](int64_t position) -> uint32_t {
     if ((position & kKeyMask) == kKeyHalf) {
@@ -216,17 +161,29 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
     if ((position >> kKeyShift) != a || k >= m) return kNone;
     return static_cast<uint32_t>(a + k);
   };
+  // The step at a position step_at places (read before any step moves).
+  auto step_of = [&](int64_t position) -> Step {
+    if ((position & kKeyMask) == kKeyHalf) return sim.steps[position >> kKeyShift];
+    Step step{};
+    step.node = chain_[position & kKeyMask];
+    step.recompute = true;
+    return step;
+  };
+
   // Storages in the order Simulate makes them: the old ones made before the
   // chain, the chain's (in its order, each step's outputs in order), the
   // old ones made after it but for the moved copies (made at steps that go).
   const uint32_t num_buffers = static_cast<uint32_t>(sim.buffers.size());
   const uint32_t inserted = MadeFrom(static_cast<uint32_t>(a));
+  // In place, into buffers_, swapped in once the steps are (each keeps
+  // the other's capacity).
+  std::vector<Buffer>& buffers_out = in_place ? buffers_ : out->buffers;
   // Written through a pointer, the vector sized first: its end is not
   // stored back at every storage (most of the patch's storages are copies).
   if (moved_.size() > num_buffers) return false;
   const size_t num_new_buffers = num_buffers + made_.size() - moved_.size();
-  out->buffers.resize(num_new_buffers);
-  Buffer* const new_buffers = out->buffers.data();
+  buffers_out.resize(num_new_buffers);
+  Buffer* const new_buffers = buffers_out.data();
   size_t written = 0;
   auto add_buffer = [&]() -> Buffer* {
     return written < num_new_buffers ? &new_buffers[written++] : nullptr;
@@ -299,12 +256,165 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
         b < inserted ? b
                      : b + made_.size() -
                            (std::lower_bound(moved_.begin(), moved_.end(), b) - moved_.begin());
-    Buffer& buffer = out->buffers[index];
+    Buffer& buffer = buffers_out[index];
     unsettled -= buffer.last_step == kNone;
-    if (!MoveLastRead(step_at(position), *out, &buffer)) return false;
+    const uint32_t last = step_at(position);
+    if (last == kNone || !MoveLastRead(last, step_of(position), &buffer)) return false;
   }
-
   if (unsettled != 0) return false;  // a read that goes, not placed by Score
+  // Read off the old steps, through the facts of the indexed simulation.
+  const uint32_t place = static_cast<uint32_t>(a);
+  FindGroupChanges(&place, m == 0 ? 0 : 1);
+
+  // Steps, totals and node peaks, in runs of old steps between the places
+  // where something changes (an event of the running sum, a step that goes,
+  // the chain). A recompute step starts a chain unless the step before it
+  // is a recompute step of the same chain: chains are named by their old
+  // first step, t's own chain by kNewChain (or, run inside one, by that
+  // chain's name). Inside a run each old step follows the old step it
+  // followed before, so its starts_chain stays as it was.
+  constexpr uint32_t kNewChain = kNone - 1;
+  uint32_t from = 0;   // the first old step visited (and new step written)
+  uint32_t shift = 0;  // where old steps from the place on are read: moved up so
+  // In place, the highest node peak of the groups before `from`, none of
+  // which changes: their steps' totals are no higher.
+  int64_t prefix_most = std::numeric_limits<int64_t>::min();
+  if (in_place) {
+    // The first old step a change reaches, and its group's first step: the
+    // steps before are as they were, and so are their groups' node peaks.
+    uint32_t changed = static_cast<uint32_t>(a);
+    if (!events_.empty()) {
+      changed = static_cast<uint32_t>(std::min<int64_t>(changed, events_.front().first));
+    }
+    if (!deleted_.empty()) changed = std::min(changed, deleted_.front());
+    from = changed < num_old ? facts_->GroupBegin(facts_->Group(changed)) : num_old;
+    if (from > 0) {
+      ++kept_prefixes_;
+      const NodeId groups = (from < num_old ? facts_->Group(from) : end) - first;
+      if (group_max_ != nullptr) {
+        prefix_most = group_max_->PrefixMax(groups);
+      } else {
+        for (NodeId n = 0; n < groups; ++n) prefix_most = std::max(prefix_most, sim.node_peak[n]);
+      }
+    }
+    shift = static_cast<uint32_t>(m);
+    SizeSteps(num_old + shift, out);
+    std::memmove(out->steps.data() + a + shift, out->steps.data() + a,
+                 (num_old - a) * sizeof(Step));
+    std::memmove(out->total.data() + a + shift, out->total.data() + a,
+                 (num_old - a) * sizeof(int64_t));
+  } else {
+    SizeSteps(num_new, out);
+  }
+  Step* const steps = out->steps.data();
+  int64_t* const totals = out->total.data();
+  PeakTracker peaks(out, first, end, 0);
+  peaks.StartAt(from);
+  // Where old step s is read: the indexed simulation, or (in place) the
+  // arrays written, moved up by `shift` from the place on.
+  const Step* const old_steps = in_place ? steps : sim.steps.data();
+  const int64_t* const old_totals = in_place ? totals : sim.total.data();
+  const int64_t* const old_node_peak = sim.node_peak.data();
+  auto old_at = [&](uint32_t s) { return s + (s >= a ? shift : 0); };
+  uint32_t n = from;                // the next step after the drop
+  uint32_t previous_chain = kNone;  // of the step emitted last; kNone: not a recompute step
+  auto emit = [&](NodeId node, bool recompute, uint32_t chain, int64_t total) {
+    Step& step = steps[n];
+    step.node = node;
+    step.recompute = recompute;
+    step.starts_chain = recompute && chain != previous_chain;
+    previous_chain = recompute ? chain : kNone;
+    totals[n] = total;
+    peaks.Add(n, step, total);
+    ++n;
+  };
+  size_t event = 0, deleted = 0;
+  int64_t running = 0;
+  uint32_t old_chain = kNone;  // the chain of the old step at hand
+  for (uint32_t s = from; s <= num_old;) {
+    if (s == a) {
+      const uint32_t chain = scored_.inside ? scored_.chain_begin : kNewChain;
+      int64_t chain_running = 0;
+      for (int64_t k = 0; k < m; ++k) {
+        chain_running += chain_events_[k];
+        const NodeId node = chain_[k];
+        emit(node, true, chain,
+             across + chain_running + std::max<int64_t>(context_.node_workspace[node], 0));
+      }
+    }
+    if (s == num_old) break;
+    for (; event < events_.size() && events_[event].first <= s; ++event) {
+      running += events_[event].second;
+    }
+    const Step old = old_steps[old_at(s)];
+    if (old.starts_chain) old_chain = s;
+    if (deleted < deleted_.size() && deleted_[deleted] == s) {
+      ++deleted;
+      ++s;
+      continue;
+    }
+    emit(old.node, old.recompute, old_chain, old_totals[old_at(s)] + running);
+    // The run after s: up to the next event, step that goes or the chain.
+    uint32_t stop = num_old;
+    if (event < events_.size()) {
+      stop = static_cast<uint32_t>(std::min<int64_t>(stop, events_[event].first));
+    }
+    if (deleted < deleted_.size()) stop = std::min(stop, deleted_[deleted]);
+    if (a > s) stop = std::min<uint32_t>(stop, static_cast<uint32_t>(a));
+    ++s;
+    if (stop <= s) continue;
+    const uint32_t length = stop - s;
+    CopyRun(old_steps + old_at(s), old_totals + old_at(s), old_node_peak, s, length, running, n,
+            forward_steps_, steps, totals, &peaks);
+    // The chain of the run's last step, if a recompute step (inside the run,
+    // a step whose chain went on was not an own step's).
+    for (uint32_t i = length; i-- > 0 && steps[n + i].recompute;) {
+      if (steps[n + i].starts_chain) {
+        old_chain = s + i;
+        break;
+      }
+    }
+    previous_chain = steps[n + length - 1].recompute ? old_chain : kNone;
+    n += length;
+    s = stop;
+  }
+  if (n != num_new || deleted != deleted_.size()) {
+    if (in_place) {
+      throw std::logic_error("DropDelta: the patch in place of dropping '" +
+                             context_.graph.tensors[t].name + "' placed " + std::to_string(n) +
+                             " steps of " + std::to_string(num_new));
+    }
+    return false;
+  }
+  if (in_place) {
+    out->steps.resize(num_new);
+    out->total.resize(num_new);
+    out->buffers.swap(buffers_);
+    // The steps before `from` hold the first highest step, or own step,
+    // only where their highest node peak reaches the highest of those
+    // after: then their figures are summed again (seldom: the drop's
+    // changes begin before the step's highest steps, most often).
+    const bool peak_before = from > 0 && prefix_most >= peaks.peak();
+    const bool own_before = from > 0 && prefix_most >= peaks.max_own();
+    if (peak_before || own_before) {
+      ++summed_prefixes_;
+      int64_t peak = std::numeric_limits<int64_t>::min(), own = peak;
+      uint32_t peak_step = 0;
+      NodeId own_node = kNoId;
+      for (uint32_t s = 0; s < from; ++s) {
+        const int64_t total = totals[s];
+        if (peak_before && (s == 0 || total > peak)) {
+          peak = total;
+          peak_step = s;
+        }
+        if (own_before && !steps[s].recompute && total > own) {
+          own = total;
+          own_node = steps[s].node;
+        }
+      }
+      peaks.Before(peak, peak_step, own, own_node);
+    }
+  }
 
   peaks.Finish();
   FinishPatch(scored_.added_cost, out);
@@ -314,8 +424,13 @@ bool DropDelta::Patch(TensorId t, const SimOptions& options, SimResult* out) {
   if (!deleted_.empty()) patched_prefix_.steps = std::min(patched_prefix_.steps, deleted_.front());
   patched_prefix_.buffers = inserted;
   if (!moved_.empty()) patched_prefix_.buffers = std::min(patched_prefix_.buffers, moved_.front());
-  const uint32_t place = static_cast<uint32_t>(a);
-  FindGroupChanges(&place, m == 0 ? 0 : 1);
+  if (in_place) {
+    // The index read the simulation as it was.
+    sim_ = nullptr;
+    scored_ = {};
+    resaved_ = kNoId;
+    events_sorted_ = false;
+  }
   return true;
 }
 
@@ -488,7 +603,8 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     ++s;
     if (stop <= s) continue;
     const uint32_t length = stop - s;
-    CopyRun(sim, s, length, running, n, forward_steps_, steps, totals, &peaks);
+    CopyRun(sim.steps.data() + s, sim.total.data() + s, sim.node_peak.data(), s, length, running,
+            n, forward_steps_, steps, totals, &peaks);
     n += length;
     s = stop;
   }
@@ -571,7 +687,8 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     if (index[b] == kNone) return false;
     Buffer& buffer = out->buffers[index[b]];
     unsettled -= buffer.last_step == kNone;
-    if (!MoveLastRead(step_at(position), *out, &buffer)) return false;
+    const uint32_t last = step_at(position);
+    if (last == kNone || !MoveLastRead(last, out->steps[last], &buffer)) return false;
   }
   if (unsettled != 0) return false;
 
@@ -620,6 +737,9 @@ std::string SimResultDifference(const SimResult& a, const SimResult& b) {
   if (a.by_category != b.by_category) return "categories by step";
   if (a.peak_bytes != b.peak_bytes) return "peak";
   if (a.peak_step != b.peak_step) return "peak step";
+  if (a.max_own_total != b.max_own_total || a.max_own_node != b.max_own_node) {
+    return "highest own step";
+  }
   if (a.recompute_cost != b.recompute_cost) return "recompute cost";
   if (a.step_cost != b.step_cost) return "step cost";
   if (a.resident != b.resident) return "resident bytes";

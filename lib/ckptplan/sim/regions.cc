@@ -20,6 +20,9 @@ constexpr size_t kMinMemoBytes = size_t{4} << 20;
 void CopyShifted(const SimResult& from, int64_t node_shift, int64_t tensor_shift, SimResult* to) {
   *to = from;
   for (Step& step : to->steps) step.node = static_cast<NodeId>(step.node + node_shift);
+  if (to->max_own_node != kNoId) {
+    to->max_own_node = static_cast<NodeId>(to->max_own_node + node_shift);
+  }
   for (Buffer& buffer : to->buffers) {
     buffer.root = static_cast<TensorId>(buffer.root + tensor_shift);
   }
@@ -269,6 +272,19 @@ void RegionalMemory::FinishTrial(size_t r, double region_cost, Trial* trial) con
   trial->added_cost = region_cost - parts_[r].sim.figures().recompute_cost;
   // One region is the whole step; several add up exactly (integer costs).
   trial->cost = parts_.size() == 1 ? region_cost : cost_ + trial->added_cost;
+}
+
+void RegionalMemory::TakePatched(size_t r, double before, Trial* figures) {
+  Part& part = parts_[r];
+  const SimResult& sim = part.sim.full();
+  figures->region_max = RegionMax(sim, part.offset, part.zero_offset);
+  figures->peak = std::max(Outside(r), figures->region_max);
+  figures->added_cost = sim.recompute_cost - before;
+  // One region is the whole step; several add up exactly (integer costs).
+  figures->cost = parts_.size() == 1 ? sim.recompute_cost : cost_ + figures->added_cost;
+  part.max = figures->region_max;
+  cost_ = figures->cost;
+  UpdateTop();
 }
 
 void RegionalMemory::Apply(Trial* trial) {

@@ -119,6 +119,22 @@ class RegionalMemory {
   void Take(size_t r, Trial* trial) const;
   /// Makes `trial` (tried with `need_sim`) the current plan of its region.
   void Apply(Trial* trial);
+  /// Changes region `r`'s plan by patching its simulation in place:
+  /// `patch(SimResult*)` (e.g. DropDelta::PatchInPlace with OptionsFor(r))
+  /// returns false, the simulation as it was, where it cannot. Only for a
+  /// region without copies. On true, *figures holds what Try would have
+  /// given for the plan patched (no simulation) and it is the current plan.
+  template <typename Patch>
+  bool PatchInPlace(size_t r, Patch&& patch, Trial* figures) {
+    Part& part = parts_[r];
+    if (part.shape.copies != 1) return false;
+    const double before = part.sim.full().recompute_cost;  // made its own, if shared
+    if (!patch(part.sim.own())) return false;
+    figures->region = r;
+    figures->has_sim = false;
+    TakePatched(r, before, figures);
+    return true;
+  }
 
   /// Trials answered from a copy of their region (see Try).
   size_t shared_trials() const { return shared_trials_; }
@@ -128,6 +144,8 @@ class RegionalMemory {
 
  private:
   void UpdateTop();
+  // PatchInPlace's figures, and the region's; `before`, its cost before.
+  void TakePatched(size_t r, double before, Trial* figures);
   // The trial's step peak and costs, from its region max and the region's
   // recompute cost after.
   void FinishTrial(size_t r, double region_cost, Trial* trial) const;

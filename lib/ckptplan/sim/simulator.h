@@ -399,20 +399,21 @@ class PeakTracker {
   /// moved by `delta`: written to `steps` and `totals` (step s's first) as
   /// they are summed. A group wholly inside the run has the same steps
   /// there, so its node peak is the old one moved by delta; only the groups
-  /// at the run's ends are summed.
+  /// at the run's ends are summed. `steps` may lie before `from` in one
+  /// array (a patch in place): the steps are read where they are written.
   void CopyRun(uint32_t s, const Step* from, const int64_t* from_totals, uint32_t length,
                const int64_t* old_node_peak, int64_t delta, Step* steps, int64_t* totals) {
-    std::copy(from, from + length, steps);
+    if (steps != from) std::copy(from, from + length, steps);
     uint32_t i = 0;
     while (i < length) {  // up to the first own step, whose group may begin before
-      const bool own = !from[i].recompute;
+      const bool own = !steps[i].recompute;
       totals[i] = from_totals[i] + delta;
-      Add(s + i, from[i], totals[i]);
+      Add(s + i, steps[i], totals[i]);
       ++i;
       if (own) break;
     }
     uint32_t end = length;  // past the last own step
-    while (end > i && from[end - 1].recompute) --end;
+    while (end > i && steps[end - 1].recompute) --end;
     if (end > i) {
       int64_t most = std::numeric_limits<int64_t>::min(), most_own = most;
       uint32_t most_at = i;  // the first step reaching it
@@ -422,12 +423,12 @@ class PeakTracker {
         totals[j] = total;
         most_at = total > most ? j : most_at;
         most = std::max(most, total);
-        if (!from[j].recompute) {
+        if (!steps[j].recompute) {
           if (total > most_own) {
             most_own = total;
-            most_own_node = from[j].node;
+            most_own_node = steps[j].node;
           }
-          const size_t n = from[j].node - first_;
+          const size_t n = steps[j].node - first_;
           node_peak_[n] = old_node_peak[n] + delta;
         }
       }
@@ -444,7 +445,7 @@ class PeakTracker {
     }
     for (; i < length; ++i) {
       totals[i] = from_totals[i] + delta;
-      Add(s + i, from[i], totals[i]);
+      Add(s + i, steps[i], totals[i]);
     }
   }
   /// CopyRun for a run of steps each of which is its node's own and only
@@ -453,10 +454,10 @@ class PeakTracker {
   void CopyOwnRun(uint32_t s, const Step* from, const int64_t* from_totals, uint32_t length,
                   int64_t delta, Step* steps, int64_t* totals) {
     if (length == 0) return;
-    std::copy(from, from + length, steps);
+    if (steps != from) std::copy(from, from + length, steps);
     totals[0] = from_totals[0] + delta;
-    Add(s, from[0], totals[0]);  // closes a group begun before it
-    int64_t* const node_peak = node_peak_ + (from[0].node - first_);
+    Add(s, steps[0], totals[0]);  // closes a group begun before it
+    int64_t* const node_peak = node_peak_ + (steps[0].node - first_);
     int64_t most = std::numeric_limits<int64_t>::min();
     uint32_t most_at = 0;  // the first step reaching it
     for (uint32_t j = 1; j < length; ++j) {
@@ -472,7 +473,28 @@ class PeakTracker {
     }
     if (length > 1 && most > max_own_) {
       max_own_ = most;
-      max_own_node_ = from[most_at].node;
+      max_own_node_ = steps[most_at].node;
+    }
+  }
+  /// Sums from step `s` (the first of a group) on, into node peaks where
+  /// those of the groups before are left as they are (a patch in place):
+  /// the figures then are those of the steps from `s` until Before.
+  void StartAt(uint32_t s) {
+    if (s > 0) peak_ = std::numeric_limits<int64_t>::min();
+  }
+  int64_t peak() const { return peak_; }
+  int64_t max_own() const { return max_own_; }
+  /// The figures of the steps StartAt left out (the lowest int64_t and
+  /// kNoId where not known: the steps summed then hold them), which come
+  /// first: they win ties.
+  void Before(int64_t peak, uint32_t peak_step, int64_t max_own, NodeId max_own_node) {
+    if (peak >= peak_) {
+      peak_ = peak;
+      peak_step_ = peak_step;
+    }
+    if (max_own_node != kNoId && max_own >= max_own_) {
+      max_own_ = max_own;
+      max_own_node_ = max_own_node;
     }
   }
   /// Writes the peak, its step and the highest own step.

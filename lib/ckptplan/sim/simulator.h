@@ -36,7 +36,11 @@
 //    (DropDelta::Patch: the steps after a drop, which of them start a chain;
 //    its node peaks and categories go through PeakTracker (CopyRun: a group
 //    whose steps a patch keeps together keeps its node peak, moved) and
-//    ForwardStorageCategory, below, which Simulate uses too); resave_delta.cc
+//    ForwardStorageCategory, below, which Simulate uses too; PatchInPlace
+//    leaves the groups before the first step a drop changes, node peaks and
+//    all, and their first highest steps, unless their node peaks reach the
+//    rest's, so it depends on a group's node peak bounding its steps);
+//    resave_delta.cc
 //    (DropDelta::ScoreResave: the run of steps a re-saved tensor's chain
 //    takes away, found by the steps it ran in and their starts); drop_patch.cc
 //    PatchResave (the steps after that run goes: the one after it starts a

@@ -72,22 +72,29 @@ bool FastDropScorer::Apply(const RegionalMemory& memory, size_t r, SaveSet& keep
     return false;
   }
   memory.Take(r, trial);
+  keep[t] = 0;
+  CheckPatch(memory, r, keep, t, score, verify, *trial, trial->sim.full(), verify_trial, "patch");
+  keep[t] = 1;
+  return true;
+}
+
+void FastDropScorer::CheckPatch(const RegionalMemory& memory, size_t r, const SaveSet& keep,
+                                TensorId t, const FastScore& score, bool verify,
+                                const RegionalMemory::Trial& figures, const SimResult& patched,
+                                RegionalMemory::Trial* verify_trial, const char* what) const {
   std::string difference;
-  if (trial->region_max != score.region_max || trial->peak != score.peak ||
-      trial->added_cost != score.added_cost || trial->cost != score.cost) {
+  if (figures.region_max != score.region_max || figures.peak != score.peak ||
+      figures.added_cost != score.added_cost || figures.cost != score.cost) {
     difference = "its figures";
   } else if (verify) {
-    keep[t] = 0;
     memory.Try(r, keep, verify_trial);
-    keep[t] = 1;
-    difference = SimResultDifference(verify_trial->sim.full(), trial->sim.full());
+    difference = SimResultDifference(verify_trial->sim.full(), patched);
   }
   if (!difference.empty()) {
-    throw std::logic_error(caller_ + ": DropDelta's patch of dropping '" +
+    throw std::logic_error(caller_ + ": DropDelta's " + what + " of dropping '" +
                            context_.graph.tensors[t].name + "' differs from its simulation in " +
                            difference);
   }
-  return true;
 }
 
 bool FastDropScorer::ApplyInPlace(RegionalMemory& memory, size_t r, SaveSet& keep, TensorId t,
@@ -102,19 +109,8 @@ bool FastDropScorer::ApplyInPlace(RegionalMemory& memory, size_t r, SaveSet& kee
   }
   indexed_ = kNone;  // the index read the simulation as it was
   keep[t] = 0;
-  std::string difference;
-  if (figures->region_max != score.region_max || figures->peak != score.peak ||
-      figures->added_cost != score.added_cost || figures->cost != score.cost) {
-    difference = "its figures";
-  } else if (verify) {
-    memory.Try(r, keep, verify_trial);
-    difference = SimResultDifference(verify_trial->sim.full(), memory.part(r).sim.full());
-  }
-  if (!difference.empty()) {
-    throw std::logic_error(caller_ + ": DropDelta's patch in place of dropping '" +
-                           context_.graph.tensors[t].name + "' differs from its simulation in " +
-                           difference);
-  }
+  CheckPatch(memory, r, keep, t, score, verify, *figures, memory.part(r).sim.full(),
+             verify_trial, "patch in place");
   return true;
 }
 

@@ -104,6 +104,14 @@ class FastDropScorer {
 
   bool Flip(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t, bool resave,
             FastScore* score, const DropDelta::Cutoff* cutoff);
+  // Throws std::logic_error unless the figures of region `r` with `t`
+  // dropped (in `keep`), worked out by DropDelta's `what` into `patched`,
+  // are `score`'s and, with `verify`, `patched` equals a simulation (into
+  // *verify_trial) field by field.
+  void CheckPatch(const RegionalMemory& memory, size_t r, const SaveSet& keep, TensorId t,
+                  const FastScore& score, bool verify, const RegionalMemory::Trial& figures,
+                  const SimResult& patched, RegionalMemory::Trial* verify_trial,
+                  const char* what) const;
   const RangeAddMax* group_max_ = nullptr;  // Forget's
   size_t group_max_region_ = kNone;
 

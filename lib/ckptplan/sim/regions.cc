@@ -254,7 +254,7 @@ void RegionalMemory::Try(size_t r, const SaveSet& keep, Trial* trial, bool need_
       memo_bytes_ += stored.bytes;
     }
   }
-  FinishTrial(r, region_cost, trial);
+  FinishTrial(r, region_cost, parts_[r].sim.figures().recompute_cost, trial);
 }
 
 void RegionalMemory::Take(size_t r, Trial* trial) const {
@@ -264,12 +264,13 @@ void RegionalMemory::Take(size_t r, Trial* trial) const {
   trial->has_sim = true;
   const SimResult& sim = trial->sim.full();
   trial->region_max = RegionMax(sim, part.offset, part.zero_offset);
-  FinishTrial(r, sim.recompute_cost, trial);
+  FinishTrial(r, sim.recompute_cost, parts_[r].sim.figures().recompute_cost, trial);
 }
 
-void RegionalMemory::FinishTrial(size_t r, double region_cost, Trial* trial) const {
+void RegionalMemory::FinishTrial(size_t r, double region_cost, double region_cost_before,
+                                 Trial* trial) const {
   trial->peak = std::max(Outside(r), trial->region_max);
-  trial->added_cost = region_cost - parts_[r].sim.figures().recompute_cost;
+  trial->added_cost = region_cost - region_cost_before;
   // One region is the whole step; several add up exactly (integer costs).
   trial->cost = parts_.size() == 1 ? region_cost : cost_ + trial->added_cost;
 }
@@ -278,10 +279,7 @@ void RegionalMemory::TakePatched(size_t r, double before, Trial* figures) {
   Part& part = parts_[r];
   const SimResult& sim = part.sim.full();
   figures->region_max = RegionMax(sim, part.offset, part.zero_offset);
-  figures->peak = std::max(Outside(r), figures->region_max);
-  figures->added_cost = sim.recompute_cost - before;
-  // One region is the whole step; several add up exactly (integer costs).
-  figures->cost = parts_.size() == 1 ? sim.recompute_cost : cost_ + figures->added_cost;
+  FinishTrial(r, sim.recompute_cost, before, figures);
   part.max = figures->region_max;
   cost_ = figures->cost;
   UpdateTop();

@@ -147,8 +147,8 @@ class RegionalMemory {
   // PatchInPlace's figures, and the region's; `before`, its cost before.
   void TakePatched(size_t r, double before, Trial* figures);
   // The trial's step peak and costs, from its region max and the region's
-  // recompute cost after.
-  void FinishTrial(size_t r, double region_cost, Trial* trial) const;
+  // recompute cost after and before.
+  void FinishTrial(size_t r, double region_cost, double region_cost_before, Trial* trial) const;
   // A trial of region `source` with `plan` (the keep bits of its candidates,
   // in order), kept for its copies: the figures, and the simulation when a
   // caller needed it.

@@ -141,7 +141,9 @@ class DropDelta {
   /// the drop changes are left as they are, and those after are moved in
   /// their arrays instead of copied to others. False, `sim` as it was,
   /// where Patch would answer false. After true the index is spent: the
-  /// next score or patch needs an Index first.
+  /// next score or patch needs an Index first, and StepFacts filled from
+  /// `sim` (the shared ones of the constructor too) read it as it is now
+  /// (StepFacts::Group reads the steps), so they need a Fill first.
   bool PatchInPlace(TensorId t, const SimOptions& options, SimResult* sim);
   /// After a Patch or PatchResave that returned true: the part of *out that
   /// is as in the indexed simulation (StepFacts::Fill need not read it

@@ -129,6 +129,8 @@ bool DropDelta::PatchInPlace(TensorId t, const SimOptions& options, SimResult* s
 bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out, bool in_place) {
   patched_prefix_ = {};
   const NodeId end = end_, first = first_;
+  // (In place, out is the indexed simulation, which SameRange refuses as a
+  // second one's target: only the options are asked.)
   if (!SameRange(options, in_place ? nullptr : out)) return false;
   // What Score worked out is kept until the next flip is scored: where the
   // last one scored was this drop (most often the search's only score), it

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "ckptplan/base/range_add_max.h"
 #include "ckptplan/ir/synth.h"
 #include "ckptplan/sim/simulator.h"
 #include "test_graphs.h"
@@ -28,6 +29,8 @@ struct Counts {
   size_t in_place = 0;          // drops patched in place and checked
   size_t in_place_kept = 0;     // of those, steps left as they were
   size_t in_place_summed = 0;   // of those, the figures over them summed again
+  size_t kept_runs = 0;         // runs of steps in place patches left as they were
+  size_t read_kept_runs = 0;    // of those, runs whose steps were read for the figures
 };
 
 // Field by field, with CHECKs of their own (not SimResultDifference, which
@@ -149,7 +152,12 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
       CheckSame(patched, simulated);
 
       SimResult copy = base;
-      in_place.Index(copy, keep, range.first, range.end, nullptr);
+      // Every other drop with the caller's node-peak tree, which the
+      // patch then reads the runs it keeps from (PeakTracker::KeepRun).
+      const bool tree = counts->in_place % 2 == 1;
+      RangeAddMax group_max;
+      if (tree) group_max.Build(copy.node_peak.data(), copy.node_peak.size());
+      in_place.Index(copy, keep, range.first, range.end, nullptr, tree ? &group_max : nullptr);
       // Not of another simulation than the one indexed, nor under other options.
       CHECK_FALSE(in_place.PatchInPlace(t, options, &patched));
       CHECK_FALSE(in_place.PatchInPlace(t, detailed, &copy));
@@ -194,6 +202,8 @@ void CheckPlan(const SimContext& context, const SaveSet& keep, const std::string
   }
   counts->in_place_kept += in_place.kept_prefixes();
   counts->in_place_summed += in_place.summed_prefixes();
+  counts->kept_runs += in_place.kept_runs();
+  counts->read_kept_runs += in_place.read_kept_runs();
 }
 
 // Save-all and random plans of `graph` (testing::ForEachRandomPlan).
@@ -232,6 +242,12 @@ TEST_CASE("drops DropDelta patches into a simulation simulate to the same simula
   CHECK(counts.in_place == counts.patched);
   CHECK(counts.in_place_kept * 2 > counts.in_place);
   CHECK(counts.in_place_summed > 100);
+  MESSAGE("DropDelta's patches in place kept " << counts.kept_runs << " runs of steps as they "
+                                               << "were, " << counts.read_kept_runs
+                                               << " of them read for the figures");
+  CHECK(counts.kept_runs > 1000);
+  CHECK(counts.read_kept_runs > 100);
+  CHECK(counts.read_kept_runs * 2 < counts.kept_runs);
 }
 
 TEST_CASE("a re-save whose moved node makes the copy again, unread, patches as it simulates") {

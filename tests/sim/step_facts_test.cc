@@ -241,8 +241,9 @@ TEST_CASE("step facts kept between fills equal a fresh fill's") {
 // From a random plan in a random range of each drop-corpus graph, up to
 // four patches one after another, each filled into facts kept from the fill
 // before (as the incremental greedy and cleanup do) and compared with a
-// fresh fill. `patch(context, delta, options, keep, random, next)` makes the next
-// patch from the simulation `delta` indexed (false: none) and updates `keep`;
+// fresh fill. `patch(context, delta, options, keep, random, now, next)` makes the
+// next patch, `next`, from the simulation `delta` indexed, `now` (false: none;
+// a patch in place leaves `now` as `next`) and updates `keep`;
 // `check(kept, now, next, keep, range, delta)` runs before `kept` is filled
 // from `next`. Returns the fills that kept the reads held.
 template <typename MakePatch, typename Check>
@@ -270,7 +271,7 @@ size_t ForEachPatchedFill(MakePatch patch, Check check) {
         SimResult& now = sims[step % 2];
         SimResult& next = sims[1 - step % 2];
         delta.Index(now, keep, range.first, range.end, nullptr);
-        if (!patch(context, delta, options, keep, random, next)) break;
+        if (!patch(context, delta, options, keep, random, now, next)) break;
         // Fill tells a recomputed copy by its category: the patch made the
         // storages of recompute steps, and only those, recomputed ones.
         for (const Buffer& buffer : next.buffers) {
@@ -295,17 +296,28 @@ size_t ForEachPatchedFill(MakePatch patch, Check check) {
 }
 
 // ForEachPatchedFill's `patch` that drops (`drop`) or re-saves a candidate
-// of the range chosen at random among those DropDelta patches.
-auto RandomPatch(bool drop, size_t* patches) {
-  return [drop, patches](const SimContext& context, DropDelta& delta, const SimOptions& options,
-                         SaveSet& keep, std::mt19937_64& random, SimResult& next) {
+// of the range chosen at random among those DropDelta patches; a drop
+// patched in place with `in_place`.
+auto RandomPatch(bool drop, size_t* patches, bool in_place = false) {
+  return [drop, patches, in_place](const SimContext& context, DropDelta& delta,
+                                   const SimOptions& options, SaveSet& keep,
+                                   std::mt19937_64& random, SimResult& now, SimResult& next) {
     for (TensorId t : context.droppable) {
       const NodeId p = context.producer[t];
       if (keep[t] != drop || p < options.first_node || p >= options.end_node ||
           random() % 3 != 0) {
         continue;
       }
-      if (drop ? delta.Patch(t, options, &next) : delta.PatchResave(t, options, &next)) {
+      bool patched = false;
+      if (!drop) {
+        patched = delta.PatchResave(t, options, &next);
+      } else if (!in_place) {
+        patched = delta.Patch(t, options, &next);
+      } else if (delta.PatchInPlace(t, options, &now)) {
+        next = now;
+        patched = true;
+      }
+      if (patched) {
         keep[t] = !drop;
         ++*patches;
         return true;
@@ -374,6 +386,49 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
   // Most fills after a drop keep the reads (the others have no prefix, or
   // more changed re-run nodes than a quarter of the recompute steps).
   CHECK(kept_reads * 2 > patches);
+}
+
+TEST_CASE("step facts filled after a patch in place, moving the steps it kept, equal a fresh fill's") {
+  // As the incremental greedy on one region does: the drop patched into the
+  // simulation itself, which says which steps at its end it left as they
+  // were, moved by its chain (SimPrefix::tail). The fill moves their groups'
+  // own steps and re-runs instead of reading them. A tail said to be moved
+  // by one step more must be caught.
+  size_t patches = 0, tails = 0, tail_steps = 0, total_steps = 0, tried = 0, caught = 0;
+  ForEachPatchedFill(
+      RandomPatch(/*drop=*/true, &patches, /*in_place=*/true),
+      [&](const StepFacts& kept, const SimResult&, const SimResult& next, const SaveSet&,
+          const Region& range, const DropDelta& delta) {
+        const SimPrefix same = delta.patched_prefix();
+        total_steps += next.steps.size();
+        if (same.tail == SimPrefix::kNoTail) return;
+        ++tails;
+        REQUIRE(same.tail <= next.steps.size());
+        REQUIRE(same.tail >= same.steps);
+        REQUIRE(same.tail > 0);
+        REQUIRE_FALSE(next.steps[same.tail - 1].recompute);  // a group's first step
+        tail_steps += next.steps.size() - same.tail;
+        if (same.tail < next.steps.size()) {
+          SimPrefix wrong_shift = same;
+          ++wrong_shift.shift;
+          StepFacts wrong = kept;
+          wrong.Fill(next, range.first, range.end, wrong_shift);
+          wrong.FillReads();
+          StepFacts whole(kept.context());
+          whole.Fill(next, range.first, range.end);
+          whole.FillReads();
+          caught += StepFactsDifference(wrong, whole) != "";
+          ++tried;
+        }
+      });
+  MESSAGE(patches << " drops patched in place; " << tails << " kept a tail, "
+                  << tail_steps << " of " << total_steps << " steps after them moved, not read; "
+                  << caught << " of " << tried << " fills with a wrong shift caught");
+  CHECK(patches > 500);
+  CHECK(tails * 2 > patches);
+  CHECK(tail_steps * 20 > total_steps);
+  CHECK(tried > 100);
+  CHECK(caught == tried);
 }
 
 TEST_CASE("step facts filled after a re-save's patch, keeping the reads held, equal a fresh fill's") {

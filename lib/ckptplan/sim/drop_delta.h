@@ -202,6 +202,12 @@ class DropDelta {
   /// tests.
   size_t kept_prefixes() const { return kept_prefixes_; }
   size_t summed_prefixes() const { return summed_prefixes_; }
+  /// Runs of steps patches in place left where they were, as they were
+  /// (PeakTracker::KeepRun), and those of them whose steps were read (their
+  /// groups' highest node peak reached the figures summed before), since
+  /// construction. For tests.
+  size_t kept_runs() const { return kept_runs_; }
+  size_t read_kept_runs() const { return read_kept_runs_; }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
@@ -357,7 +363,7 @@ class DropDelta {
   mutable size_t long_walks_ = 0;
   size_t whole_replays_ = 0;
   size_t costed_view_reruns_ = 0, unread_copy_remakes_ = 0, moved_view_reruns_ = 0;
-  size_t kept_prefixes_ = 0, summed_prefixes_ = 0;
+  size_t kept_prefixes_ = 0, summed_prefixes_ = 0, kept_runs_ = 0, read_kept_runs_ = 0;
   // Score's working memory: per tensor, the storage of its copy in the chain
   // (a new storage's index, or kExisting | an old buffer's, or kNone) while
   // mark_ is the epoch.

@@ -319,6 +319,7 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
   const int64_t* const old_node_peak = sim.node_peak.data();
   auto old_at = [&](uint32_t s) { return s + (s >= a ? shift : 0); };
   uint32_t n = from;                // the next step after the drop
+  uint32_t kept_tail = kNone;       // SimPrefix::tail
   uint32_t previous_chain = kNone;  // of the step emitted last; kNone: not a recompute step
   auto emit = [&](NodeId node, bool recompute, uint32_t chain, int64_t total) {
     Step& step = steps[n];
@@ -366,8 +367,22 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
     ++s;
     if (stop <= s) continue;
     const uint32_t length = stop - s;
-    CopyRun(old_steps + old_at(s), old_totals + old_at(s), old_node_peak, s, length, running, n,
-            forward_steps_, steps, totals, &peaks);
+    if (in_place && running == 0 && n == old_at(s)) {
+      // A run the patch leaves in place as it was (most often the steps
+      // after the drop's last change): its groups' node peaks stay.
+      ++kept_runs_;
+      read_kept_runs_ += peaks.KeepRun(n, length, steps + n, totals + n, group_max_);
+      if (stop == num_old) {
+        // The groups after the run's first own step are the old ones, moved
+        // by the chain's length (no step went before them).
+        uint32_t own = n;
+        while (own < n + length && steps[own].recompute) ++own;
+        if (own < n + length) kept_tail = own + 1;
+      }
+    } else {
+      CopyRun(old_steps + old_at(s), old_totals + old_at(s), old_node_peak, s, length, running,
+              n, forward_steps_, steps, totals, &peaks);
+    }
     // The chain of the run's last step, if a recompute step (inside the run,
     // a step whose chain went on was not an own step's).
     for (uint32_t i = length; i-- > 0 && steps[n + i].recompute;) {
@@ -426,6 +441,10 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
   if (!deleted_.empty()) patched_prefix_.steps = std::min(patched_prefix_.steps, deleted_.front());
   patched_prefix_.buffers = inserted;
   if (!moved_.empty()) patched_prefix_.buffers = std::min(patched_prefix_.buffers, moved_.front());
+  if (kept_tail != kNone && kept_tail >= patched_prefix_.steps) {
+    patched_prefix_.tail = kept_tail;
+    patched_prefix_.shift = static_cast<uint32_t>(m);
+  }
   if (in_place) {
     // The index read the simulation as it was.
     sim_ = nullptr;

@@ -9,6 +9,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "ckptplan/base/range_add_max.h"
 #include "ckptplan/base/size.h"
 
 namespace ckptplan {
@@ -882,6 +883,52 @@ const std::vector<RegionShape>& SimContext::shapes() const {
     shapes_ = std::make_shared<const std::vector<RegionShape>>(ShapeRegions(*this, regions()));
   }
   return *shapes_;
+}
+
+bool PeakTracker::KeepRun(uint32_t s, uint32_t length, const Step* steps, const int64_t* totals,
+                          const RangeAddMax* group_max) {
+  bool read = false;
+  uint32_t i = 0;
+  while (i < length) {  // up to the first own step, whose group may begin before
+    const bool own = !steps[i].recompute;
+    Add(s + i, steps[i], totals[i]);
+    ++i;
+    if (own) break;
+  }
+  uint32_t end = length;  // past the last own step
+  while (end > i && steps[end - 1].recompute) --end;
+  if (end > i) {
+    // Groups follow in node order, one own step each: those of steps
+    // [i, end) are the nodes after step i - 1's through step end - 1's.
+    const size_t lo = steps[i - 1].node + 1 - first_, hi = steps[end - 1].node + 1 - first_;
+    int64_t most = std::numeric_limits<int64_t>::min();
+    if (group_max != nullptr) {
+      most = group_max->Query(lo, hi);
+    } else {
+      for (size_t n = lo; n < hi; ++n) most = std::max(most, node_peak_[n]);
+    }
+    // A step reaching the peak or the highest own step so far does not
+    // replace it (the first one reaching it stays): read the steps only
+    // where one may go above.
+    if (most > peak_ || most > max_own_) {
+      read = true;
+      for (uint32_t j = i; j < end; ++j) {
+        const int64_t total = totals[j];
+        if (total > peak_) {
+          peak_ = total;
+          peak_step_ = s + j;
+        }
+        if (!steps[j].recompute && total > max_own_) {
+          max_own_ = total;
+          max_own_node_ = steps[j].node;
+        }
+      }
+    }
+    pending_ = std::numeric_limits<int64_t>::min();
+    i = end;
+  }
+  for (; i < length; ++i) Add(s + i, steps[i], totals[i]);
+  return read;
 }
 
 }  // namespace ckptplan

@@ -231,6 +231,7 @@ struct SimResult {
 /// peak_breakdown when categories were not recorded per step.
 const CategoryBytes& CategoriesAt(const SimResult& sim, uint32_t step);
 
+class RangeAddMax;   // base/range_add_max.h
 struct Region;       // below
 struct RegionShape;
 
@@ -480,6 +481,15 @@ class PeakTracker {
       max_own_node_ = steps[most_at].node;
     }
   }
+  /// Add for steps [s, s + length) that a patch in place leaves where they
+  /// were, as they were (`steps` and `totals` at step s): each group wholly
+  /// inside the run keeps its node peak, so only the groups at the run's
+  /// ends are summed. The groups between are read only where their highest
+  /// node peak (from `group_max`, the node peaks at n - first, when given;
+  /// else from the node peaks) may raise the peak or the highest own step;
+  /// true when they were read.
+  bool KeepRun(uint32_t s, uint32_t length, const Step* steps, const int64_t* totals,
+               const RangeAddMax* group_max);
   /// Sums from step `s` (the first of a group) on, into node peaks where
   /// those of the groups before are left as they are (a patch in place):
   /// the figures then are those of the steps from `s` until Before.

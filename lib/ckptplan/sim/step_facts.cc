@@ -148,15 +148,33 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   reads_kept_ = reads_current_ && same_range && begin > 0;
   reads_current_ = false;
   old_tail_.clear();
+  // The steps from `tail` on are the old ones from `tail - shift` on: their
+  // groups' own steps and re-runs are moved, not read.
+  const bool has_tail = same_range && same.tail != SimPrefix::kNoTail && same.tail > 0 &&
+                        same.tail >= begin && same.tail <= num_steps && same.shift <= same.tail;
+  const uint32_t tail = has_tail ? same.tail : static_cast<uint32_t>(num_steps);
+  const uint32_t shift = has_tail ? same.shift : 0;
+  const uint32_t old_tail = has_tail ? tail - shift : kNone;
+  kept_reruns_.clear();
+  kept_recompute_steps_.clear();
   if (same_range) {
-    // Re-runs are listed in step order: those from `begin` on go.
+    // Re-runs are listed in step order: those from `begin` on go, but for
+    // those of the tail, which stay, moved.
     while (!rerun_nodes_.empty() && reruns_[rerun_nodes_.back() - first].step >= begin) {
-      if (reads_kept_) old_tail_.push_back(rerun_nodes_.back());
-      reruns_[rerun_nodes_.back() - first] = Rerun{};
+      const NodeId node = rerun_nodes_.back();
+      if (reads_kept_) old_tail_.push_back(node);
+      if (reruns_[node - first].step >= old_tail) {
+        kept_reruns_.push_back(node);
+      } else {
+        reruns_[node - first] = Rerun{};
+      }
       rerun_nodes_.pop_back();
     }
     std::reverse(old_tail_.begin(), old_tail_.end());
     while (!recompute_steps_.empty() && recompute_steps_.back() >= begin) {
+      if (recompute_steps_.back() >= old_tail) {
+        kept_recompute_steps_.push_back(recompute_steps_.back());
+      }
       recompute_steps_.pop_back();
     }
   } else {
@@ -169,7 +187,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   new_tail_ = rerun_nodes_.size();
   filled_steps_ = static_cast<uint32_t>(num_steps);
   // Recompute steps belong to the group of the node that follows them.
-  for (uint32_t s = begin; s < num_steps; ++s) {
+  for (uint32_t s = begin; s < tail; ++s) {
     const Step& step = sim.steps[s];
     if (step.recompute) continue;
     own_[step.node - first] = s;
@@ -179,6 +197,21 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
       rerun_nodes_.push_back(sim.steps[i].node);
     }
     begin = s + 1;
+  }
+  if (has_tail) {
+    // The tail's groups are the nodes after step tail - 1's (an own step),
+    // in node order.
+    if (shift > 0) {
+      for (NodeId n = sim.steps[tail - 1].node + 1 - first; n < end - first; ++n) own_[n] += shift;
+    }
+    for (size_t k = kept_reruns_.size(); k-- > 0;) {
+      const NodeId node = kept_reruns_[k];
+      reruns_[node - first].step += shift;
+      rerun_nodes_.push_back(node);
+    }
+    for (size_t k = kept_recompute_steps_.size(); k-- > 0;) {
+      recompute_steps_.push_back(kept_recompute_steps_[k] + shift);
+    }
   }
   // A storage a recompute step made is a recomputed copy: its category says
   // so without reading its step (Simulate and the patches set it so).

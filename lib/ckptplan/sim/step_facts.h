@@ -58,8 +58,16 @@ std::vector<NodeId> LastForwardReads(const SimContext& context);
 /// those of another simulation of the same range: after a drop, the steps
 /// before its chain's place and the storages made before it
 /// (DropDelta::Patch). StepFacts::Fill reads only the rest.
+///
+/// Also, where a patch in place left them as they were (no step gone before
+/// them, so only moved by its chain's length, `shift`), the steps from
+/// `tail` on: the first step of a group, or kNoTail. Their nodes, groups
+/// and re-runs are the other simulation's from step `tail - shift` on; the
+/// storages are not part of it.
 struct SimPrefix {
+  static constexpr uint32_t kNoTail = UINT32_MAX;
   uint32_t steps = 0, buffers = 0;
+  uint32_t tail = kNoTail, shift = 0;
 };
 
 class StepFacts {
@@ -270,6 +278,10 @@ class StepFacts {
   bool reads_current_ = false;
   bool reads_kept_ = false;
   std::vector<NodeId> old_tail_;
+  // Fill's: the re-run nodes and recompute steps of a SimPrefix's tail, in
+  // reverse step order, put back after the steps before it are read.
+  std::vector<NodeId> kept_reruns_;
+  std::vector<uint32_t> kept_recompute_steps_;
   size_t new_tail_ = 0;
   // Per tensor, the forward nodes reading it (only they are re-run), by
   // index from reader_begin_; the views (not forward-made, read by a forward

@@ -420,6 +420,11 @@ class PeakTracker {
     uint32_t end = length;  // past the last own step
     while (end > i && steps[end - 1].recompute) --end;
     if (end > i) {
+      // Groups follow in node order, one own step each: those of steps
+      // [i, end) are the nodes after step i - 1's through step end - 1's,
+      // their node peaks moved in one pass over them.
+      const size_t lo = steps[i - 1].node + 1 - first_, hi = steps[end - 1].node + 1 - first_;
+      for (size_t n = lo; n < hi; ++n) node_peak_[n] = old_node_peak[n] + delta;
       int64_t most = std::numeric_limits<int64_t>::min(), most_own = most;
       uint32_t most_at = i;  // the first step reaching it
       NodeId most_own_node = kNoId;  // the first own step reaching most_own
@@ -428,13 +433,9 @@ class PeakTracker {
         totals[j] = total;
         most_at = total > most ? j : most_at;
         most = std::max(most, total);
-        if (!steps[j].recompute) {
-          if (total > most_own) {
-            most_own = total;
-            most_own_node = steps[j].node;
-          }
-          const size_t n = steps[j].node - first_;
-          node_peak_[n] = old_node_peak[n] + delta;
+        if (!steps[j].recompute && total > most_own) {
+          most_own = total;
+          most_own_node = steps[j].node;
         }
       }
       if (most > peak_) {

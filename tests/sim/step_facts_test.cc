@@ -295,6 +295,19 @@ size_t ForEachPatchedFill(MakePatch patch, Check check) {
   return kept_reads;
 }
 
+// Whether facts `kept` filled from `next` with a `wrong` SimPrefix (one
+// that says more is as it was than is) differ from a fresh fill's.
+bool WrongFillCaught(const StepFacts& kept, const SimResult& next, const Region& range,
+                     SimPrefix wrong) {
+  StepFacts filled = kept;
+  filled.Fill(next, range.first, range.end, wrong);
+  filled.FillReads();
+  StepFacts whole(kept.context());
+  whole.Fill(next, range.first, range.end);
+  whole.FillReads();
+  return StepFactsDifference(filled, whole) != "";
+}
+
 // ForEachPatchedFill's `patch` that drops (`drop`) or re-saves a candidate
 // of the range chosen at random among those DropDelta patches; a drop
 // patched in place with `in_place`.
@@ -364,14 +377,8 @@ TEST_CASE("step facts filled after a patch, reading only what it changed, equal 
           ++changed;
         }
         if (changed < next.steps.size() && changed < now.steps.size()) {
-          StepFacts wrong = kept;
-          wrong.Fill(next, range.first, range.end,
-                     {static_cast<uint32_t>(changed + 1), same.buffers});
-          wrong.FillReads();
-          StepFacts whole(kept.context());
-          whole.Fill(next, range.first, range.end);
-          whole.FillReads();
-          caught += StepFactsDifference(wrong, whole) != "";
+          caught += WrongFillCaught(kept, next, range,
+                                    {static_cast<uint32_t>(changed + 1), same.buffers});
           ++tried;
         }
       });
@@ -411,13 +418,7 @@ TEST_CASE("step facts filled after a patch in place, moving the steps it kept, e
         if (same.tail < next.steps.size()) {
           SimPrefix wrong_shift = same;
           ++wrong_shift.shift;
-          StepFacts wrong = kept;
-          wrong.Fill(next, range.first, range.end, wrong_shift);
-          wrong.FillReads();
-          StepFacts whole(kept.context());
-          whole.Fill(next, range.first, range.end);
-          whole.FillReads();
-          caught += StepFactsDifference(wrong, whole) != "";
+          caught += WrongFillCaught(kept, next, range, wrong_shift);
           ++tried;
         }
       });

@@ -885,22 +885,14 @@ const std::vector<RegionShape>& SimContext::shapes() const {
   return *shapes_;
 }
 
-bool PeakTracker::KeepRun(uint32_t s, uint32_t length, const Step* steps, const int64_t* totals,
+bool PeakTracker::KeepRun(uint32_t s, uint32_t length, const Step* steps, int64_t* totals,
                           const RangeAddMax* group_max) {
   bool read = false;
-  uint32_t i = 0;
-  while (i < length) {  // up to the first own step, whose group may begin before
-    const bool own = !steps[i].recompute;
-    Add(s + i, steps[i], totals[i]);
-    ++i;
-    if (own) break;
-  }
-  uint32_t end = length;  // past the last own step
-  while (end > i && steps[end - 1].recompute) --end;
+  // (The ends' totals are written over with themselves.)
+  uint32_t i = AddHead(s, length, steps, totals, 0, totals);
+  const uint32_t end = OwnEnd(i, length, steps);
   if (end > i) {
-    // Groups follow in node order, one own step each: those of steps
-    // [i, end) are the nodes after step i - 1's through step end - 1's.
-    const size_t lo = steps[i - 1].node + 1 - first_, hi = steps[end - 1].node + 1 - first_;
+    const auto [lo, hi] = InnerGroups(i, end, steps);
     int64_t most = std::numeric_limits<int64_t>::min();
     if (group_max != nullptr) {
       most = group_max->Query(lo, hi);
@@ -927,7 +919,7 @@ bool PeakTracker::KeepRun(uint32_t s, uint32_t length, const Step* steps, const 
     pending_ = std::numeric_limits<int64_t>::min();
     i = end;
   }
-  for (; i < length; ++i) Add(s + i, steps[i], totals[i]);
+  AddTail(s, i, length, steps, totals, 0, totals);
   return read;
 }
 

@@ -118,6 +118,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "ckptplan/ir/graph.h"
@@ -409,21 +410,11 @@ class PeakTracker {
   void CopyRun(uint32_t s, const Step* from, const int64_t* from_totals, uint32_t length,
                const int64_t* old_node_peak, int64_t delta, Step* steps, int64_t* totals) {
     if (steps != from) std::copy(from, from + length, steps);
-    uint32_t i = 0;
-    while (i < length) {  // up to the first own step, whose group may begin before
-      const bool own = !steps[i].recompute;
-      totals[i] = from_totals[i] + delta;
-      Add(s + i, steps[i], totals[i]);
-      ++i;
-      if (own) break;
-    }
-    uint32_t end = length;  // past the last own step
-    while (end > i && steps[end - 1].recompute) --end;
+    uint32_t i = AddHead(s, length, steps, from_totals, delta, totals);
+    const uint32_t end = OwnEnd(i, length, steps);
     if (end > i) {
-      // Groups follow in node order, one own step each: those of steps
-      // [i, end) are the nodes after step i - 1's through step end - 1's,
-      // their node peaks moved in one pass over them.
-      const size_t lo = steps[i - 1].node + 1 - first_, hi = steps[end - 1].node + 1 - first_;
+      // The inner groups' node peaks, moved in one pass over their nodes.
+      const auto [lo, hi] = InnerGroups(i, end, steps);
       for (size_t n = lo; n < hi; ++n) node_peak_[n] = old_node_peak[n] + delta;
       int64_t most = std::numeric_limits<int64_t>::min(), most_own = most;
       uint32_t most_at = i;  // the first step reaching it
@@ -449,10 +440,7 @@ class PeakTracker {
       pending_ = std::numeric_limits<int64_t>::min();
       i = end;
     }
-    for (; i < length; ++i) {
-      totals[i] = from_totals[i] + delta;
-      Add(s + i, steps[i], totals[i]);
-    }
+    AddTail(s, i, length, steps, from_totals, delta, totals);
   }
   /// CopyRun for a run of steps each of which is its node's own and only
   /// step, of consecutive nodes (a range's leading forward steps): each node
@@ -489,7 +477,7 @@ class PeakTracker {
   /// node peak (from `group_max`, the node peaks at n - first, when given;
   /// else from the node peaks) may raise the peak or the highest own step;
   /// true when they were read.
-  bool KeepRun(uint32_t s, uint32_t length, const Step* steps, const int64_t* totals,
+  bool KeepRun(uint32_t s, uint32_t length, const Step* steps, int64_t* totals,
                const RangeAddMax* group_max);
   /// Sums from step `s` (the first of a group) on, into node peaks where
   /// those of the groups before are left as they are (a patch in place):
@@ -521,6 +509,44 @@ class PeakTracker {
   }
 
  private:
+  // The ends of a run of steps [s, s + length) (CopyRun, KeepRun): the
+  // steps up to its first own step, whose group may begin before it, and
+  // those after its last own step, whose group ends after it, are summed one
+  // by one, each total from from_totals moved by delta written to totals.
+  // AddHead returns where the steps after the first own step begin,
+  // OwnEnd where those after the last one do (from `i`).
+  uint32_t AddHead(uint32_t s, uint32_t length, const Step* steps, const int64_t* from_totals,
+                   int64_t delta, int64_t* totals) {
+    uint32_t i = 0;
+    while (i < length) {
+      const bool own = !steps[i].recompute;
+      totals[i] = from_totals[i] + delta;
+      Add(s + i, steps[i], totals[i]);
+      ++i;
+      if (own) break;
+    }
+    return i;
+  }
+  static uint32_t OwnEnd(uint32_t i, uint32_t length, const Step* steps) {
+    uint32_t end = length;
+    while (end > i && steps[end - 1].recompute) --end;
+    return end;
+  }
+  void AddTail(uint32_t s, uint32_t i, uint32_t length, const Step* steps,
+               const int64_t* from_totals, int64_t delta, int64_t* totals) {
+    for (; i < length; ++i) {
+      totals[i] = from_totals[i] + delta;
+      Add(s + i, steps[i], totals[i]);
+    }
+  }
+  // The groups of steps [i, end), between a run's first and last own steps
+  // (i > 0): groups follow in node order, one own step each, so they are
+  // the nodes after step i - 1's through step end - 1's (as node peak
+  // indices, [first, second)).
+  std::pair<size_t, size_t> InnerGroups(uint32_t i, uint32_t end, const Step* steps) const {
+    return {steps[i - 1].node + 1 - first_, steps[end - 1].node + 1 - first_};
+  }
+
   SimResult* result_;
   int64_t* node_peak_;  // result_'s, which does not grow while summed
   NodeId first_;

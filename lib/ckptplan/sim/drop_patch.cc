@@ -370,14 +370,14 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
     if (in_place && running == 0 && n == old_at(s)) {
       // A run the patch leaves in place as it was (most often the steps
       // after the drop's last change): its groups' node peaks stay.
+      bool read = false;
+      const uint32_t head = peaks.KeepRun(n, length, steps + n, totals + n, group_max_, &read);
       ++kept_runs_;
-      read_kept_runs_ += peaks.KeepRun(n, length, steps + n, totals + n, group_max_);
-      if (stop == num_old) {
+      read_kept_runs_ += read;
+      if (stop == num_old && !steps[n + head - 1].recompute) {
         // The groups after the run's first own step are the old ones, moved
         // by the chain's length (no step went before them).
-        uint32_t own = n;
-        while (own < n + length && steps[own].recompute) ++own;
-        if (own < n + length) kept_tail = own + 1;
+        kept_tail = n + head;
       }
     } else {
       CopyRun(old_steps + old_at(s), old_totals + old_at(s), old_node_peak, s, length, running,

@@ -885,11 +885,12 @@ const std::vector<RegionShape>& SimContext::shapes() const {
   return *shapes_;
 }
 
-bool PeakTracker::KeepRun(uint32_t s, uint32_t length, const Step* steps, int64_t* totals,
-                          const RangeAddMax* group_max) {
-  bool read = false;
+uint32_t PeakTracker::KeepRun(uint32_t s, uint32_t length, const Step* steps, int64_t* totals,
+                              const RangeAddMax* group_max, bool* read) {
+  *read = false;
   // (The ends' totals are written over with themselves.)
-  uint32_t i = AddHead(s, length, steps, totals, 0, totals);
+  const uint32_t head = AddHead(s, length, steps, totals, 0, totals);
+  uint32_t i = head;
   const uint32_t end = OwnEnd(i, length, steps);
   if (end > i) {
     const auto [lo, hi] = InnerGroups(i, end, steps);
@@ -903,7 +904,7 @@ bool PeakTracker::KeepRun(uint32_t s, uint32_t length, const Step* steps, int64_
     // replace it (the first one reaching it stays): read the steps only
     // where one may go above.
     if (most > peak_ || most > max_own_) {
-      read = true;
+      *read = true;
       for (uint32_t j = i; j < end; ++j) {
         const int64_t total = totals[j];
         if (total > peak_) {
@@ -920,7 +921,7 @@ bool PeakTracker::KeepRun(uint32_t s, uint32_t length, const Step* steps, int64_
     i = end;
   }
   AddTail(s, i, length, steps, totals, 0, totals);
-  return read;
+  return head;
 }
 
 }  // namespace ckptplan

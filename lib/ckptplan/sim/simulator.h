@@ -476,9 +476,11 @@ class PeakTracker {
   /// ends are summed. The groups between are read only where their highest
   /// node peak (from `group_max`, the node peaks at n - first, when given;
   /// else from the node peaks) may raise the peak or the highest own step;
-  /// true when they were read.
-  bool KeepRun(uint32_t s, uint32_t length, const Step* steps, int64_t* totals,
-               const RangeAddMax* group_max);
+  /// *read says whether they were. Returns where the steps after the run's
+  /// first own step begin (from the run's first; `length` when it has none
+  /// but its last).
+  uint32_t KeepRun(uint32_t s, uint32_t length, const Step* steps, int64_t* totals,
+                   const RangeAddMax* group_max, bool* read);
   /// Sums from step `s` (the first of a group) on, into node peaks where
   /// those of the groups before are left as they are (a patch in place):
   /// the figures then are those of the steps from `s` until Before.

@@ -228,6 +228,43 @@ TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
   CHECK(stopped - at_start > 5);
 }
 
+TEST_CASE("planner: baselines that cost more than a fitting greedy's plan, left raw, are not "
+          "simulated") {
+  // A 24-layer transformer (3,470 nodes, one region) at 80% of save-all:
+  // the greedy's plan fits at cost 34,728,837,120. Scope-checkpoint,
+  // sqrt-segments and knapsack drop so many candidates that their cleanups
+  // (dropped x 3,470 node-steps each) are over the 1,000,000 budget: they
+  // would join raw, and each costs more than the greedy's plan, so it cannot
+  // win whatever its peak, and is not simulated. Verify mode simulates each,
+  // throws unless it loses, and adds it all the same: the plan must be the
+  // one made with them left out.
+  TransformerOptions deep;
+  deep.layers = 24;
+  const Graph graph = TransformerGraph(deep);
+  REQUIRE(graph.nodes.size() == 3470);
+  const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+  const CapturedLog log;
+  PlannerOptions options;
+  options.budget_bytes = save_all * 80 / 100;
+  const PlannerResult planned = PlanGraph(graph, options);
+  CHECK(planned.method == "greedy from mincut + cleanup");
+  CHECK(planned.recompute_cost == 34728837120.0);
+  options.verify = true;
+  PlannerResult verified;
+  CHECK_NOTHROW(verified = PlanGraph(graph, options));
+  CHECK(verified.keep == planned.keep);
+  CHECK(verified.method == planned.method);
+  const std::string text = log.text();
+  // In the plain run and in verify mode.
+  for (const char* baseline : {"scope-checkpoint", "sqrt-segments", "knapsack"}) {
+    CAPTURE(baseline);
+    CHECK(CountLines(text, std::string(baseline) +
+                               ": costs more than greedy from mincut + cleanup (34728837120), "
+                               "which fits, and is not cleaned up: not simulated") == 2);
+  }
+  CHECK(CountLines(text, "not simulated") == 6);
+}
+
 TEST_CASE("planner: where no greedy's plan fits, the baselines' cleanups run best first") {
   // GPT-2-small-shaped, batch 8, seq 256, one region. At 70% of save-all
   // the greedy stalls over the budget (2,431,187,972 > 2,430,983,494 bytes),

@@ -126,7 +126,51 @@ class Candidates {
   void AddBaseline(SaveSet keep, std::string method,
                    std::chrono::steady_clock::time_point since =
                        std::chrono::steady_clock::now()) {
+    if (CannotWin(keep)) {
+      LeftOut(keep, method);
+      // Verify mode adds it as without the shortcut: the plan must not change.
+      if (!options_.verify) return;
+    }
     AddPlan(std::move(keep), std::move(method), since, Clean::kWhereCheap);
+  }
+  // Adds a baseline's plan measured before (Measure, under sim_options()),
+  // as AddBaseline would.
+  void AddBaselineMeasured(PlannerResult measured, std::chrono::steady_clock::time_point since) {
+    AddResult(std::move(measured), since, Clean::kWhereCheap);
+  }
+
+  // Whether the baseline `keep` cannot become the plan, found without
+  // simulating it: where only the best plan is read afterwards (with a
+  // floor: local search from one start), a plan added with Add fits (so the
+  // baseline would not be cleaned up, its cleanup too dear: TooDear) and
+  // the baseline costs more than the best fitting plan, it loses to that
+  // plan whether it fits or not (Better), and so to the best at the end.
+  // The cost is read as the segment plans' is: its floor first
+  // (RecomputeCostFloor), then the cost itself (RecomputeCost, a fraction
+  // of a simulation).
+  bool CannotWin(const SaveSet& keep) const {
+    if (floor_ == nullptr || !options_.prune || !cleanup_ || !always_fits_ || !has_best_ ||
+        !best_.fits || !TooDear(CleanupWork(keep), always_fits_)) {
+      return false;
+    }
+    const double to_beat = best_.recompute_cost;
+    return RecomputeCostFloor(context_, keep) > to_beat + CostMargin(best_) ||
+           RecomputeCost(context_, keep, sim_options_) > to_beat;
+  }
+  // The baseline `keep`, named `method`, left out as CannotWin says: logged,
+  // and in verify mode simulated and checked to lose to the best plan (the
+  // caller then adds it all the same).
+  void LeftOut(const SaveSet& keep, const std::string& method) const {
+    spdlog::debug("planner: {}: costs more than {} ({}), which fits, and is not cleaned up: "
+                  "not simulated", method, best_.method, best_.recompute_cost);
+    if (!options_.verify) return;
+    const PlannerResult measured = Measured(keep, Simulate(context_, keep, sim_options_), method);
+    if (!Better(best_, measured)) {
+      throw std::logic_error("planner: " + method + " was left out as costing more than " +
+                             best_.method + ", but (peak " + std::to_string(measured.peak) +
+                             ", cost " + std::to_string(measured.recompute_cost) +
+                             ") does not lose to it");
+    }
   }
 
   // Adds a plan measured before (Measure), as Add would.
@@ -491,6 +535,17 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
   const int most = static_cast<int>(std::min<size_t>({plans.forward(), kMaxSegments, affordable}));
   const auto since = std::chrono::steady_clock::now();
   auto name = [](int k) { return std::to_string(k) + " segments"; };
+  // Where every plan cannot win (Candidates::CannotWin) none is searched:
+  // only the best of them would join, and lose. (Not where the greedy
+  // would run from the best of them.)
+  if (!greedy_from_best && most >= 1) {
+    bool hopeless = true;
+    for (int k = 1; k <= most && hopeless; ++k) hopeless = candidates->CannotWin(plans.Plan(k));
+    if (hopeless) {
+      for (int k = 1; k <= most; ++k) candidates->LeftOut(plans.Plan(k), name(k));
+      if (!options.verify) return;  // verify mode searches them all the same
+    }
+  }
   std::vector<std::optional<PlannerResult>> measured(static_cast<size_t>(std::max(most, 0)) + 1);
   int costs_read = 0;  // RecomputeCost
   if (!options.prune) {
@@ -579,7 +634,8 @@ void AddBestSegments(const SimContext& context, const PlannerOptions& options,
   }
   const PlannerResult& best = segments.best();
   if (best.keep.empty()) return;
-  candidates->AddBaseline(best.keep, best.method);
+  // Measured above: not simulated again.
+  candidates->AddBaselineMeasured(best, std::chrono::steady_clock::now());
   if (!best.fits && greedy_from_best) {
     const auto greedy_since = std::chrono::steady_clock::now();
     candidates->AddMeasured(

@@ -75,11 +75,19 @@ SaveSet ScopeCheckpointPlan(const SimContext& context) {
   const Graph& graph = context.graph;
   std::vector<uint32_t> group(graph.nodes.size(), kNoId);
   std::map<std::string, uint32_t> ids;  // block name -> group id
+  // Nodes in a row most often share their scope: its block is looked up once.
+  const std::string* last_scope = nullptr;
+  uint32_t last_group = kNoId;
   for (NodeId n = 0; n < graph.nodes.size(); ++n) {
     const Node& node = graph.nodes[n];
     if (node.phase != Phase::kForward || node.scope.empty()) continue;
-    auto [it, inserted] = ids.emplace(ScopeBlock(node.scope), static_cast<uint32_t>(ids.size()));
-    group[n] = it->second;
+    if (last_scope == nullptr || node.scope != *last_scope) {
+      auto [it, inserted] =
+          ids.emplace(ScopeBlock(node.scope), static_cast<uint32_t>(ids.size()));
+      last_scope = &node.scope;
+      last_group = it->second;
+    }
+    group[n] = last_group;
   }
   return CheckpointGroups(context, group);
 }

@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <unordered_map>
 
 namespace ckptplan {
@@ -97,31 +98,63 @@ RegionalMemory::RegionalMemory(const SimContext& context, const SaveSet& keep,
   }
   parts_.resize(ranges.size());
   split_ = context.exact_costs;
-  for (size_t r = 0; r < ranges.size(); ++r) {
-    Part& part = parts_[r];
-    part.range = ranges[r];
-    SimResult* sim = part.sim.own();
-    part.offset.assign(part.range.end - part.range.first, 0);
-    if (ranges.size() == 1 && part.range.first == 0 && part.range.end == graph.nodes.size()) {
-      // The region is the step: its simulation is the one above.
-      *sim = std::move(whole);
-    } else {
-      Simulate(context, keep, OptionsFor(r), sim);
-      ++start_simulations_;
-      for (size_t n = 0; n < part.offset.size(); ++n) {
-        part.offset[n] = whole.node_peak[part.range.first + n] - sim->node_peak[n];
-      }
-    }
-    part.zero_offset =
-        std::all_of(part.offset.begin(), part.offset.end(), [](int64_t v) { return v == 0; });
-    part.max = RegionMax(*sim, part.offset, part.zero_offset);
-  }
+  for (size_t r = 0; r < ranges.size(); ++r) parts_[r].range = ranges[r];
   for (TensorId t : context.candidates) parts_[RegionOf(t)].candidates.push_back(t);
   const std::vector<RegionShape> shapes =
       context.exact_costs ? context.shapes() : ShapeRegions(context, ranges);
-  for (size_t r = 0; r < parts_.size(); ++r) {
+  // Copies of a region (same shape) with the same plan simulate the same,
+  // but for ids: the first one's simulation is shared with the others (as
+  // Try shares trials), by the plan's key.
+  struct Simulated {
+    size_t source;
+    std::vector<uint8_t> plan;
+    std::shared_ptr<const SimResult> sim;
+  };
+  std::unordered_multimap<uint64_t, Simulated> simulated;
+  for (size_t r = 0; r < ranges.size(); ++r) {
     Part& part = parts_[r];
     part.shape = shapes[r];
+    part.offset.assign(part.range.end - part.range.first, 0);
+    if (ranges.size() == 1 && part.range.first == 0 && part.range.end == graph.nodes.size()) {
+      // The region is the step: its simulation is the one above.
+      *part.sim.own() = std::move(whole);
+      part.zero_offset = true;
+      part.max = RegionMax(part.sim.figures(), part.offset, part.zero_offset);
+      continue;
+    }
+    const Simulated* same = nullptr;
+    uint64_t key = 0;
+    if (part.shape.copies > 1) {
+      key = PlanKey(r, keep, &plan_);
+      for (auto [it, end] = simulated.equal_range(key); it != end && same == nullptr; ++it) {
+        if (it->second.plan == plan_ &&
+            parts_[it->second.source].shape.first_of_shape == part.shape.first_of_shape) {
+          same = &it->second;
+        }
+      }
+    }
+    if (same != nullptr) {
+      const Part& source = parts_[same->source];
+      part.sim.Share(same->sim, int64_t{part.range.first} - int64_t{source.range.first},
+                     part.shape.tensor_shift - source.shape.tensor_shift);
+    } else {
+      Simulate(context, keep, OptionsFor(r), part.sim.own());
+      ++start_simulations_;
+      if (part.shape.copies > 1) {
+        auto sim = std::make_shared<SimResult>(part.sim.figures());
+        simulated.emplace(key, Simulated{r, plan_, std::move(sim)});
+      }
+    }
+    const SimResult& sim = part.sim.figures();
+    for (size_t n = 0; n < part.offset.size(); ++n) {
+      part.offset[n] = whole.node_peak[part.range.first + n] - sim.node_peak[n];
+    }
+    part.zero_offset =
+        std::all_of(part.offset.begin(), part.offset.end(), [](int64_t v) { return v == 0; });
+    part.max = RegionMax(sim, part.offset, part.zero_offset);
+  }
+  for (size_t r = 0; r < parts_.size(); ++r) {
+    Part& part = parts_[r];
     const Part& first = parts_[part.shape.first_of_shape];
     part.offset_shift = part.offset.empty() ? 0 : part.offset[0] - first.offset[0];
     part.offsets_match = true;

@@ -72,7 +72,8 @@ class RegionalMemory {
     int64_t offset_shift = 0;
   };
 
-  /// Simulates `keep` region by region. Splits only when every node cost is
+  /// Simulates `keep` region by region (copies with the same plan once).
+  /// Splits only when every node cost is
   /// an integer and all of them sum below 2^53: region costs then add up to
   /// the step's exactly, whatever the order.
   RegionalMemory(const SimContext& context, const SaveSet& keep, const SimOptions& options);
@@ -84,7 +85,8 @@ class RegionalMemory {
   int64_t start_peak() const { return start_peak_; }
   double start_cost() const { return start_cost_; }
   /// Simulations the constructor ran: the whole step's, and each region's
-  /// unless the step is one region.
+  /// unless the step is one region, but once for copies of a region (same
+  /// shape) with the same plan, which share it.
   size_t start_simulations() const { return start_simulations_; }
   size_t size() const { return parts_.size(); }
   const SimContext& context() const { return context_; }

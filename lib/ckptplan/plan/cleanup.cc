@@ -673,8 +673,10 @@ CleanupResult ResaveDropped(const SimContext& context, const SaveSet& keep, int6
         result.keep[t] = 0;
         continue;
       }
-      spdlog::debug("cleanup: re-save '{}' (cost {:+})", ShowName(graph.tensors[t].name),
-                    added_cost);
+      if (spdlog::should_log(spdlog::level::debug)) {  // ShowName costs a string
+        spdlog::debug("cleanup: re-save '{}' (cost {:+})", ShowName(graph.tensors[t].name),
+                      added_cost);
+      }
       result.resaved.push_back(t);
       region_changed[r] = 1;
       ++version[r];

@@ -1853,8 +1853,10 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
     search.Applied(best_region, best.tensor);
     chosen_region = SIZE_MAX;
     ++version[best_region];
-    spdlog::debug("incremental: drop '{}' (peak {} -> {})", ShowName(graph.tensors[best.tensor].name),
-                  peak, memory.peak());
+    if (spdlog::should_log(spdlog::level::debug)) {  // ShowName costs a string
+      spdlog::debug("incremental: drop '{}' (peak {} -> {})",
+                    ShowName(graph.tensors[best.tensor].name), peak, memory.peak());
+    }
   }
   // The regions' figures are the step's (exactly: see RegionalMemory).
   result.peak = memory.peak();

@@ -35,25 +35,33 @@ bool HasResidentRoot(const Graph& graph, TensorId t) {
   return IsResidentKind(graph.tensors[graph.StorageRoot(t)].kind);
 }
 
+// Adds `tensor`'s bytes to its resident category, where it has one (an
+// alias adds nothing: its root counts).
+void AddResident(const Tensor& tensor, CategoryBytes* bytes) {
+  if (tensor.alias_of != kNoId) return;
+  switch (tensor.kind) {
+    case TensorKind::kParameter: (*bytes)[size_t(Category::kParameters)] += tensor.bytes; break;
+    case TensorKind::kBuffer: (*bytes)[size_t(Category::kBuffers)] += tensor.bytes; break;
+    case TensorKind::kInput: (*bytes)[size_t(Category::kInputs)] += tensor.bytes; break;
+    case TensorKind::kOptimizerState:
+      (*bytes)[size_t(Category::kOptimizerState)] += tensor.bytes;
+      break;
+    default: break;
+  }
+}
+
+// Adds the resident state the graph declares besides its tensors.
+void AddResidentExtras(const Graph& graph, CategoryBytes* bytes) {
+  const TrainingState& training = graph.training;
+  (*bytes)[size_t(Category::kParameters)] += training.extra_parameter_bytes;
+  (*bytes)[size_t(Category::kBuffers)] += training.extra_buffer_bytes;
+  (*bytes)[size_t(Category::kOptimizerState)] += training.extra_optimizer_bytes;
+}
+
 CategoryBytes ResidentBytes(const Graph& graph, int64_t reserve_bytes) {
   CategoryBytes bytes{};
-  for (TensorId t = 0; t < graph.tensors.size(); ++t) {
-    const Tensor& tensor = graph.tensors[t];
-    if (tensor.alias_of != kNoId) continue;
-    switch (tensor.kind) {
-      case TensorKind::kParameter: bytes[size_t(Category::kParameters)] += tensor.bytes; break;
-      case TensorKind::kBuffer: bytes[size_t(Category::kBuffers)] += tensor.bytes; break;
-      case TensorKind::kInput: bytes[size_t(Category::kInputs)] += tensor.bytes; break;
-      case TensorKind::kOptimizerState:
-        bytes[size_t(Category::kOptimizerState)] += tensor.bytes;
-        break;
-      default: break;
-    }
-  }
-  const TrainingState& training = graph.training;
-  bytes[size_t(Category::kParameters)] += training.extra_parameter_bytes;
-  bytes[size_t(Category::kBuffers)] += training.extra_buffer_bytes;
-  bytes[size_t(Category::kOptimizerState)] += training.extra_optimizer_bytes;
+  for (const Tensor& tensor : graph.tensors) AddResident(tensor, &bytes);
+  AddResidentExtras(graph, &bytes);
   bytes[size_t(Category::kReserve)] = reserve_bytes;
   return bytes;
 }
@@ -71,23 +79,23 @@ uint32_t FirstNonForwardNode(const Graph& graph) {
 // candidates) are always missing, so the random producer is reached through
 // them; a candidate on the way is pinned itself and so saved, which stops
 // the walk. Forward nodes are in topological order, so one pass settles it.
-std::vector<uint8_t> PinnedCandidates(const Graph& graph,
-                                      const std::vector<uint8_t>& forward_produced,
-                                      const std::vector<uint8_t>& resident_root,
-                                      const std::vector<uint8_t>& is_candidate) {
-  std::vector<uint8_t> random(graph.tensors.size(), 0);  // re-making it re-runs one
-  std::vector<uint8_t> pinned(graph.tensors.size(), 0);
-  for (const Node& node : graph.nodes) {
-    if (node.phase != Phase::kForward) continue;
-    bool reruns = IsRandomOp(node.op);
-    for (TensorId t : node.inputs) {
-      reruns = reruns || (forward_produced[t] && !resident_root[t] && !is_candidate[t] &&
-                          random[t]);
+std::vector<uint8_t> PinnedCandidates(const SimContext& context,
+                                      const std::vector<uint8_t>& random_op) {
+  const size_t num_nodes = context.node_forward.size();
+  std::vector<uint8_t> random(context.root.size(), 0);  // re-making it re-runs one
+  std::vector<uint8_t> pinned(context.root.size(), 0);
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    if (!context.node_forward[n]) continue;
+    bool reruns = random_op[n];
+    const uint32_t outputs = context.outputs_begin[n];
+    for (uint32_t i = context.inputs_begin[n]; i < outputs; ++i) {
+      reruns = reruns || (context.NeverSaved(context.ids[i]) && random[context.ids[i]]);
     }
     if (!reruns) continue;
-    for (TensorId t : node.outputs) {
+    for (uint32_t i = outputs; i < context.inputs_begin[n + 1]; ++i) {
+      const TensorId t = context.ids[i];
       random[t] = 1;
-      pinned[t] = is_candidate[t];
+      pinned[t] = context.is_candidate[t];
     }
   }
   return pinned;
@@ -393,52 +401,18 @@ const CategoryBytes& CategoriesAt(const SimResult& sim, uint32_t step) {
 }
 
 SimContext::SimContext(const Graph& g) : graph(g) {
-  const size_t num_tensors = graph.tensors.size();
-  root.resize(num_tensors);
-  forward_produced.assign(num_tensors, 0);
-  resident_root.assign(num_tensors, 0);
-  is_candidate.assign(num_tensors, 0);
-  for (TensorId t = 0; t < num_tensors; ++t) {
-    // Aliases usually point at earlier tensors; otherwise walk the chain.
-    TensorId alias = graph.tensors[t].alias_of;
-    root[t] = alias == kNoId ? t : alias < t ? root[alias] : graph.StorageRoot(t);
-    forward_produced[t] = IsForwardProduced(graph, t);
-  }
-  for (TensorId t = 0; t < num_tensors; ++t) {
-    resident_root[t] = IsResidentKind(graph.tensors[root[t]].kind);
-  }
-  for (const Node& node : graph.nodes) {
-    if (node.phase == Phase::kForward) continue;
-    for (TensorId t : node.inputs) {
-      if (forward_produced[t] && !resident_root[t]) is_candidate[t] = 1;
-    }
-  }
-  pinned = PinnedCandidates(graph, forward_produced, resident_root, is_candidate);
-  for (TensorId t = 0; t < num_tensors; ++t) {
-    if (is_candidate[t]) candidates.push_back(t);
-    if (is_candidate[t] && !pinned[t]) droppable.push_back(t);
-  }
-  node_cost.resize(graph.nodes.size());
-  last_reader.assign(num_tensors, kNoId);
-  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
-    node_cost[n] = graph.NodeCost(n);
-    step_cost += node_cost[n];
-    for (TensorId t : graph.nodes[n].inputs) last_reader[root[t]] = n;
-  }
-  exact_costs = step_cost <= 9007199254740992.0;
-  for (double cost : node_cost) exact_costs = exact_costs && cost == std::floor(cost);
-  first_non_forward = FirstNonForwardNode(graph);
-  if (first_non_forward == kNone) first_non_forward = kNoId;
-  resident = ResidentBytes(graph, 0);
-
+  // Nodes and tensors are large structs: each is read in one pass, which
+  // copies what the rest reads into the flat arrays below.
   const size_t num_nodes = graph.nodes.size();
+  const size_t num_tensors = graph.tensors.size();
   inputs_begin.resize(num_nodes + 1);
   outputs_begin.resize(num_nodes);
   node_forward.resize(num_nodes);
   node_workspace.resize(num_nodes);
-  size_t num_ids = 0;
-  for (const Node& node : graph.nodes) num_ids += node.inputs.size() + node.outputs.size();
-  ids.reserve(num_ids);
+  node_cost.resize(num_nodes);
+  std::vector<uint8_t> node_collective(num_nodes), random_op(num_nodes);
+  ids.reserve(2 * num_tensors + num_nodes);  // grown as needed, trimmed below
+  first_non_forward = kNoId;
   for (NodeId n = 0; n < num_nodes; ++n) {
     const Node& node = graph.nodes[n];
     inputs_begin[n] = static_cast<uint32_t>(ids.size());
@@ -447,24 +421,62 @@ SimContext::SimContext(const Graph& g) : graph(g) {
     ids.insert(ids.end(), node.outputs.begin(), node.outputs.end());
     node_forward[n] = node.phase == Phase::kForward;
     node_workspace[n] = node.workspace_bytes;
+    node_cost[n] = graph.NodeCost(n);
+    step_cost += node_cost[n];
+    node_collective[n] = IsCollectiveOp(node.op);
+    // Only forward nodes are re-run (PinnedCandidates).
+    random_op[n] = node_forward[n] && IsRandomOp(node.op);
+    if (!node_forward[n] && first_non_forward == kNoId) first_non_forward = n;
   }
   inputs_begin[num_nodes] = static_cast<uint32_t>(ids.size());
+  if (ids.capacity() > ids.size() + ids.size() / 4) ids.shrink_to_fit();
+  exact_costs = step_cost <= 9007199254740992.0;
+  for (double cost : node_cost) exact_costs = exact_costs && cost == std::floor(cost);
+
+  root.resize(num_tensors);
+  forward_produced.resize(num_tensors);
   made.resize(num_tensors);
   collective_made.resize(num_tensors);
   producer.resize(num_tensors);
   alias_of.resize(num_tensors);
   bytes.resize(num_tensors);
+  std::vector<uint8_t> resident_kind(num_tensors);
   for (TensorId t = 0; t < num_tensors; ++t) {
     const Tensor& tensor = graph.tensors[t];
-    made[t] = tensor.alias_of != kNoId        ? Made::kAlias
-              : IsResidentKind(tensor.kind)   ? Made::kNothing
+    // Aliases usually point at earlier tensors; otherwise walk the chain.
+    const TensorId alias = tensor.alias_of;
+    root[t] = alias == kNoId ? t : alias < t ? root[alias] : graph.StorageRoot(t);
+    const NodeId p = tensor.producer;
+    forward_produced[t] = p != kNoId && node_forward[p];
+    resident_kind[t] = IsResidentKind(tensor.kind);
+    made[t] = alias != kNoId                          ? Made::kAlias
+              : resident_kind[t]                      ? Made::kNothing
               : tensor.kind == TensorKind::kGradient ? Made::kGradient
                                                      : Made::kActivation;
-    producer[t] = tensor.producer;
-    collective_made[t] = tensor.producer != kNoId &&
-                         IsCollectiveOp(graph.nodes[tensor.producer].op);
-    alias_of[t] = tensor.alias_of;
+    producer[t] = p;
+    collective_made[t] = p != kNoId && node_collective[p];
+    alias_of[t] = alias;
     bytes[t] = tensor.bytes;
+    AddResident(tensor, &resident);
+  }
+  AddResidentExtras(graph, &resident);
+  resident_root.resize(num_tensors);
+  for (TensorId t = 0; t < num_tensors; ++t) resident_root[t] = resident_kind[root[t]];
+
+  is_candidate.assign(num_tensors, 0);
+  last_reader.assign(num_tensors, kNoId);
+  for (NodeId n = 0; n < num_nodes; ++n) {
+    const uint32_t outputs = outputs_begin[n];
+    for (uint32_t i = inputs_begin[n]; i < outputs; ++i) {
+      const TensorId t = ids[i];
+      last_reader[root[t]] = n;
+      if (!node_forward[n] && forward_produced[t] && !resident_root[t]) is_candidate[t] = 1;
+    }
+  }
+  pinned = PinnedCandidates(*this, random_op);
+  for (TensorId t = 0; t < num_tensors; ++t) {
+    if (is_candidate[t]) candidates.push_back(t);
+    if (is_candidate[t] && !pinned[t]) droppable.push_back(t);
   }
 }
 
@@ -675,16 +687,18 @@ std::vector<Region> FindRegions(const SimContext& context) {
   std::vector<uint8_t> pinned(num_tensors, 0);
   std::vector<uint8_t> makes_candidate(num_nodes, 0);
   for (NodeId n = 0; n < num_nodes; ++n) {
-    const Node& node = graph.nodes[n];
+    const bool forward = context.node_forward[n];
     auto touch = [&](TensorId t) {
       if (context.resident_root[t]) return;
       const TensorId root = context.root[t];
       span_first[root] = std::min(span_first[root], n);
       span_last[root] = std::max(span_last[root], n);
-      if (node.phase == Phase::kForward || context.forward_produced[t]) pinned[root] = 1;
+      if (forward || context.forward_produced[t]) pinned[root] = 1;
     };
-    for (TensorId t : node.inputs) touch(t);
-    for (TensorId t : node.outputs) {
+    const uint32_t outputs = context.outputs_begin[n];
+    for (uint32_t i = context.inputs_begin[n]; i < outputs; ++i) touch(context.ids[i]);
+    for (uint32_t i = outputs; i < context.inputs_begin[n + 1]; ++i) {
+      const TensorId t = context.ids[i];
       touch(t);
       makes_candidate[n] |= context.is_candidate[t];
     }
@@ -730,7 +744,9 @@ class ShapeComparer {
   // First tensor the region makes: tensor ids of copies differ by as much.
   TensorId Base(const Region& region) const {
     for (NodeId n = region.first; n < region.end; ++n) {
-      if (!graph_.nodes[n].outputs.empty()) return graph_.nodes[n].outputs[0];
+      if (context_.outputs_begin[n] < context_.inputs_begin[n + 1]) {
+        return context_.ids[context_.outputs_begin[n]];
+      }
     }
     return 0;
   }
@@ -749,11 +765,15 @@ class ShapeComparer {
       uint64_t cost_bits;
       std::memcpy(&cost_bits, &context_.node_cost[n], sizeof cost_bits);
       mix(cost_bits);
-      for (const std::vector<TensorId>* list : {&node.inputs, &node.outputs}) {
-        mix(list->size());
-        for (TensorId t : *list) {
+      // Inputs, then outputs (ids side by side, SimContext).
+      const uint32_t bounds[3] = {context_.inputs_begin[n], context_.outputs_begin[n],
+                                  context_.inputs_begin[n + 1]};
+      for (int list = 0; list < 2; ++list) {
+        mix(bounds[list + 1] - bounds[list]);
+        for (uint32_t i = bounds[list]; i < bounds[list + 1]; ++i) {
+          const TensorId t = context_.ids[i];
           mix(Local(t, region) ? uint64_t{t} - base : ~uint64_t{0});
-          mix(graph_.tensors[context_.root[t]].bytes);
+          mix(static_cast<uint64_t>(context_.bytes[context_.root[t]]));
         }
       }
     }
@@ -763,20 +783,22 @@ class ShapeComparer {
   // Whether `b` is a copy of `a`, its tensors shifted by `shift`.
   bool Same(const Region& a, const Region& b, int64_t shift) const {
     if (a.end - a.first != b.end - b.first) return false;
+    const std::vector<uint32_t>& inputs = context_.inputs_begin;
+    const std::vector<uint32_t>& outputs = context_.outputs_begin;
+    const std::vector<TensorId>& ids = context_.ids;
     for (NodeId i = 0; i < a.end - a.first; ++i) {
       const NodeId na = a.first + i, nb = b.first + i;
       const Node& x = graph_.nodes[na];
       const Node& y = graph_.nodes[nb];
       if (x.phase != y.phase || x.op != y.op || x.workspace_bytes != y.workspace_bytes ||
           context_.node_cost[na] != context_.node_cost[nb] ||
-          x.inputs.size() != y.inputs.size() || x.outputs.size() != y.outputs.size()) {
+          outputs[na] - inputs[na] != outputs[nb] - inputs[nb] ||
+          inputs[na + 1] - outputs[na] != inputs[nb + 1] - outputs[nb]) {
         return false;
       }
-      for (size_t k = 0; k < x.inputs.size(); ++k) {
-        if (!SameTensor(x.inputs[k], y.inputs[k], a, b, shift)) return false;
-      }
-      for (size_t k = 0; k < x.outputs.size(); ++k) {
-        if (!SameTensor(x.outputs[k], y.outputs[k], a, b, shift)) return false;
+      // Inputs and outputs, in order.
+      for (uint32_t k = 0; k < inputs[na + 1] - inputs[na]; ++k) {
+        if (!SameTensor(ids[inputs[na] + k], ids[inputs[nb] + k], a, b, shift)) return false;
       }
     }
     return true;
@@ -784,7 +806,7 @@ class ShapeComparer {
 
  private:
   bool Local(TensorId t, const Region& region) const {
-    const NodeId p = graph_.tensors[t].producer;
+    const NodeId p = context_.producer[t];
     return p != kNoId && p >= region.first && p < region.end;
   }
 
@@ -807,14 +829,16 @@ class ShapeComparer {
   bool SameTensor(TensorId s, TensorId t, const Region& a, const Region& b, int64_t shift) const {
     if (!SameRef(s, t, a, b, shift) || !SameFlags(s, t)) return false;
     if (!Local(s, a)) return true;
-    const Tensor& x = graph_.tensors[s];
-    const Tensor& y = graph_.tensors[t];
-    if (x.bytes != y.bytes || x.kind != y.kind) return false;
-    if ((x.alias_of == kNoId) != (y.alias_of == kNoId)) return false;
-    if (x.alias_of != kNoId && !SameRef(x.alias_of, y.alias_of, a, b, shift)) return false;
+    if (context_.bytes[s] != context_.bytes[t] ||
+        graph_.tensors[s].kind != graph_.tensors[t].kind) {
+      return false;
+    }
+    const TensorId xa = context_.alias_of[s], ya = context_.alias_of[t];
+    if ((xa == kNoId) != (ya == kNoId)) return false;
+    if (xa != kNoId && !SameRef(xa, ya, a, b, shift)) return false;
     const TensorId rs = context_.root[s], rt = context_.root[t];
     if (!SameRef(rs, rt, a, b, shift) || !SameFlags(rs, rt)) return false;
-    if (graph_.tensors[rs].bytes != graph_.tensors[rt].bytes) return false;
+    if (context_.bytes[rs] != context_.bytes[rt]) return false;
     // Storages read after the region live to its end.
     const NodeId ls = context_.last_reader[rs], lt = context_.last_reader[rt];
     return (ls != kNoId && ls >= a.end) == (lt != kNoId && lt >= b.end);

@@ -1697,6 +1697,46 @@ struct CachedChoice {
   uint32_t version = 0;  // of the region's plan
   int64_t peak = 0, outside = 0;
   DropChoice choice;
+  uint32_t stamp = 0;  // counts the choices cached for the region
+};
+
+// The regions at the step's peak with a current cached drop, best first:
+// the greedy's pick without a pass over every region. Entries are
+// (cached choice, region, the cache's stamp then); one whose region has left
+// the peak or cached another choice since is dropped when it comes first.
+class AtPeak {
+ public:
+  struct Entry {
+    DropChoice choice;
+    size_t region;
+    uint32_t stamp;
+  };
+  void clear() { heap_.clear(); }
+  void Push(size_t r, const CachedChoice& cached) {
+    heap_.push_back({cached.choice, r, cached.stamp});
+    std::push_heap(heap_.begin(), heap_.end(), After);
+  }
+  // The best current entry (none: nullptr), the stale ones before it dropped.
+  const Entry* Best(const RegionalMemory& memory, int64_t peak,
+                    const std::vector<CachedChoice>& cache) {
+    while (!heap_.empty()) {
+      const Entry& top = heap_.front();
+      if (memory.maxes()[top.region] == peak && cache[top.region].stamp == top.stamp) return &top;
+      std::pop_heap(heap_.begin(), heap_.end(), After);
+      heap_.pop_back();
+    }
+    return nullptr;
+  }
+
+ private:
+  // Whether `a` comes after `b`: BetterThan, then the lower region (the
+  // order a pass over the regions keeps on ties).
+  static bool After(const Entry& a, const Entry& b) {
+    if (b.choice.BetterThan(a.choice)) return true;
+    if (a.choice.BetterThan(b.choice)) return false;
+    return a.region > b.region;
+  }
+  std::vector<Entry> heap_;
 };
 
 // Region searches kept for the region's copies: a copy with the same plan,
@@ -1808,34 +1848,95 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   RegionalMemory::Trial chosen;
   size_t chosen_region = SIZE_MAX;
   TensorId chosen_tensor = kNoId;
+  // Region r's cached choice made current (searched, or copied from a copy
+  // of the region), where it is not; an entry for it in `at_peak`.
+  AtPeak at_peak;
+  auto refresh = [&](size_t r, int64_t peak) {
+    CachedChoice& cached = cache[r];
+    const int64_t outside = memory.Outside(r);
+    if (cached.valid && cached.version == version[r] && cached.peak == peak &&
+        cached.outside == outside) {
+      return;
+    }
+    cached = {true, version[r], peak, outside, {}, cached.stamp + 1};
+    if (shared.Find(r, result.keep, peak, outside, &cached.choice)) {
+      ++counters.shared_searches;
+    } else {
+      cached.choice = search.Best(memory, r, result.keep, &chosen);
+      shared.Store(r, result.keep, peak, outside, cached.choice);
+      if (cached.choice.tensor != kNoId) {
+        chosen_region = r;
+        chosen_tensor = cached.choice.tensor;
+      }
+    }
+    if (cached.choice.tensor != kNoId) at_peak.Push(r, cached);
+  };
+  // The peak `at_peak` holds the regions of (none: kLowest), and the region
+  // the last drop was applied in.
+  int64_t at_peak_of = kLowest;
+  size_t applied = SIZE_MAX;
   while (memory.peak() > options.budget_bytes) {
     ++counters.iterations;
     const int64_t peak = memory.peak();
-    DropChoice best;
-    size_t best_region = SIZE_MAX;
-    for (size_t r = 0; r < memory.size(); ++r) {
-      // A region below the peak has no drop: the peak stays, and none of
-      // its nodes is at it.
-      if (memory.maxes()[r] != peak) continue;
-      CachedChoice& cached = cache[r];
-      const int64_t outside = memory.Outside(r);
-      if (!cached.valid || cached.version != version[r] || cached.peak != peak ||
-          cached.outside != outside) {
-        cached = {true, version[r], peak, outside, {}};
-        if (shared.Find(r, result.keep, peak, outside, &cached.choice)) {
-          ++counters.shared_searches;
+    // The regions at the peak, each with its cached choice made current, in
+    // region order (the order of the searches, whose last found drop is
+    // `chosen`). A region below the peak has no drop: the peak stays, and
+    // none of its nodes is at it. While the peak stays, a choice cached at
+    // it stays current but in the region the last drop changed, and, where
+    // that drop left one region at the peak, in that one (its outside,
+    // RegionalMemory::Outside, is then another region's highest node peak):
+    // only those are looked at, not every region.
+    if (peak != at_peak_of) {
+      at_peak.clear();
+      for (size_t r = 0; r < memory.size(); ++r) {
+        if (memory.maxes()[r] == peak) refresh(r, peak);
+      }
+      at_peak_of = peak;
+    } else {
+      ++counters.quick_picks;
+      size_t alone = SIZE_MAX;  // the one region at the peak
+      if (memory.at_top() == 1) {
+        if (memory.maxes()[applied] == peak) {
+          alone = applied;
         } else {
-          cached.choice = search.Best(memory, r, result.keep, &chosen);
-          shared.Store(r, result.keep, peak, outside, cached.choice);
-          if (cached.choice.tensor != kNoId) {
-            chosen_region = r;
-            chosen_tensor = cached.choice.tensor;
-          }
+          alone = static_cast<size_t>(
+              std::find(memory.maxes().begin(), memory.maxes().end(), peak) -
+              memory.maxes().begin());
         }
       }
-      if (cached.choice.tensor != kNoId && cached.choice.BetterThan(best)) {
-        best = cached.choice;
-        best_region = r;
+      const size_t first = std::min(applied, alone), second = std::max(applied, alone);
+      if (memory.maxes()[first] == peak) refresh(first, peak);
+      if (second != first && second != SIZE_MAX && memory.maxes()[second] == peak) {
+        refresh(second, peak);
+      }
+    }
+    DropChoice best;
+    size_t best_region = SIZE_MAX;
+    if (const AtPeak::Entry* top = at_peak.Best(memory, peak, cache)) {
+      best = top->choice;
+      best_region = top->region;
+    }
+    if (options.verify) {
+      // A pass over the regions: every one at the peak has a current
+      // choice, and the best of them is the one taken.
+      DropChoice passed;
+      size_t passed_region = SIZE_MAX;
+      for (size_t r = 0; r < memory.size(); ++r) {
+        if (memory.maxes()[r] != peak) continue;
+        const CachedChoice& cached = cache[r];
+        if (!cached.valid || cached.version != version[r] || cached.peak != peak ||
+            cached.outside != memory.Outside(r)) {
+          throw std::logic_error("incremental: region " + std::to_string(r) +
+                                 " is at the peak with a choice cached before its last change");
+        }
+        if (cached.choice.tensor != kNoId && cached.choice.BetterThan(passed)) {
+          passed = cached.choice;
+          passed_region = r;
+        }
+      }
+      if (passed_region != best_region || passed.tensor != best.tensor) {
+        throw std::logic_error("incremental: the regions at the peak, best first, did not give "
+                               "the best region's drop");
       }
     }
     if (best.tensor == kNoId) break;
@@ -1853,6 +1954,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
     search.Applied(best_region, best.tensor);
     chosen_region = SIZE_MAX;
     ++version[best_region];
+    applied = best_region;
     if (spdlog::should_log(spdlog::level::debug)) {  // ShowName costs a string
       spdlog::debug("incremental: drop '{}' (peak {} -> {})",
                     ShowName(graph.tensors[best.tensor].name), peak, memory.peak());
@@ -1870,10 +1972,11 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "
       "searches ({} more copied from a copy of the region), {} simulations ({} copied), {} drops "
-      "scored without simulating ({:.3f} s)",
+      "scored without simulating, {} picked looking at the changed regions only ({:.3f} s)",
       result.drops.size(), memory.size(), result.start_peak, result.peak, options.budget_bytes,
       result.fits ? "fits" : "does not fit", counters.searches, counters.shared_searches,
-      counters.simulations, counters.shared_trials, counters.fast_scores, SecondsSince(started));
+      counters.simulations, counters.shared_trials, counters.fast_scores, counters.quick_picks,
+      SecondsSince(started));
   return result;
 }
 

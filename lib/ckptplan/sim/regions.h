@@ -97,6 +97,8 @@ class RegionalMemory {
   const std::vector<int64_t>& maxes() const { return maxes_; }
   /// Highest node peak outside region `r`, in the step's bytes.
   int64_t Outside(size_t r) const;
+  /// Regions whose highest node peak is the step's peak.
+  size_t at_top() const { return at_top_; }
   SimOptions OptionsFor(size_t r) const;
 
   /// A changed plan of one region, simulated.

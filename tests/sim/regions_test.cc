@@ -123,9 +123,56 @@ TEST_CASE("regions that are copies of one another share a shape") {
   CHECK(shapes[2].first_of_shape == 2);
 }
 
-TEST_CASE("property: a trial shared by a copy equals the copy's own simulation") {
+// A random plan (each tensor saved with odds 2 in 3) of `graph`'s first
+// `period` tensors, repeated: with `period` the tensors of one part of
+// copies, the same plan in every part.
+SaveSet RandomPlan(const Graph& graph, size_t period, std::mt19937_64& rng) {
+  std::vector<uint8_t> bits(period);
+  for (uint8_t& bit : bits) bit = rng() % 3 != 0;
+  SaveSet keep = SaveAll(graph);
+  for (TensorId t = 0; t < graph.tensors.size(); ++t) keep[t] = bits[t % period];
+  return keep;
+}
+
+// The start of a RegionalMemory for `keep` against simulations of its own:
+// every region's figures (a copy's, while shared), simulation, offsets and
+// highest node peak. Returns the shapes (distinct first_of_shape) among
+// the regions.
+size_t CheckStart(const SimContext& context, const SaveSet& keep, const RegionalMemory& memory) {
+  const SimResult whole = Simulate(context, keep, SimOptions());
+  CHECK(memory.peak() == whole.peak_bytes);
+  std::vector<size_t> first_of_shape;
+  for (size_t r = 0; r < memory.size(); ++r) {
+    const RegionalMemory::Part& part = memory.part(r);
+    const SimResult own = Simulate(context, keep, memory.OptionsFor(r));
+    const SimResult& figures = part.sim.figures();
+    CHECK(figures.node_peak == own.node_peak);
+    CHECK(figures.total == own.total);
+    CHECK(figures.peak_bytes == own.peak_bytes);
+    CHECK(figures.recompute_cost == own.recompute_cost);
+    CHECK(SimResultDifference(part.sim.full(), own) == "");
+    int64_t max = std::numeric_limits<int64_t>::min();
+    for (NodeId n = part.range.first; n < part.range.end; ++n) {
+      CHECK(part.offset[n - part.range.first] ==
+            whole.node_peak[n] - own.node_peak[n - part.range.first]);
+      max = std::max(max, whole.node_peak[n]);
+    }
+    CHECK(part.max == max);
+    first_of_shape.push_back(context.shapes()[r].first_of_shape);
+  }
+  std::sort(first_of_shape.begin(), first_of_shape.end());
+  return static_cast<size_t>(std::unique(first_of_shape.begin(), first_of_shape.end()) -
+                             first_of_shape.begin());
+}
+
+TEST_CASE("property: copies share simulations, trials and the start, each its own's") {
+  // A trial of a copy's plan shares the copy's simulation (Try). A
+  // RegionalMemory simulates the whole step, then each region, but copies
+  // of a region (same shape) with the same plan once: a plan repeated in
+  // every part gives one simulation per shape; a plan that differs from part
+  // to part may give more.
   std::mt19937_64 rng(11);
-  size_t shared = 0;
+  size_t shared = 0, started_shared = 0;
   for (uint64_t seed = 1; seed <= 10; ++seed) {
     const Graph step = testing::RandomStep(seed, 3);
     const Graph graph = testing::Copies(step, 4);
@@ -136,11 +183,8 @@ TEST_CASE("property: a trial shared by a copy equals the copy's own simulation")
     const size_t per_part = step.tensors.size();
     RegionalMemory::Trial trial;
     for (int plan = 0; plan < 8; ++plan) {
-      // One random plan of the step, the same in every part.
-      std::vector<uint8_t> bits(per_part);
-      for (uint8_t& bit : bits) bit = rng() % 3 != 0;
-      SaveSet keep = SaveAll(graph);
-      for (TensorId t = 0; t < graph.tensors.size(); ++t) keep[t] = bits[t % per_part];
+      CAPTURE(plan);
+      const SaveSet keep = RandomPlan(graph, per_part, rng);
       for (size_t r = 0; r < memory.size(); ++r) {
         memory.Try(r, keep, &trial);
         SimResult own = Simulate(context, keep, memory.OptionsFor(r));
@@ -150,70 +194,20 @@ TEST_CASE("property: a trial shared by a copy equals the copy's own simulation")
         memory.Try(r, keep, &trial, /*need_sim=*/false);
         CHECK(trial.region_max == region_max);
       }
+      const RegionalMemory started(context, keep, options);
+      const size_t shapes = CheckStart(context, keep, started);
+      CHECK(started.start_simulations() == 1 + shapes);  // the step, then one per shape
+      started_shared += 1 + started.size() - started.start_simulations();
+      const SaveSet mixed = RandomPlan(graph, graph.tensors.size(), rng);
+      const RegionalMemory mixed_start(context, mixed, options);
+      CheckStart(context, mixed, mixed_start);
+      CHECK(mixed_start.start_simulations() <= 1 + mixed_start.size());
     }
     shared += memory.shared_trials();
   }
+  MESSAGE(shared << " trials and " << started_shared << " starting simulations shared");
   CHECK(shared > 100);
-}
-
-TEST_CASE("property: copies with the same starting plan share one simulation") {
-  // RegionalMemory simulates the whole step, then each region, but copies
-  // of a region (same shape) with the same plan once: a plan repeated in
-  // every part gives one simulation per shape. Every region's simulation,
-  // offsets and figures equal those of its own simulation.
-  std::mt19937_64 rng(5);
-  size_t fewer = 0;
-  for (uint64_t seed = 1; seed <= 10; ++seed) {
-    const Graph step = testing::RandomStep(seed, 3);
-    const Graph graph = testing::Copies(step, 4);
-    const size_t per_part = step.tensors.size();
-    CAPTURE(seed);
-    SimContext context(graph);
-    const std::vector<RegionShape>& shapes = context.shapes();
-    for (int plan = 0; plan < 4; ++plan) {
-      CAPTURE(plan);
-      // Plans 0 and 1 repeat in every part; 2 and 3 differ from part to part.
-      std::vector<uint8_t> bits(graph.tensors.size());
-      for (uint8_t& bit : bits) bit = rng() % 3 != 0;
-      SaveSet keep = SaveAll(graph);
-      for (TensorId t = 0; t < graph.tensors.size(); ++t) {
-        keep[t] = plan < 2 ? bits[t % per_part] : bits[t];
-      }
-      const SimResult whole = Simulate(context, keep, SimOptions());
-      RegionalMemory memory(context, keep, SimOptions());
-      CHECK(memory.peak() == whole.peak_bytes);
-      std::vector<size_t> first_of_shape;
-      for (size_t r = 0; r < memory.size(); ++r) {
-        const RegionalMemory::Part& part = memory.part(r);
-        const SimResult own = Simulate(context, keep, memory.OptionsFor(r));
-        // The figures first (a copy's, while shared), then the whole
-        // simulation with this region's ids.
-        const SimResult& figures = part.sim.figures();
-        CHECK(figures.node_peak == own.node_peak);
-        CHECK(figures.total == own.total);
-        CHECK(figures.peak_bytes == own.peak_bytes);
-        CHECK(figures.recompute_cost == own.recompute_cost);
-        CHECK(SimResultDifference(part.sim.full(), own) == "");
-        int64_t max = std::numeric_limits<int64_t>::min();
-        for (NodeId n = part.range.first; n < part.range.end; ++n) {
-          CHECK(part.offset[n - part.range.first] ==
-                whole.node_peak[n] - own.node_peak[n - part.range.first]);
-          max = std::max(max, whole.node_peak[n]);
-        }
-        CHECK(part.max == max);
-        first_of_shape.push_back(shapes[r].first_of_shape);
-      }
-      std::sort(first_of_shape.begin(), first_of_shape.end());
-      const size_t distinct = static_cast<size_t>(
-          std::unique(first_of_shape.begin(), first_of_shape.end()) - first_of_shape.begin());
-      // The whole step, then one simulation per shape when the plan repeats.
-      if (plan < 2) CHECK(memory.start_simulations() == 1 + distinct);
-      CHECK(memory.start_simulations() <= 1 + memory.size());
-      fewer += 1 + memory.size() - memory.start_simulations();
-    }
-  }
-  MESSAGE(fewer << " region simulations shared");
-  CHECK(fewer > 20);
+  CHECK(started_shared > 50);
 }
 
 // Random plans of concatenated random graphs and small transformers: every

@@ -1851,13 +1851,16 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   // Region r's cached choice made current (searched, or copied from a copy
   // of the region), where it is not; an entry for it in `at_peak`.
   AtPeak at_peak;
+  // Whether region r's cached choice is of its plan now, at `peak`.
+  auto current = [&](size_t r, int64_t peak) {
+    const CachedChoice& cached = cache[r];
+    return cached.valid && cached.version == version[r] && cached.peak == peak &&
+           cached.outside == memory.Outside(r);
+  };
   auto refresh = [&](size_t r, int64_t peak) {
+    if (current(r, peak)) return;
     CachedChoice& cached = cache[r];
     const int64_t outside = memory.Outside(r);
-    if (cached.valid && cached.version == version[r] && cached.peak == peak &&
-        cached.outside == outside) {
-      return;
-    }
     cached = {true, version[r], peak, outside, {}, cached.stamp + 1};
     if (shared.Find(r, result.keep, peak, outside, &cached.choice)) {
       ++counters.shared_searches;
@@ -1924,8 +1927,7 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
       for (size_t r = 0; r < memory.size(); ++r) {
         if (memory.maxes()[r] != peak) continue;
         const CachedChoice& cached = cache[r];
-        if (!cached.valid || cached.version != version[r] || cached.peak != peak ||
-            cached.outside != memory.Outside(r)) {
+        if (!current(r, peak)) {
           throw std::logic_error("incremental: region " + std::to_string(r) +
                                  " is at the peak with a choice cached before its last change");
         }

@@ -69,6 +69,52 @@ void ShiftSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t len
 #endif
 }
 
+// ShiftSteps where old steps [first_gone, last_gone] hold the `gone` steps
+// that go (sorted; first_gone is the first of them, last_gone the last):
+// a step after the last moves back by their count. A storage with a step
+// among [first_gone, last_gone] is mapped by `map` (StepMap: a step that
+// goes is kNone), which counts the storages made at a step that goes in
+// *made_gone and those last read at one in *read_gone.
+template <typename Map>
+void MapSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t length,
+              uint32_t first_gone, uint32_t last_gone, uint32_t gone, const Map& map, Buffer* to,
+              size_t* made_gone, size_t* read_gone) {
+#if defined(__GNUC__)
+  typedef uint32_t Lanes __attribute__((vector_size(16)));
+  const Lanes at = {UINT32_MAX, place, place, UINT32_MAX};
+  const Lanes by = {0, length, length, 0};
+  const Lanes lo = {UINT32_MAX, first_gone, first_gone, UINT32_MAX};
+  const Lanes hi = {UINT32_MAX, last_gone, last_gone, UINT32_MAX};
+  const Lanes back = {0, gone, gone, 0};
+  for (uint32_t i = 0; i < count; ++i) {
+    Lanes lanes;
+    std::memcpy(&lanes, from + i, sizeof(lanes));
+    const Lanes inside = reinterpret_cast<Lanes>(lanes >= lo) & reinterpret_cast<Lanes>(lanes <= hi);
+    if ((inside[1] | inside[2]) != 0) {
+      Buffer copy = from[i];
+      copy.first_step = map(copy.first_step);
+      copy.last_step = map(copy.last_step);
+      *made_gone += copy.first_step == StepFacts::kNone;
+      *read_gone += copy.last_step == StepFacts::kNone;
+      to[i] = copy;
+      continue;
+    }
+    lanes += (reinterpret_cast<Lanes>(lanes >= at) & by) - (reinterpret_cast<Lanes>(lanes > hi) & back);
+    std::memcpy(to + i, &lanes, sizeof(lanes));
+  }
+#else
+  (void)place, (void)length, (void)first_gone, (void)last_gone, (void)gone;
+  for (uint32_t i = 0; i < count; ++i) {
+    Buffer copy = from[i];
+    copy.first_step = map(copy.first_step);
+    copy.last_step = map(copy.last_step);
+    *made_gone += copy.first_step == StepFacts::kNone;
+    *read_gone += copy.last_step == StepFacts::kNone;
+    to[i] = copy;
+  }
+#endif
+}
+
 }  // namespace
 
 bool DropDelta::SameRange(const SimOptions& options, const SimResult* out) const {
@@ -208,14 +254,9 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
       return true;
     }
     size_t lost = 0, gone = 0;
-    for (uint32_t i = 0, count = hi - lo; i < count; ++i) {
-      Buffer copy = from[i];
-      copy.first_step = new_step(copy.first_step);
-      copy.last_step = new_step(copy.last_step);
-      gone += copy.first_step == kNone;
-      lost += copy.last_step == kNone;
-      to[i] = copy;
-    }
+    MapSteps(from, hi - lo, static_cast<uint32_t>(a), static_cast<uint32_t>(m),
+             new_step.first_gone, new_step.last_gone, static_cast<uint32_t>(deleted_.size()),
+             new_step, to, &gone, &lost);
     written += hi - lo;
     unsettled += lost;
     return !made_here || gone == 0;

@@ -416,26 +416,28 @@ class PeakTracker {
       // The inner groups' node peaks, moved in one pass over their nodes.
       const auto [lo, hi] = InnerGroups(i, end, steps);
       for (size_t n = lo; n < hi; ++n) node_peak_[n] = old_node_peak[n] + delta;
-      int64_t most = std::numeric_limits<int64_t>::min(), most_own = most;
-      uint32_t most_at = i;  // the first step reaching it
-      NodeId most_own_node = kNoId;  // the first own step reaching most_own
+      // The highest total and own step's total in one pass without
+      // branches; where one of them is new, a second pass finds the first
+      // step reaching it (most runs raise neither: the peak so far holds).
+      constexpr int64_t kLow = std::numeric_limits<int64_t>::min();
+      int64_t most = kLow, most_own = kLow;
       for (uint32_t j = i; j < end; ++j) {
         const int64_t total = from_totals[j] + delta;
         totals[j] = total;
-        most_at = total > most ? j : most_at;
         most = std::max(most, total);
-        if (!steps[j].recompute && total > most_own) {
-          most_own = total;
-          most_own_node = steps[j].node;
-        }
+        most_own = std::max(most_own, steps[j].recompute ? kLow : total);
       }
       if (most > peak_) {
+        uint32_t at = i;
+        while (totals[at] != most) ++at;
         peak_ = most;
-        peak_step_ = s + most_at;
+        peak_step_ = s + at;
       }
       if (most_own > max_own_) {
+        uint32_t at = i;
+        while (steps[at].recompute || totals[at] != most_own) ++at;
         max_own_ = most_own;
-        max_own_node_ = most_own_node;
+        max_own_node_ = steps[at].node;
       }
       pending_ = std::numeric_limits<int64_t>::min();
       i = end;

@@ -79,6 +79,15 @@ template <typename Map>
 void MapSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t length,
               uint32_t first_gone, uint32_t last_gone, uint32_t gone, const Map& map, Buffer* to,
               size_t* made_gone, size_t* read_gone) {
+  // Storage i through `map`, one step at a time.
+  auto map_one = [&](uint32_t i) {
+    Buffer copy = from[i];
+    copy.first_step = map(copy.first_step);
+    copy.last_step = map(copy.last_step);
+    *made_gone += copy.first_step == StepFacts::kNone;
+    *read_gone += copy.last_step == StepFacts::kNone;
+    to[i] = copy;
+  };
 #if defined(__GNUC__)
   typedef uint32_t Lanes __attribute__((vector_size(16)));
   const Lanes at = {UINT32_MAX, place, place, UINT32_MAX};
@@ -91,12 +100,7 @@ void MapSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t lengt
     std::memcpy(&lanes, from + i, sizeof(lanes));
     const Lanes inside = reinterpret_cast<Lanes>(lanes >= lo) & reinterpret_cast<Lanes>(lanes <= hi);
     if ((inside[1] | inside[2]) != 0) {
-      Buffer copy = from[i];
-      copy.first_step = map(copy.first_step);
-      copy.last_step = map(copy.last_step);
-      *made_gone += copy.first_step == StepFacts::kNone;
-      *read_gone += copy.last_step == StepFacts::kNone;
-      to[i] = copy;
+      map_one(i);
       continue;
     }
     lanes += (reinterpret_cast<Lanes>(lanes >= at) & by) - (reinterpret_cast<Lanes>(lanes > hi) & back);
@@ -104,14 +108,7 @@ void MapSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t lengt
   }
 #else
   (void)place, (void)length, (void)first_gone, (void)last_gone, (void)gone;
-  for (uint32_t i = 0; i < count; ++i) {
-    Buffer copy = from[i];
-    copy.first_step = map(copy.first_step);
-    copy.last_step = map(copy.last_step);
-    *made_gone += copy.first_step == StepFacts::kNone;
-    *read_gone += copy.last_step == StepFacts::kNone;
-    to[i] = copy;
-  }
+  for (uint32_t i = 0; i < count; ++i) map_one(i);
 #endif
 }
 

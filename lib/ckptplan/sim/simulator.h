@@ -416,9 +416,10 @@ class PeakTracker {
       // The inner groups' node peaks, moved in one pass over their nodes.
       const auto [lo, hi] = InnerGroups(i, end, steps);
       for (size_t n = lo; n < hi; ++n) node_peak_[n] = old_node_peak[n] + delta;
-      // The highest total and own step's total in one pass without
-      // branches; where one of them is new, a second pass finds the first
-      // step reaching it (most runs raise neither: the peak so far holds).
+      // The highest total and own step's total in one pass, without
+      // tracking where they are reached; where one of them is new, a second
+      // pass finds the first step reaching it (most runs raise neither: the
+      // peak so far holds).
       constexpr int64_t kLow = std::numeric_limits<int64_t>::min();
       int64_t most = kLow, most_own = kLow;
       for (uint32_t j = i; j < end; ++j) {

@@ -446,8 +446,13 @@ class DropDelta {
   // Patch and PatchInPlace.
   bool PatchDrop(TensorId t, const SimOptions& options, SimResult* out, bool in_place);
   // PatchInPlace's storages, swapped in at its end (each keeps the other's
-  // capacity).
+  // capacity), where a step goes. Where none does, the storages are patched
+  // where they are: the chain's storages (chain_buffers_) and the old ones
+  // whose last read moves (moved_lifetimes_, by index after the patch) are
+  // worked out before anything is written.
   std::vector<Buffer> buffers_;
+  std::vector<Buffer> chain_buffers_;
+  std::vector<std::pair<size_t, Buffer>> moved_lifetimes_;
   // ScoreResave's moved chains (MovedChain): their steps' keys, and the
   // reads after the old chain of what it alone made, as (step, tensor).
   std::vector<int64_t> moved_keys_;

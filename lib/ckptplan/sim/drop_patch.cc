@@ -69,6 +69,47 @@ void ShiftSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t len
 #endif
 }
 
+// ShiftSteps where `to` may overlap `from` at a higher address (storages
+// moved up where they are): from the last storage back.
+void ShiftStepsBack(const Buffer* from, uint32_t count, uint32_t place, uint32_t length,
+                    Buffer* to) {
+#if defined(__GNUC__)
+  typedef uint32_t Lanes __attribute__((vector_size(16)));
+  const Lanes at = {0, place, place, 0};
+  const Lanes by = {0, length, length, 0};
+  for (uint32_t i = count; i-- > 0;) {
+    Lanes lanes;
+    std::memcpy(&lanes, from + i, sizeof(lanes));
+    lanes += reinterpret_cast<Lanes>(lanes >= at) & by;
+    std::memcpy(to + i, &lanes, sizeof(lanes));
+  }
+#else
+  for (uint32_t i = count; i-- > 0;) {
+    Buffer copy = from[i];
+    copy.first_step += copy.first_step >= place ? length : 0;
+    copy.last_step += copy.last_step >= place ? length : 0;
+    to[i] = copy;
+  }
+#endif
+}
+
+// Storages patched where they are where no step goes and none is removed
+// (PatchInPlace): those from `inserted` on move up by the chain's storages
+// `made`, written between; every first and last step at or after `place`
+// moves by `length` (the storages before `inserted` were made before it:
+// only their last steps may).
+void InsertShifted(uint32_t inserted, const std::vector<Buffer>& made, uint32_t place,
+                   uint32_t length, std::vector<Buffer>* buffers) {
+  const uint32_t old_size = static_cast<uint32_t>(buffers->size());
+  ReserveSteps(*buffers, old_size + made.size());
+  buffers->resize(old_size + made.size());
+  Buffer* const data = buffers->data();
+  ShiftStepsBack(data + inserted, old_size - inserted, place, length,
+                 data + inserted + made.size());
+  std::copy(made.begin(), made.end(), data + inserted);
+  ShiftSteps(data, inserted, place, length, data);
+}
+
 // ShiftSteps where old steps [first_gone, last_gone] hold the `gone` steps
 // that go (sorted; first_gone is the first of them, last_gone the last):
 // a step after the last moves back by their count. A storage with a step
@@ -220,88 +261,116 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
   // old ones made after it but for the moved copies (made at steps that go).
   const uint32_t num_buffers = static_cast<uint32_t>(sim.buffers.size());
   const uint32_t inserted = MadeFrom(static_cast<uint32_t>(a));
-  // In place, into buffers_, swapped in once the steps are (each keeps
-  // the other's capacity).
-  std::vector<Buffer>& buffers_out = in_place ? buffers_ : out->buffers;
-  // Written through a pointer, the vector sized first: its end is not
-  // stored back at every storage (most of the patch's storages are copies).
   if (moved_.size() > num_buffers) return false;
-  const size_t num_new_buffers = num_buffers + made_.size() - moved_.size();
-  buffers_out.resize(num_new_buffers);
-  Buffer* const new_buffers = buffers_out.data();
-  size_t written = 0;
-  auto add_buffer = [&]() -> Buffer* {
-    return written < num_new_buffers ? &new_buffers[written++] : nullptr;
-  };
-  size_t unsettled = 0;  // old storages last read at a step that goes
-  // Old storages [lo, hi) copied with their steps mapped, in one loop; with
-  // `made_here`, each must be made at a step that stays.
-  auto copy_old = [&](uint32_t lo, uint32_t hi, bool made_here) {
-    if (hi < lo || written + (hi - lo) > num_new_buffers) return false;
-    const Buffer* const from = sim.buffers.data() + lo;
-    Buffer* const to = new_buffers + written;
-    if (deleted_.empty()) {
-      // No step goes: each step from the chain's place on moves by its
-      // length (StepMap's first branch, written out: through StepMap the
-      // loop keeps its branch, and the 693-layer greedy at 80% took 1.64
-      // s against 1.54, median of 5 alternating).
-      const uint32_t place = static_cast<uint32_t>(a), length = static_cast<uint32_t>(m);
-      ShiftSteps(from, hi - lo, place, length, to);
-      written += hi - lo;
-      return true;
+  // The chain's storages, each written where `add` says (nullptr: no room);
+  // false where they are not those Score found.
+  auto add_chain_buffers = [&](auto add) {
+    size_t made = 0;
+    for (int64_t k = 0; k < m; ++k) {
+      const NodeId p = chain_[k];
+      for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
+        const TensorId x = context_.ids[i];
+        if (context_.made[x] != SimContext::Made::kActivation) continue;
+        if (made == made_.size() || made_[made].first != block_key(k)) return false;
+        Buffer* buffer = add();
+        if (buffer == nullptr) return false;
+        buffer->root = x;
+        buffer->category = Category::kRecomputed;
+        buffer->first_step = static_cast<uint32_t>(a + k);
+        buffer->last_step = step_at(made_[made].last);
+        if (buffer->last_step == kNone) return false;
+        ++made;
+      }
     }
-    size_t lost = 0, gone = 0;
-    MapSteps(from, hi - lo, static_cast<uint32_t>(a), static_cast<uint32_t>(m),
-             new_step.first_gone, new_step.last_gone, static_cast<uint32_t>(deleted_.size()),
-             new_step, to, &gone, &lost);
-    written += hi - lo;
-    unsettled += lost;
-    return !made_here || gone == 0;
+    return made == made_.size();
   };
-  if (!copy_old(0, inserted, /*made_here=*/false)) return false;
-  size_t made = 0;
-  for (int64_t k = 0; k < m; ++k) {
-    const NodeId p = chain_[k];
-    for (uint32_t i = context_.outputs_begin[p]; i < context_.inputs_begin[p + 1]; ++i) {
-      const TensorId x = context_.ids[i];
-      if (context_.made[x] != SimContext::Made::kActivation) continue;
-      if (made == made_.size() || made_[made].first != block_key(k)) return false;
-      Buffer* buffer = add_buffer();
-      if (buffer == nullptr) return false;
-      buffer->root = x;
-      buffer->category = Category::kRecomputed;
-      buffer->first_step = static_cast<uint32_t>(a + k);
-      buffer->last_step = step_at(made_[made].last);
-      if (buffer->last_step == kNone) return false;
-      ++made;
-    }
-  }
-  if (made != made_.size()) return false;
-  // The old storages made after the place but for the moved copies (made at
-  // steps that go), in runs between those.
-  uint32_t next = inserted;
-  for (const uint32_t b : moved_) {
-    if (b < next || b >= num_buffers || new_step(sim.buffers[b].first_step) != kNone) return false;
-    if (!copy_old(next, b, /*made_here=*/true)) return false;
-    next = b + 1;
-  }
-  if (!copy_old(next, num_buffers, /*made_here=*/true)) return false;
-  if (written != num_new_buffers) return false;
-  // The old storages whose last read moves, and their categories from the
-  // new last read (ForwardStorageCategory, as Simulate settles them).
-  for (const auto& [b, position] : lifetimes_) {
-    const Buffer& old = sim.buffers[b];
-    if (new_step(old.first_step) == kNone) return false;
-    const size_t index =
-        b < inserted ? b
-                     : b + made_.size() -
-                           (std::lower_bound(moved_.begin(), moved_.end(), b) - moved_.begin());
-    Buffer& buffer = buffers_out[index];
-    unsettled -= buffer.last_step == kNone;
+  // An old storage's last read moved to `position`, with its category.
+  auto move_lifetime = [&](int64_t position, Buffer* buffer) {
     const uint32_t last = step_at(position);
-    if (last == kNone || !MoveLastRead(last, step_of(position), &buffer)) return false;
+    return last != kNone && MoveLastRead(last, step_of(position), buffer);
+  };
+  // In place where no step goes, the storages are patched where they are
+  // once the steps are (InsertShifted); what that writes besides moving
+  // them is worked out here, as all that may answer false must be before
+  // anything is written. Else, in place, into buffers_, swapped in once the
+  // steps are (each keeps the other's capacity).
+  const bool buffers_in_place = in_place && deleted_.empty() && moved_.empty();
+  if (buffers_in_place) {
+    chain_buffers_.clear();
+    if (!add_chain_buffers([&]() { return &chain_buffers_.emplace_back(); })) return false;
+    moved_lifetimes_.clear();
+    for (const auto& [b, position] : lifetimes_) {
+      if (b >= num_buffers) return false;
+      Buffer buffer = sim.buffers[b];
+      buffer.first_step = new_step(buffer.first_step);
+      buffer.last_step = new_step(buffer.last_step);
+      if (!move_lifetime(position, &buffer)) return false;
+      moved_lifetimes_.emplace_back(b < inserted ? b : b + made_.size(), buffer);
+    }
+  } else {
+    std::vector<Buffer>& buffers_out = in_place ? buffers_ : out->buffers;
+    // Written through a pointer, the vector sized first: its end is not
+    // stored back at every storage (most of the patch's storages are copies).
+    const size_t num_new_buffers = num_buffers + made_.size() - moved_.size();
+    buffers_out.resize(num_new_buffers);
+    Buffer* const new_buffers = buffers_out.data();
+    size_t written = 0;
+    size_t unsettled = 0;  // old storages last read at a step that goes
+    // Old storages [lo, hi) copied with their steps mapped, in one loop; with
+    // `made_here`, each must be made at a step that stays.
+    auto copy_old = [&](uint32_t lo, uint32_t hi, bool made_here) {
+      if (hi < lo || written + (hi - lo) > num_new_buffers) return false;
+      const Buffer* const from = sim.buffers.data() + lo;
+      Buffer* const to = new_buffers + written;
+      if (deleted_.empty()) {
+        // No step goes: each step from the chain's place on moves by its
+        // length (StepMap's first branch, written out: through StepMap the
+        // loop keeps its branch, and the 693-layer greedy at 80% took 1.64
+        // s against 1.54, median of 5 alternating).
+        const uint32_t place = static_cast<uint32_t>(a), length = static_cast<uint32_t>(m);
+        ShiftSteps(from, hi - lo, place, length, to);
+        written += hi - lo;
+        return true;
+      }
+      size_t lost = 0, gone = 0;
+      MapSteps(from, hi - lo, static_cast<uint32_t>(a), static_cast<uint32_t>(m),
+               new_step.first_gone, new_step.last_gone, static_cast<uint32_t>(deleted_.size()),
+               new_step, to, &gone, &lost);
+      written += hi - lo;
+      unsettled += lost;
+      return !made_here || gone == 0;
+    };
+    if (!copy_old(0, inserted, /*made_here=*/false)) return false;
+    if (!add_chain_buffers([&]() -> Buffer* {
+          return written < num_new_buffers ? &new_buffers[written++] : nullptr;
+        })) {
+      return false;
+    }
+    // The old storages made after the place but for the moved copies (made at
+    // steps that go), in runs between those.
+    uint32_t next = inserted;
+    for (const uint32_t b : moved_) {
+      if (b < next || b >= num_buffers || new_step(sim.buffers[b].first_step) != kNone) return false;
+      if (!copy_old(next, b, /*made_here=*/true)) return false;
+      next = b + 1;
+    }
+    if (!copy_old(next, num_buffers, /*made_here=*/true)) return false;
+    if (written != num_new_buffers) return false;
+    // The old storages whose last read moves, and their categories from the
+    // new last read (ForwardStorageCategory, as Simulate settles them).
+    for (const auto& [b, position] : lifetimes_) {
+      const Buffer& old = sim.buffers[b];
+      if (new_step(old.first_step) == kNone) return false;
+      const size_t index =
+          b < inserted ? b
+                       : b + made_.size() -
+                             (std::lower_bound(moved_.begin(), moved_.end(), b) - moved_.begin());
+      Buffer& buffer = buffers_out[index];
+      unsettled -= buffer.last_step == kNone;
+      if (!move_lifetime(position, &buffer)) return false;
+    }
+    if (unsettled != 0) return false;  // a read that goes, not placed by Score
   }
-  if (unsettled != 0) return false;  // a read that goes, not placed by Score
   // Read off the old steps, through the facts of the indexed simulation.
   const uint32_t place = static_cast<uint32_t>(a);
   FindGroupChanges(&place, m == 0 ? 0 : 1);
@@ -444,7 +513,13 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
   if (in_place) {
     out->steps.resize(num_new);
     out->total.resize(num_new);
-    out->buffers.swap(buffers_);
+    if (buffers_in_place) {
+      InsertShifted(inserted, chain_buffers_, static_cast<uint32_t>(a), static_cast<uint32_t>(m),
+                    &out->buffers);
+      for (const auto& [index, buffer] : moved_lifetimes_) out->buffers[index] = buffer;
+    } else {
+      out->buffers.swap(buffers_);
+    }
     // The steps before `from` hold the first highest step, or own step,
     // only where their highest node peak reaches the highest of those
     // after: then their figures are summed again (seldom: the drop's

@@ -127,9 +127,12 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   }
   // Copies: those of the storages kept stay (copied_ is in storage order,
   // and a tensor has one copy at most), the others go.
-  while (!copied_.empty() && copied_.back().second >= same.buffers) {
-    storages_[copied_.back().first].copy = kNone;
-    copied_.pop_back();
+  {
+    const auto gone = std::partition_point(
+        copied_.begin(), copied_.end(),
+        [&](const std::pair<TensorId, uint32_t>& copy) { return copy.second < same.buffers; });
+    for (auto it = gone; it != copied_.end(); ++it) storages_[it->first].copy = kNone;
+    copied_.erase(gone, copied_.end());
   }
   reads_ready_ = saved_ready_ = false;
   sim_ = &sim;
@@ -159,24 +162,27 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   kept_recompute_steps_.clear();
   if (same_range) {
     // Re-runs are listed in step order: those from `begin` on go, but for
-    // those of the tail, which stay, moved.
-    while (!rerun_nodes_.empty() && reruns_[rerun_nodes_.back() - first].step >= begin) {
-      const NodeId node = rerun_nodes_.back();
-      if (reads_kept_) old_tail_.push_back(node);
-      if (reruns_[node - first].step >= old_tail) {
-        kept_reruns_.push_back(node);
-      } else {
-        reruns_[node - first] = Rerun{};
-      }
-      rerun_nodes_.pop_back();
-    }
-    std::reverse(old_tail_.begin(), old_tail_.end());
-    while (!recompute_steps_.empty() && recompute_steps_.back() >= begin) {
-      if (recompute_steps_.back() >= old_tail) {
-        kept_recompute_steps_.push_back(recompute_steps_.back());
-      }
-      recompute_steps_.pop_back();
-    }
+    // those of the tail (from old_tail on), which stay, moved: they are
+    // set aside and put back after the steps before the tail are read. A
+    // range is found by its step, not walked (a drop's fill would
+    // otherwise visit every re-run after its chain).
+    auto rerun_before = [&](uint32_t step) {
+      return [this, first, step](NodeId node) { return reruns_[node - first].step < step; };
+    };
+    const auto mid =
+        std::partition_point(rerun_nodes_.begin(), rerun_nodes_.end(), rerun_before(begin));
+    const auto kept = std::max(
+        mid, std::partition_point(rerun_nodes_.begin(), rerun_nodes_.end(), rerun_before(old_tail)));
+    if (reads_kept_) old_tail_.assign(mid, kept);
+    for (auto it = mid; it != kept; ++it) reruns_[*it - first] = Rerun{};
+    kept_reruns_.assign(kept, rerun_nodes_.end());
+    rerun_nodes_.erase(mid, rerun_nodes_.end());
+    const auto steps_mid =
+        std::lower_bound(recompute_steps_.begin(), recompute_steps_.end(), begin);
+    const auto steps_kept = std::max(
+        steps_mid, std::lower_bound(recompute_steps_.begin(), recompute_steps_.end(), old_tail));
+    kept_recompute_steps_.assign(steps_kept, recompute_steps_.end());
+    recompute_steps_.erase(steps_mid, recompute_steps_.end());
   } else {
     own_.assign(end - first, kNone);
     reruns_.resize(end - first);
@@ -204,14 +210,15 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
     if (shift > 0) {
       for (NodeId n = sim.steps[tail - 1].node + 1 - first; n < end - first; ++n) own_[n] += shift;
     }
-    for (size_t k = kept_reruns_.size(); k-- > 0;) {
-      const NodeId node = kept_reruns_[k];
-      reruns_[node - first].step += shift;
-      rerun_nodes_.push_back(node);
-    }
-    for (size_t k = kept_recompute_steps_.size(); k-- > 0;) {
-      recompute_steps_.push_back(kept_recompute_steps_[k] + shift);
-    }
+    for (const NodeId node : kept_reruns_) reruns_[node - first].step += shift;
+    fresh_end_ = rerun_nodes_.size();
+    rerun_nodes_.insert(rerun_nodes_.end(), kept_reruns_.begin(), kept_reruns_.end());
+    const size_t at = recompute_steps_.size();
+    recompute_steps_.insert(recompute_steps_.end(), kept_recompute_steps_.begin(),
+                            kept_recompute_steps_.end());
+    for (size_t k = at; k < recompute_steps_.size(); ++k) recompute_steps_[k] += shift;
+  } else {
+    fresh_end_ = rerun_nodes_.size();
   }
   // A storage a recompute step made is a recomputed copy: its category says
   // so without reading its step (Simulate and the patches set it so).
@@ -277,7 +284,7 @@ bool StepFacts::ChangedReads() {
   // The runs the two share at their ends match as they are; the rest is
   // matched below (a drop's chain and the steps its pulled nodes leave).
   const NodeId* fresh = rerun_nodes_.data() + new_tail_;
-  size_t num_fresh = rerun_nodes_.size() - new_tail_;
+  size_t num_fresh = fresh_end_ - new_tail_;
   const NodeId* old = old_tail_.data();
   size_t num_old = old_tail_.size();
   while (num_old > 0 && num_fresh > 0 && old[num_old - 1] == fresh[num_fresh - 1]) {
@@ -563,6 +570,9 @@ std::string StepFactsDifference(const StepFacts& a, const StepFacts& b) {
         a.RerunStep(n) != b.RerunStep(n) || a.RerunGroup(n) != b.RerunGroup(n)) {
       return "the steps of node " + std::to_string(n);
     }
+  }
+  if (a.recompute_steps() != b.recompute_steps() || a.rerun_nodes() != b.rerun_nodes()) {
+    return "the list of recompute steps";
   }
   const bool reads = a.reads_ready() && b.reads_ready();
   const bool saved = a.saved_ready() && b.saved_ready();

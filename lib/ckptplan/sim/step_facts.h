@@ -124,6 +124,10 @@ class StepFacts {
   uint32_t RerunStep(NodeId n) const { return reruns_[n - first_].step; }
   /// GroupOf(RerunStep(n)): the group `n` is re-run in, kNoId if none.
   NodeId RerunGroup(NodeId n) const { return reruns_[n - first_].group; }
+  /// The recompute steps in step order, and the nodes they re-run: the
+  /// lists the reads are read from (for StepFactsDifference).
+  const std::vector<uint32_t>& recompute_steps() const { return recompute_steps_; }
+  const std::vector<NodeId>& rerun_nodes() const { return rerun_nodes_; }
 
   // Storages (Fill): indexes into the simulation's buffers, kNone for none.
   /// Root `root`'s original: the storage its own step made.
@@ -273,16 +277,17 @@ class StepFacts {
   // Whether the recompute steps' reads (reads_, alias_reads_, read_,
   // alias_read_) are those of the last fill; after a fill, whether they are
   // those of the fill before, which kept the steps before the re-run nodes
-  // in old_tail_ (in step order; rerun_nodes_ from new_tail_ on are the
-  // fill's).
+  // in old_tail_ (in step order; rerun_nodes_ [new_tail_, fresh_end_) are
+  // the fill's). Neither holds a SimPrefix tail's re-run nodes, the same
+  // in both, in the same order.
   bool reads_current_ = false;
   bool reads_kept_ = false;
   std::vector<NodeId> old_tail_;
   // Fill's: the re-run nodes and recompute steps of a SimPrefix's tail, in
-  // reverse step order, put back after the steps before it are read.
+  // step order, put back after the steps before it are read.
   std::vector<NodeId> kept_reruns_;
   std::vector<uint32_t> kept_recompute_steps_;
-  size_t new_tail_ = 0;
+  size_t new_tail_ = 0, fresh_end_ = 0;
   // Per tensor, the forward nodes reading it (only they are re-run), by
   // index from reader_begin_; the views (not forward-made, read by a forward
   // node) of each view base and of each odd root, as sorted (key, view).

@@ -414,18 +414,31 @@ class PeakTracker {
     const uint32_t end = OwnEnd(i, length, steps);
     if (end > i) {
       // The inner groups' node peaks, moved in one pass over their nodes.
-      const auto [lo, hi] = InnerGroups(i, end, steps);
-      for (size_t n = lo; n < hi; ++n) node_peak_[n] = old_node_peak[n] + delta;
-      // The highest total and own step's total in one pass, without
-      // tracking where they are reached; where one of them is new, a second
-      // pass finds the first step reaching it (most runs raise neither: the
-      // peak so far holds).
+      // Their highest is the highest total of steps [i, end), which are
+      // those groups' steps.
       constexpr int64_t kLow = std::numeric_limits<int64_t>::min();
-      int64_t most = kLow, most_own = kLow;
+      const auto [lo, hi] = InnerGroups(i, end, steps);
+      int64_t most = kLow;
+      for (size_t n = lo; n < hi; ++n) {
+        node_peak_[n] = old_node_peak[n] + delta;
+        most = std::max(most, node_peak_[n]);
+      }
+      if (most <= peak_ && most <= max_own_) {
+        // Neither the peak nor the highest own step can be new (the own
+        // steps' totals are no higher): the totals alone are moved (most
+        // runs: the peak so far holds).
+        for (uint32_t j = i; j < end; ++j) totals[j] = from_totals[j] + delta;
+        pending_ = kLow;
+        AddTail(s, end, length, steps, from_totals, delta, totals);
+        return;
+      }
+      // The highest own step's total in one pass, without tracking where it
+      // is reached; where one of the two is new, a second pass finds the
+      // first step reaching it.
+      int64_t most_own = kLow;
       for (uint32_t j = i; j < end; ++j) {
         const int64_t total = from_totals[j] + delta;
         totals[j] = total;
-        most = std::max(most, total);
         most_own = std::max(most_own, steps[j].recompute ? kLow : total);
       }
       if (most > peak_) {

@@ -35,7 +35,8 @@
 //    where the drop's steps would not stay one run in it); drop_patch.cc
 //    (DropDelta::Patch: the steps after a drop, which of them start a chain;
 //    its node peaks and categories go through PeakTracker (CopyRun: a group
-//    whose steps a patch keeps together keeps its node peak, moved) and
+//    whose steps a patch keeps together keeps its node peak, moved, and the
+//    highest of those is the run's highest total) and
 //    ForwardStorageCategory, below, which Simulate uses too; PatchInPlace
 //    leaves the groups before the first step a drop changes, node peaks and
 //    all, and their first highest steps, unless their node peaks reach the

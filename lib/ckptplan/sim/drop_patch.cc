@@ -42,10 +42,13 @@ void CopyRun(const Step* steps_from, const int64_t* totals_from, const int64_t* 
 }
 
 // Storages [from, from + count) copied to `to`, each first and last step at
-// or after `place` moved by `length`. Where the compiler has vector types, a
-// storage is one four-lane vector (root, first step, last step, the
-// category's word): compare, mask and add per storage instead of two
-// branches and a repacked store.
+// or after `place` moved by `length`; with kBackwards, from the last storage
+// back, so that `to` may overlap `from` at a higher address (storages moved up
+// where they are). Where the compiler has vector types, a storage is one
+// four-lane vector (root, first step, last step, the category's word):
+// compare, mask and add per storage instead of two branches and a repacked
+// store.
+template <bool kBackwards = false>
 void ShiftSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t length, Buffer* to) {
 #if defined(__GNUC__)
   typedef uint32_t Lanes __attribute__((vector_size(16)));
@@ -53,44 +56,21 @@ void ShiftSteps(const Buffer* from, uint32_t count, uint32_t place, uint32_t len
                 offsetof(Buffer, last_step) == 8);
   const Lanes at = {0, place, place, 0};
   const Lanes by = {0, length, length, 0};
-  for (uint32_t i = 0; i < count; ++i) {
-    Lanes lanes;
-    std::memcpy(&lanes, from + i, sizeof(lanes));
-    lanes += reinterpret_cast<Lanes>(lanes >= at) & by;
-    std::memcpy(to + i, &lanes, sizeof(lanes));
-  }
-#else
-  for (uint32_t i = 0; i < count; ++i) {
-    Buffer copy = from[i];
-    copy.first_step += copy.first_step >= place ? length : 0;
-    copy.last_step += copy.last_step >= place ? length : 0;
-    to[i] = copy;
-  }
 #endif
-}
-
-// ShiftSteps where `to` may overlap `from` at a higher address (storages
-// moved up where they are): from the last storage back.
-void ShiftStepsBack(const Buffer* from, uint32_t count, uint32_t place, uint32_t length,
-                    Buffer* to) {
+  for (uint32_t k = 0; k < count; ++k) {
+    const uint32_t i = kBackwards ? count - 1 - k : k;
 #if defined(__GNUC__)
-  typedef uint32_t Lanes __attribute__((vector_size(16)));
-  const Lanes at = {0, place, place, 0};
-  const Lanes by = {0, length, length, 0};
-  for (uint32_t i = count; i-- > 0;) {
     Lanes lanes;
     std::memcpy(&lanes, from + i, sizeof(lanes));
     lanes += reinterpret_cast<Lanes>(lanes >= at) & by;
     std::memcpy(to + i, &lanes, sizeof(lanes));
-  }
 #else
-  for (uint32_t i = count; i-- > 0;) {
     Buffer copy = from[i];
     copy.first_step += copy.first_step >= place ? length : 0;
     copy.last_step += copy.last_step >= place ? length : 0;
     to[i] = copy;
-  }
 #endif
+  }
 }
 
 // Storages patched where they are where no step goes and none is removed
@@ -104,8 +84,8 @@ void InsertShifted(uint32_t inserted, const std::vector<Buffer>& made, uint32_t 
   ReserveSteps(*buffers, old_size + made.size());
   buffers->resize(old_size + made.size());
   Buffer* const data = buffers->data();
-  ShiftStepsBack(data + inserted, old_size - inserted, place, length,
-                 data + inserted + made.size());
+  ShiftSteps</*kBackwards=*/true>(data + inserted, old_size - inserted, place, length,
+                                   data + inserted + made.size());
   std::copy(made.begin(), made.end(), data + inserted);
   ShiftSteps(data, inserted, place, length, data);
 }

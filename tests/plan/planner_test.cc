@@ -4,6 +4,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <doctest/doctest.h>
 #include <spdlog/sinks/ostream_sink.h>
@@ -304,6 +305,100 @@ TEST_CASE("planner: start sets") {
   SaveSet mincut = StartSet(graph, "mincut", DefaultRecomputePolicy());
   CHECK(mincut != SaveAll(graph));  // some candidates come from cheap ops (norms, gelu)
   CHECK_THROWS_AS(StartSet(graph, "random", DefaultRecomputePolicy()), InputError);
+}
+
+// An attention's softmax and a view of it, both read by the backward, as an
+// exported GPT-2 has them: s = softmax(a), e = expand(s) and r = view(e)
+// share s's storage (400 B); mm reads r, and their backward nodes read r
+// (mm_bwd) and s (sm_bwd). Candidates: s, r and the loss l. Save-all's peak
+// is at loss: x 10 + s 400 + o 50 + l 1 = 461 B.
+using testing::GraphBuilder;
+using testing::Id;
+
+Graph SavedViewGraph() {
+  const Phase kF = Phase::kForward, kB = Phase::kBackward;
+  return GraphBuilder()
+      .Tensor("x", 10, TensorKind::kInput)
+      .Tensor("a", 10)
+      .Tensor("s", 400)
+      .Tensor("e", 400, TensorKind::kActivation, "s")
+      .Tensor("r", 400, TensorKind::kActivation, "e")
+      .Tensor("o", 50).Tensor("l", 1).Tensor("dl", 4).Tensor("dr", 4).Tensor("de", 4)
+      .Tensor("ds", 4).Tensor("da", 4)
+      .Node("fa", "relu", kF, {"x"}, {"a"}, 1)
+      .Node("sm", "softmax", kF, {"a"}, {"s"}, 5)
+      .Node("ex", "expand", kF, {"s"}, {"e"}, 0)
+      .Node("rv", "view", kF, {"e"}, {"r"}, 0)
+      .Node("mm", "mm", kF, {"r"}, {"o"}, 2)
+      .Node("loss", "sum", kF, {"o"}, {"l"}, 1)
+      .Node("loss_bwd", "sum_bwd", kB, {"l"}, {"dl"}, 1)
+      .Node("mm_bwd", "mm_bwd", kB, {"dl", "r"}, {"dr"}, 1)
+      .Node("rv_bwd", "view_bwd", kB, {"dr"}, {"de"}, 1)
+      .Node("ex_bwd", "expand_bwd", kB, {"de"}, {"ds"}, 1)
+      .Node("sm_bwd", "softmax_bwd", kB, {"ds", "s"}, {"da"}, 1)
+      .Node("fa_bwd", "relu_bwd", kB, {"da", "x"}, {}, 1)
+      .Build();
+}
+
+TEST_CASE("planner: a saved view of a saved candidate's storage is dropped from the start") {
+  const Graph graph = SavedViewGraph();
+  const SimContext context(graph);
+  const TensorId s = Id(graph, "s"), r = Id(graph, "r"), l = Id(graph, "l");
+  REQUIRE(context.candidates == std::vector<TensorId>{s, r, l});
+  const SaveSet all = SaveAll(graph);
+  // r re-runs ex and rv from s, both views of s's storage: dropped.
+  SaveSet expected = all;
+  expected[r] = 0;
+  const SaveSet views = DropSavedViews(context, all);
+  CHECK(views == expected);
+  // It frees nothing and costs the views' 0 + 0 flops: loss's step still
+  // holds x 10 + s 400 + o 50 + l 1 = 461 B.
+  const SimResult before = Simulate(graph, all, {});
+  const SimResult after = Simulate(graph, views, {});
+  CHECK(before.peak_bytes == 461);
+  CHECK(after.peak_bytes == 461);
+  CHECK(after.recompute_cost == 0);
+  // With s dropped, r holds the storage alone: its recompute re-runs sm,
+  // which makes the storage, so it stays.
+  SaveSet no_root = all;
+  no_root[s] = 0;
+  CHECK(DropSavedViews(context, no_root) == no_root);
+  // s is the storage's own tensor and l no view: nothing else goes.
+  CHECK(DropSavedViews(context, expected) == expected);
+}
+
+TEST_CASE("planner: the greedy frees a storage that a saved view and its saved root share") {
+  const Graph graph = SavedViewGraph();
+  const TensorId s = Id(graph, "s"), r = Id(graph, "r"), l = Id(graph, "l");
+  // Budget 460 B, one under save-all's 461. Dropping s alone leaves its
+  // storage to r until mm_bwd (loss still 461), dropping r alone frees
+  // nothing, and l is made at loss's own step: from save-all, no single drop
+  // lowers the peak, so the plain greedy stops.
+  GreedyOptions greedy;
+  greedy.budget_bytes = 460;
+  const GreedyResult plain = GreedyPlan(graph, SaveAll(graph), greedy);
+  CHECK_FALSE(plain.fits);
+  CHECK(plain.drops.empty());
+  // The planner's greedy starts with r dropped, so dropping s frees the
+  // storage after mm: loss holds x 10 + o 50 + l 1 = 61 B, and the peak is
+  // mm's x 10 + s 400 + o 50 = 460 B. mm_bwd's chain re-runs fa and sm
+  // (cost 1 + 5 = 6) and the views (0).
+  PlannerOptions options;
+  options.budget_bytes = 460;
+  options.strategy = Strategy::kGreedy;
+  options.start = "save-all";
+  for (bool reference : {false, true}) {
+    CAPTURE(reference);
+    options.reference_greedy = reference;
+    const PlannerResult plan = PlanGraph(graph, options);
+    CHECK(plan.fits);
+    CHECK(plan.peak == 460);
+    CHECK(plan.recompute_cost == 6);
+    CHECK(plan.keep[s] == 0);
+    CHECK(plan.keep[r] == 0);
+    CHECK(plan.keep[l] == 1);
+    CheckFigures(graph, plan);
+  }
 }
 
 TEST_CASE("planner: the extra greedy runs only where a greedy is cheap") {

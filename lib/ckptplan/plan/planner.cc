@@ -502,8 +502,9 @@ PlannerResult Greedy(const SimContext& context, const SaveSet& start, const Plan
   greedy.reserve_bytes = options.reserve_bytes;
   greedy.prune = options.prune;
   greedy.verify = options.verify;
-  GreedyResult found = options.reference_greedy ? GreedyPlan(context.graph, start, greedy)
-                                                : IncrementalPlan(context, start, greedy);
+  const SaveSet from = DropSavedViews(context, start);
+  GreedyResult found = options.reference_greedy ? GreedyPlan(context.graph, from, greedy)
+                                                : IncrementalPlan(context, from, greedy);
   PlannerResult result =
       candidates.Result(std::move(found.keep), found.peak, found.recompute_cost, std::move(method));
   if (options.verify) {
@@ -742,6 +743,52 @@ SaveSet StartSet(const SimContext& context, const std::string& start,
   if (start == "mincut") return MinCutStart(context, policy).keep;
   throw InputError("unknown start set '" + start + "' (expected mincut or save-all)",
                    kExitUsage);
+}
+
+SaveSet DropSavedViews(const SimContext& context, SaveSet keep) {
+  const Graph& graph = context.graph;
+  std::vector<NodeId> stack;
+  std::vector<uint8_t> seen(graph.nodes.size(), 0);
+  std::vector<NodeId> visited;
+  size_t dropped = 0;
+  for (TensorId t : context.droppable) {
+    const TensorId root = context.root[t];
+    if (!keep[t] || root == t) continue;
+    // t's recompute, as Simulate's chain walks it: from its producer
+    // through the tensors a chain needs (SimContext::Unsaved).
+    bool views = true, held = false;
+    stack.assign(1, context.producer[t]);
+    visited.clear();
+    while (!stack.empty() && views) {
+      const NodeId n = stack.back();
+      stack.pop_back();
+      if (seen[n]) continue;
+      seen[n] = 1;
+      visited.push_back(n);
+      views = context.node_workspace[n] == 0;
+      for (TensorId out : graph.nodes[n].outputs) {
+        views = views && context.root[out] == root &&
+                context.made[out] == SimContext::Made::kAlias;
+      }
+      for (TensorId in : graph.nodes[n].inputs) {
+        if (context.resident_root[in]) continue;
+        if (context.root[in] != root) {
+          views = false;
+        } else if (context.Unsaved(in, keep)) {
+          stack.push_back(context.producer[in]);
+        } else {
+          held = held || (context.is_candidate[in] && keep[in]);
+        }
+      }
+    }
+    for (NodeId n : visited) seen[n] = 0;
+    if (views && held) {
+      keep[t] = 0;
+      ++dropped;
+    }
+  }
+  if (dropped > 0) spdlog::debug("planner: {} saved views of saved storages dropped", dropped);
+  return keep;
 }
 
 PlannerResult PlanGraph(const Graph& graph, const PlannerOptions& options) {

@@ -62,6 +62,19 @@ SaveSet StartSet(const Graph& graph, const std::string& start, const RecomputePo
 SaveSet StartSet(const SimContext& context, const std::string& start,
                  const RecomputePolicy& policy);
 
+/// `keep` less every saved candidate that is a view of a saved candidate's
+/// storage: one whose recompute re-runs only nodes that alias that storage
+/// (Made::kAlias, no workspace) and that read nothing but it (through a
+/// saved candidate of it, or views of it) and resident tensors. Dropping
+/// such a view allocates nothing and re-runs only those nodes. While it
+/// stays saved, dropping the candidate holding the storage frees nothing
+/// either (the view holds it), so no single drop frees the storage: on an
+/// exported GPT-2, `_softmax` and the view `_reshape_alias` <- `expand_2`
+/// of it, both saved by the min cut. Candidates are looked at in id order,
+/// so that of views of one another the first stays. The greedy starts from
+/// this set (PlanGraph, every strategy that runs it).
+SaveSet DropSavedViews(const SimContext& context, SaveSet keep);
+
 /// Whether the default strategy runs the greedy from the second start and
 /// from the lowest-peak segment plan: on graphs of at most 10,000 candidates
 /// whose candidates x largest region's nodes is at most 10^7 (a greedy costs

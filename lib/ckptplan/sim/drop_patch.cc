@@ -454,16 +454,21 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
     ++s;
     if (stop <= s) continue;
     const uint32_t length = stop - s;
-    if (in_place && running == 0 && n == old_at(s)) {
-      // A run the patch leaves in place as it was (most often the steps
-      // after the drop's last change): its groups' node peaks stay.
+    if (in_place && running == 0 && (n == old_at(s) || stop == num_old)) {
+      // A run the patch leaves as it was (most often the steps after the
+      // drop's last change): its groups' node peaks stay. Where steps went
+      // before it (the last run only), it moves down to its place.
+      if (n != old_at(s)) {
+        std::memmove(steps + n, steps + old_at(s), length * sizeof(Step));
+        std::memmove(totals + n, totals + old_at(s), length * sizeof(int64_t));
+      }
       bool read = false;
       const uint32_t head = peaks.KeepRun(n, length, steps + n, totals + n, group_max_, &read);
       ++kept_runs_;
       read_kept_runs_ += read;
       if (stop == num_old && !steps[n + head - 1].recompute) {
         // The groups after the run's first own step are the old ones, moved
-        // by the chain's length (no step went before them).
+        // by the chain's length less the steps that went.
         kept_tail = n + head;
       }
     } else {
@@ -536,7 +541,7 @@ bool DropDelta::PatchDrop(TensorId t, const SimOptions& options, SimResult* out,
   if (!moved_.empty()) patched_prefix_.buffers = std::min(patched_prefix_.buffers, moved_.front());
   if (kept_tail != kNone && kept_tail >= patched_prefix_.steps) {
     patched_prefix_.tail = kept_tail;
-    patched_prefix_.shift = static_cast<uint32_t>(m);
+    patched_prefix_.shift = m - static_cast<int64_t>(deleted_.size());
   }
   if (in_place) {
     // The index read the simulation as it was.
@@ -676,6 +681,7 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   };
   std::vector<uint32_t>& moved_step = moved_step_;  // per moved step, its index after
   moved_step.assign(m, kNone);
+  uint32_t kept_tail = kNone;  // SimPrefix::tail
   size_t event = 0, j = 0;
   int64_t running = 0;
   uint32_t n = 0;
@@ -719,6 +725,15 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
     const uint32_t length = stop - s;
     CopyRun(sim.steps.data() + s, sim.total.data() + s, sim.node_peak.data(), s, length, running,
             n, forward_steps_, steps, totals, &peaks);
+    if (stop == num_old && running == 0) {
+      // The last run, copied as it was: the groups after its first own
+      // step are the old ones, moved by the moved steps less the run that
+      // went (SimPrefix::tail).
+      const uint32_t own = static_cast<uint32_t>(
+          std::find_if(steps + n, steps + n + length, [](const Step& x) { return !x.recompute; }) -
+          steps);
+      if (own < n + length) kept_tail = own + 1;
+    }
     n += length;
     s = stop;
   }
@@ -812,6 +827,10 @@ bool DropDelta::PatchResave(TensorId t, const SimOptions& options, SimResult* ou
   // in after it), as are the storages made before them.
   patched_prefix_.steps = gone_first;
   patched_prefix_.buffers = gone_lo;
+  if (kept_tail != kNone && kept_tail >= gone_first) {
+    patched_prefix_.tail = kept_tail;
+    patched_prefix_.shift = static_cast<int64_t>(m) - static_cast<int64_t>(deleted_.size());
+  }
   places_.resize(m);  // the moved chains' places, as old steps
   for (size_t j = 0; j < m; ++j) places_[j] = place_of(j);
   FindGroupChanges(places_.data(), m);

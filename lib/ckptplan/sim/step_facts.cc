@@ -154,9 +154,12 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   // The steps from `tail` on are the old ones from `tail - shift` on: their
   // groups' own steps and re-runs are moved, not read.
   const bool has_tail = same_range && same.tail != SimPrefix::kNoTail && same.tail > 0 &&
-                        same.tail >= begin && same.tail <= num_steps && same.shift <= same.tail;
+                        same.tail >= begin && same.tail <= num_steps &&
+                        same.tail - same.shift >= 0 && same.tail - same.shift <= filled_steps_;
   const uint32_t tail = has_tail ? same.tail : static_cast<uint32_t>(num_steps);
-  const uint32_t shift = has_tail ? same.shift : 0;
+  // Added to an old step of the tail (modulo 2^32, as the steps are: a
+  // negative shift wraps back).
+  const uint32_t shift = has_tail ? static_cast<uint32_t>(same.shift) : 0;
   const uint32_t old_tail = has_tail ? tail - shift : kNone;
   kept_reruns_.clear();
   kept_recompute_steps_.clear();

@@ -59,15 +59,17 @@ std::vector<NodeId> LastForwardReads(const SimContext& context);
 /// before its chain's place and the storages made before it
 /// (DropDelta::Patch). StepFacts::Fill reads only the rest.
 ///
-/// Also, where a patch in place left them as they were (no step gone before
-/// them, so only moved by its chain's length, `shift`), the steps from
-/// `tail` on: the first step of a group, or kNoTail. Their nodes, groups
-/// and re-runs are the other simulation's from step `tail - shift` on; the
-/// storages are not part of it.
+/// Also, where a patch in place left them as they were but for their place
+/// (moved by its chain's length less the steps that went before them,
+/// `shift`, which may be negative), the steps from `tail` on: the first step
+/// of a group, or kNoTail. Their nodes, groups and re-runs are the other
+/// simulation's from step `tail - shift` on; the storages are not part of
+/// it.
 struct SimPrefix {
   static constexpr uint32_t kNoTail = UINT32_MAX;
   uint32_t steps = 0, buffers = 0;
-  uint32_t tail = kNoTail, shift = 0;
+  uint32_t tail = kNoTail;
+  int64_t shift = 0;
 };
 
 class StepFacts {

@@ -40,6 +40,19 @@ def apply(plan_path, *extra, model=MODEL):
     return out
 
 
+def apply_measured(plan_path, plan, model=MODEL):
+    """Applies `plan` (read from plan_path): exit 0, its predicted peak measured within 0.1%,
+    bit-equal to eager. Returns the predicted peak."""
+    out = apply(plan_path, model=model)
+    assert out.returncode == 0, out.returncode
+    m = re.search(r"predicted (\d+) B .* measured (\d+) B", out.stdout)
+    predicted, measured = int(m.group(1)), int(m.group(2))
+    assert predicted == plan["predicted_peak_bytes"]
+    assert abs(measured - predicted) <= 0.001 * predicted, (measured, predicted)
+    assert "bit-equal to the eager step" in out.stdout
+    return predicted
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="ckptplan_apply_") as tmp:
         run(tmp)
@@ -59,13 +72,7 @@ def run(tmp):
     recomputed = [d["tensor"] for d in plan["decisions"] if d["action"] == "recompute"]
     assert recomputed, "the lowest plan recomputes nothing"
 
-    out = apply(plan_path)
-    assert out.returncode == 0, out.returncode
-    m = re.search(r"predicted (\d+) B .* measured (\d+) B", out.stdout)
-    predicted, measured = int(m.group(1)), int(m.group(2))
-    assert predicted == plan["predicted_peak_bytes"]
-    assert abs(measured - predicted) <= 0.001 * predicted, (measured, predicted)
-    assert "bit-equal to the eager step" in out.stdout
+    predicted = apply_measured(plan_path, plan)
 
     # A prediction below what the step needs: the measured peak exceeds it.
     low = dict(plan, predicted_peak_bytes=int(predicted * 0.95))
@@ -127,13 +134,7 @@ def run_gpt(tmp):
     pairs = [(t, v) for t in recomputed if t.startswith("_softmax")
              for v in recomputed if v != t and root(v) == t]
     assert pairs, recomputed
-    out = apply(plan_path, model=GPT)
-    assert out.returncode == 0, out.returncode
-    m = re.search(r"predicted (\d+) B .* measured (\d+) B", out.stdout)
-    predicted, measured = int(m.group(1)), int(m.group(2))
-    assert predicted == plan["predicted_peak_bytes"]
-    assert abs(measured - predicted) <= 0.001 * predicted, (measured, predicted)
-    assert "bit-equal to the eager step" in out.stdout
+    apply_measured(plan_path, plan, model=GPT)
     print("PASS")
 
 

@@ -153,14 +153,16 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   old_tail_.clear();
   // The steps from `tail` on are the old ones from `tail - shift` on: their
   // groups' own steps and re-runs are moved, not read.
+  // The tail's first step in the simulation filled before, among its steps.
+  const int64_t tail_was = static_cast<int64_t>(same.tail) - same.shift;
   const bool has_tail = same_range && same.tail != SimPrefix::kNoTail && same.tail > 0 &&
-                        same.tail >= begin && same.tail <= num_steps &&
-                        same.tail - same.shift >= 0 && same.tail - same.shift <= filled_steps_;
+                        same.tail >= begin && same.tail <= num_steps && tail_was >= 0 &&
+                        tail_was <= filled_steps_;
   const uint32_t tail = has_tail ? same.tail : static_cast<uint32_t>(num_steps);
   // Added to an old step of the tail (modulo 2^32, as the steps are: a
   // negative shift wraps back).
   const uint32_t shift = has_tail ? static_cast<uint32_t>(same.shift) : 0;
-  const uint32_t old_tail = has_tail ? tail - shift : kNone;
+  const uint32_t old_tail = has_tail ? static_cast<uint32_t>(tail_was) : kNone;
   kept_reruns_.clear();
   kept_recompute_steps_.clear();
   if (same_range) {

@@ -299,6 +299,54 @@ TEST_CASE("planner: where no greedy's plan fits, the baselines' cleanups run bes
   CHECK(planned.recompute_cost == 144832462848.0);
 }
 
+TEST_CASE("planner: when a baseline's cleanup reads its cost floor next") {
+  // No reading before: after 0, 1, 2 and 100 re-saves, twice as many (at
+  // least 1).
+  CHECK(NextFloorReading(0, 5.0, std::nullopt, 10.0) == 1);
+  CHECK(NextFloorReading(1, 5.0, std::nullopt, 10.0) == 2);
+  CHECK(NextFloorReading(2, 5.0, std::nullopt, 10.0) == 4);
+  CHECK(NextFloorReading(100, 5.0, std::nullopt, 10.0) == 200);
+  // 1,000 after 64 re-saves, 1,640 after 128: 640 / 64 = 10 a re-save, so
+  // 2,000 is reached (360 / 10 =) 36 re-saves on, at 164 (before 256).
+  CHECK(NextFloorReading(128, 1640.0, std::make_pair(size_t{64}, 1000.0), 2000.0) == 164);
+  // 1 a re-save (1,064 after 128): 936 more re-saves, past 256: doubled.
+  CHECK(NextFloorReading(128, 1064.0, std::make_pair(size_t{64}, 1000.0), 2000.0) == 256);
+  // A flat floor says nothing: doubled.
+  CHECK(NextFloorReading(128, 1000.0, std::make_pair(size_t{64}, 1000.0), 2000.0) == 256);
+  // 1,990 after 128 (990 / 64 = 15.5 a re-save) would reach 2,000 in one:
+  // not sooner than 128 + 128 / 16 = 136.
+  CHECK(NextFloorReading(128, 1990.0, std::make_pair(size_t{64}, 1000.0), 2000.0) == 136);
+  // After 1 re-save, at least one more (1 / 16 rounds down to 0).
+  CHECK(NextFloorReading(1, 1999.0, std::make_pair(size_t{0}, 1000.0), 2000.0) == 2);
+}
+
+TEST_CASE("planner: a baseline's cleanup stopped between doublings loses as a whole one does") {
+  // The 4-layer transformer (`ckptplan generate transformer --layers 4`,
+  // 590 nodes, save-all peak 5,921,668,108 bytes) at 90% of save-all: the
+  // greedy's plan fits, and sqrt-segments' cleanup is stopped once the
+  // floor under its cost passes that plan's. Read after 1, 2, 4, 8 and 16
+  // re-saves, the floor's rise says when: after 22 (doubling alone read it
+  // next after 32). Verify mode cleans the stopped cleanup up whole and
+  // throws unless it loses; the plan is the one without pruning (every
+  // cleanup whole), and the plain run's.
+  TransformerOptions options;
+  options.layers = 4;
+  const Graph graph = TransformerGraph(options);
+  REQUIRE(SimContext(graph).regions().size() == 1);
+  const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+  REQUIRE(save_all == 5921668108);
+  const CapturedLog log;
+  CheckVerifiedPlanUnpruned(graph, save_all, 90);
+  PlannerOptions plain;
+  plain.budget_bytes = save_all * 90 / 100;
+  const PlannerResult planned = PlanGraph(graph, plain);
+  CHECK(planned.method == "greedy from save-all + cleanup + local search + cleanup");
+  CHECK(planned.recompute_cost == 698351616.0);
+  // In verify mode and in the plain run.
+  CHECK(CountLines(log.text(), "sqrt-segments: cleanup stopped after 22 re-saves: it cannot "
+                               "beat greedy from save-all + cleanup") == 2);
+}
+
 TEST_CASE("planner: start sets") {
   Graph graph = TransformerBlock();
   CHECK(StartSet(graph, "save-all", DefaultRecomputePolicy()) == SaveAll(graph));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -340,6 +341,9 @@ class Candidates {
     // plan to beat: it loses (only baselines' cleanups are stopped so; see set_floor).
     std::optional<double> hopeless;
     size_t calls = 0, hopeless_after = 0;  // calls of cleanup_options.stop; re-saves by then
+    // When the floor is read next, and its last reading (re-saves, floor).
+    size_t next_reading = 0;
+    std::optional<std::pair<size_t, double>> last_reading;
     if (cleaned == nullptr) {
       CleanupOptions cleanup_options;
       cleanup_options.prune = options_.prune;
@@ -348,15 +352,25 @@ class Candidates {
         // Any fitting plan that saves what the cleanup's plan saves so far
         // costs at least its CostOfFitting, and the cleanup only saves
         // more: once that is over the cost of the plan to beat, the cleanup
-        // is stopped. Read before the first re-save and after 1, 2, 4, ...
-        // of them (a pass over the dropped candidates each).
+        // is stopped. Read before the first re-save and then after at most
+        // twice as many (a pass over the dropped candidates each, about as
+        // dear as two or three re-saves on a deep region): sooner where the
+        // floor's rise since the last reading says it reaches the cost to
+        // beat sooner, but at least 1/16 of the re-saves later (where the
+        // rise slows, the readings do not crowd). Stopped sooner or later,
+        // the plan loses outright, so when it is read changes no plan.
         cleanup_options.stop = [&](const SaveSet& keep) {
           const size_t resaved = calls++;
-          if (hopeless || (resaved & (resaved - 1)) != 0) return false;
+          if (hopeless || resaved != next_reading) return false;
           const double at_least = resaved == 0 && start_floor
                                       ? *start_floor
                                       : floor_->CostOfFitting(keep, options_.budget_bytes);
-          if (!(at_least > to_beat->recompute_cost + CostMargin(*to_beat))) return false;
+          const double to_reach = to_beat->recompute_cost + CostMargin(*to_beat);
+          if (!(at_least > to_reach)) {
+            next_reading = NextFloorReading(resaved, at_least, last_reading, to_reach);
+            last_reading = {resaved, at_least};
+            return false;
+          }
           hopeless = at_least;
           hopeless_after = resaved;
           return !options_.verify;  // verify mode cleans up whole, and checks below
@@ -728,6 +742,21 @@ PlannerResult PlanDefault(const SimContext& context, const PlannerOptions& optio
 }
 
 }  // namespace
+
+size_t NextFloorReading(size_t resaved, double floor,
+                        const std::optional<std::pair<size_t, double>>& last, double to_reach) {
+  const size_t doubled = std::max<size_t>(1, 2 * resaved);
+  if (!last || last->first >= resaved || !(floor > last->second) || !(floor < to_reach)) {
+    return doubled;
+  }
+  // Re-saves until the floor reaches to_reach, at its rise per re-save since
+  // the last reading.
+  const double rise = (floor - last->second) / static_cast<double>(resaved - last->first);
+  const double more = std::ceil((to_reach - floor) / rise);
+  const size_t soonest = resaved + std::max<size_t>(1, resaved / 16);
+  if (!(more < static_cast<double>(doubled - resaved))) return doubled;
+  return std::max(soonest, resaved + static_cast<size_t>(more));
+}
 
 bool RunsExtraGreedies(const SimContext& context) {
   return ExtraGreediesRun(context.candidates.size(), LargestRegion(context));

@@ -21,7 +21,9 @@
 #define CKPTPLAN_PLANNER_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 
 #include "ckptplan/ir/graph.h"
 #include "ckptplan/plan/recompute_policy.h"
@@ -74,6 +76,16 @@ SaveSet StartSet(const SimContext& context, const std::string& start,
 /// so that of views of one another the first stays. The greedy starts from
 /// this set (PlanGraph, every strategy that runs it).
 SaveSet DropSavedViews(const SimContext& context, SaveSet keep);
+
+/// When a baseline's cleanup, stopped once a floor under its cost
+/// (PeakFloor::CostOfFitting) passes `to_reach`, reads the floor next: after
+/// `resaved` re-saves the floor read `floor`, and `last` (when given) holds
+/// the reading before, (re-saves, floor). At most twice `resaved` (at least
+/// 1); sooner where the floor's rise since `last`, kept up, passes
+/// `to_reach` sooner, but never sooner than resaved + resaved / 16 (at
+/// least one more).
+size_t NextFloorReading(size_t resaved, double floor,
+                        const std::optional<std::pair<size_t, double>>& last, double to_reach);
 
 /// Whether the default strategy runs the greedy from the second start and
 /// from the lowest-peak segment plan: on graphs of at most 10,000 candidates

@@ -188,11 +188,26 @@ class CapturedLog {
   std::shared_ptr<spdlog::logger> previous_;
 };
 
+// Plans `graph`, one region, at `percent` of its save-all peak in verify
+// mode and without pruning (CheckVerifiedPlanUnpruned), then plainly: the
+// plain run's plan, and what the three logged in *text.
+PlannerResult PlanOneRegionThreeWays(const Graph& graph, int percent, std::string* text) {
+  REQUIRE(SimContext(graph).regions().size() == 1);
+  const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+  const CapturedLog log;
+  CheckVerifiedPlanUnpruned(graph, save_all, percent);
+  PlannerOptions options;
+  options.budget_bytes = save_all * percent / 100;
+  const PlannerResult planned = PlanGraph(graph, options);
+  *text = log.text();
+  return planned;
+}
+
 TEST_CASE("planner: baselines left raw, as cleaned up they cannot win, lose") {
   // Where a greedy's plan fits, a fitting baseline's cleanup stops once no
   // fitting plan that saves what it saves by then may cost less than the
-  // best (PeakFloor::CostOfFitting), before its first re-save or after 1, 2,
-  // 4, ... of them. Verify mode cleans those baselines up whole and throws
+  // best (PeakFloor::CostOfFitting), read before its first re-save and then
+  // as NextFloorReading says. Verify mode cleans those baselines up whole and throws
   // unless each loses to the best; the plans equal those without pruning. Graphs of more than 64 candidates (where local search starts
   // from the best plan alone): small transformers and random graphs.
   std::vector<Graph> graphs;
@@ -279,15 +294,8 @@ TEST_CASE("planner: where no greedy's plan fits, the baselines' cleanups run bes
   // in the order added).
   TransformerOptions gpt2;
   gpt2.seq = 256;
-  const Graph graph = TransformerGraph(gpt2);
-  REQUIRE(SimContext(graph).regions().size() == 1);
-  const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
-  const CapturedLog log;
-  CheckVerifiedPlanUnpruned(graph, save_all, 70);
-  PlannerOptions options;
-  options.budget_bytes = save_all * 70 / 100;
-  const PlannerResult planned = PlanGraph(graph, options);
-  const std::string text = log.text();
+  std::string text;
+  const PlannerResult planned = PlanOneRegionThreeWays(TransformerGraph(gpt2), 70, &text);
   CHECK(CountLines(text, "15 segments: cleanup estimated at 360594 node-steps (budget 1000000, "
                          "no greedy's plan fits)") == 3);
   // Stopped in verify mode (which then cleans it up whole) and in the plain
@@ -332,19 +340,14 @@ TEST_CASE("planner: a baseline's cleanup stopped between doublings loses as a wh
   TransformerOptions options;
   options.layers = 4;
   const Graph graph = TransformerGraph(options);
-  REQUIRE(SimContext(graph).regions().size() == 1);
-  const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
-  REQUIRE(save_all == 5921668108);
-  const CapturedLog log;
-  CheckVerifiedPlanUnpruned(graph, save_all, 90);
-  PlannerOptions plain;
-  plain.budget_bytes = save_all * 90 / 100;
-  const PlannerResult planned = PlanGraph(graph, plain);
+  REQUIRE(Simulate(graph, SaveAll(graph), {}).peak_bytes == 5921668108);
+  std::string text;
+  const PlannerResult planned = PlanOneRegionThreeWays(graph, 90, &text);
   CHECK(planned.method == "greedy from save-all + cleanup + local search + cleanup");
   CHECK(planned.recompute_cost == 698351616.0);
   // In verify mode and in the plain run.
-  CHECK(CountLines(log.text(), "sqrt-segments: cleanup stopped after 22 re-saves: it cannot "
-                               "beat greedy from save-all + cleanup") == 2);
+  CHECK(CountLines(text, "sqrt-segments: cleanup stopped after 22 re-saves: it cannot "
+                         "beat greedy from save-all + cleanup") == 2);
 }
 
 TEST_CASE("planner: start sets") {

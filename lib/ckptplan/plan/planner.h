@@ -20,6 +20,7 @@
 #ifndef CKPTPLAN_PLANNER_H_
 #define CKPTPLAN_PLANNER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>

@@ -228,8 +228,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     graphs.emplace_back("random wide " + std::to_string(seed), RandomTrainingGraph(options));
   }
   size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0, key_passed = 0,
-         cut = 0, before_use = 0, floored = 0, scored = 0, unfloored_scored = 0, bounded = 0,
-         unfloored_bounded = 0;
+         cut = 0, before_use = 0, floored = 0, witnessed = 0, scored = 0, unfloored_scored = 0,
+         bounded = 0, unfloored_bounded = 0;
   for (const auto& [name, graph] : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
@@ -266,6 +266,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
         cut += unfloored_stats.cut_scores;
         before_use += stats.peak_before_use;
         floored += stats.floored;
+        witnessed += stats.floors_witnessed;
         scored += stats.fast_scores;
         unfloored_scored += unfloored_stats.fast_scores;
         bounded += stats.bounded;
@@ -280,7 +281,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
                 << " passed over by a span bound, " << key_passed
                 << " by the bound of the key's walk, " << cut << " scores cut short, "
                 << before_use << " bounds held to the storage by a peak before the first use, "
-                << floored << " bounds floored, " << scored << " drops scored ("
+                << floored << " bounds floored (" << witnessed
+                << " from an earlier floor's term), " << scored << " drops scored ("
                 << unfloored_scored << " without the floors), " << bounded << " bounds walked ("
                 << unfloored_bounded << " without the floors)");
   CHECK(keyed > 1000);
@@ -310,6 +312,10 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   // drop not scored against its simulation, and fewer drops are scored.
   CHECK(floored > 1000);
   CHECK(scored < unfloored_scored);
+  // Of those, floors at the peak read again from the term that gave them in
+  // an earlier search (WitnessFloor): verify mode worked each one out from
+  // the walk too, which must be at the peak as well.
+  CHECK(witnessed > 1000);
   // Loose bounds are floored before they are walked: fewer walks.
   CHECK(bounded < unfloored_bounded);
 }
@@ -411,6 +417,42 @@ TEST_CASE("chain floors: a drop whose chain keeps a saved input alive over the p
   // w's drop alone is scored; without the floor, b's is too.
   CHECK(counted.fast_scores == 1);
   CHECK(unfloored.fast_scores == 2);
+}
+
+TEST_CASE("chain floors read again from their terms hold where a read storage or the place moved") {
+  // Wide random DAGs at half the save-all peak, as bench_scale.py's random
+  // family: the greedy stalls among tied peaks, and the same drops are
+  // floored at the peak search after search, most of them read again from
+  // the term that gave the floor (WitnessFloor). In the first, a storage a
+  // chain reads at its place comes to be read later while the candidate's
+  // key stays (the term's range would start too early); in the second, a
+  // drop's first use moves earlier so (the range would end too late). Verify
+  // mode works out each floor read again from the walk as well and throws
+  // unless it is at the peak too; the drops must be the eager search's,
+  // which keeps no keys and so no terms.
+  for (const auto& [seed, layers] : {std::pair<uint64_t, int>{8, 80}, {5, 120}}) {
+    CAPTURE(seed);
+    RandomGraphOptions random;
+    random.seed = seed;
+    random.layers = layers;
+    random.width = 10;
+    random.max_inputs = 3;
+    random.min_bytes = 1000;
+    random.max_bytes = 100000;
+    const Graph graph = RandomTrainingGraph(random);
+    const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
+    const SaveSet start = MinCutStart(graph, DefaultRecomputePolicy()).keep;
+    GreedyOptions options;
+    options.budget_bytes = save_all / 2;
+    options.verify = true;
+    IncrementalStats stats;
+    GreedyResult verified;
+    CHECK_NOTHROW(verified = IncrementalPlan(graph, start, options, &stats));
+    CHECK(stats.floors_witnessed > 100);
+    options.verify = false;
+    options.lazy_keys = false;
+    CHECK(IncrementalPlan(graph, start, options).drops == verified.drops);
+  }
 }
 
 TEST_CASE("incremental planner matches the reference on the sample graphs") {

@@ -248,6 +248,25 @@ bool MayBeat(const Bound& bound, int tier, const Choice& best) {
   return optimistic.BetterThan(best);
 }
 
+// Which term of ChainWalker::ChainFloor gave its floor, where that is a
+// range of node peaks: the range, what the drop adds over it, and what the
+// two were read from besides the walk, so that the floor can be read again
+// on a later view without the walk (ChainWalker::WitnessFloor).
+struct FloorWitness {
+  enum Kind : uint8_t {
+    kNone,           // not a range term: read again only by the walk
+    kReadsOriginal,  // a root's original the chain reads at its place
+    kReadsCopy,      // a copy made before the place that the chain reads there
+    kGap,            // a gap between the groups the chain's moved nodes leave
+  };
+  Kind kind = kNone;
+  NodeId first_use = kNoId;  // the drop's place then
+  TensorId read = kNoId;     // kReads*: the tensor whose storage lives to the place
+  int64_t copied_to = 0;     // kGap: ChainWalker::CopiedTo then
+  int64_t lo = 0, hi = 0;    // the node peaks [lo, hi), region-relative
+  int64_t plus = 0;          // added over them
+};
+
 // Walks the nodes a drop of `t` would re-run: its producer and, through
 // tensors neither saved nor resident, their producers. Nodes the current
 // plan already re-runs are not added but make the drop "pulling".
@@ -347,7 +366,13 @@ class ChainWalker {
   //    copy replaces the original there) and gains the moved copies.
   // Depends only on the view: a bound that comes first is floored once.
   // Returns once the floor reaches the peak (the bound then frees nothing).
-  int64_t ChainFloor(TensorId t, const View& view, const int64_t* offset) {
+  // Unless null, *witness says which term gave the floor returned, where it
+  // is a range of node peaks (FloorWitness).
+  int64_t ChainFloor(TensorId t, const View& view, const int64_t* offset,
+                     FloorWitness* witness = nullptr) {
+    FloorWitness unused;
+    FloorWitness& term = witness != nullptr ? *witness : unused;
+    term = {};
     const NodeId first_use = view.FirstUse(t);
     if (first_use == kNoId) return kLowest;
     const StepFacts& facts = *view.facts;
@@ -362,14 +387,30 @@ class ChainWalker {
     moved_.clear();     // (old group, bytes of its node's moved copies)
     pulled_.clear();    // inputs of moved nodes, not resident
     // A storage the chain reads at its place, last read in an earlier group.
-    auto read_at_place = [&](TensorId x, uint32_t storage) {
+    // Raises the floor to `value`, which the term `from` gave.
+    auto raise = [&](int64_t value, const FloorWitness& from) {
+      if (value <= floor) return;
+      floor = value;
+      term = from;
+      term.first_use = first_use;
+    };
+    // The floor over the node peaks [lo, hi) (region-relative) plus `plus`.
+    auto raise_over = [&](int64_t lo, int64_t hi, int64_t plus, FloorWitness from) {
+      from.lo = lo;
+      from.hi = hi;
+      from.plus = plus;
+      raise(view.node_peak.Query(lo, hi) + plus, from);
+    };
+    auto read_at_place = [&](TensorId x, uint32_t storage, bool copy) {
       if (storage == StepFacts::kNone) return;
       const uint32_t last = sim.buffers[storage].last_step;
       if (last == StepFacts::kNone) return;
       const NodeId group = facts.Group(last);
       if (group + 1 >= first_use) return;
-      floor = std::max(floor, view.node_peak.Query(group + 1 - first, first_use - first) +
-                                  context_.bytes[x] - own);
+      FloorWitness from;
+      from.kind = copy ? FloorWitness::kReadsCopy : FloorWitness::kReadsOriginal;
+      from.read = x;
+      raise_over(group + 1 - first, first_use - first, context_.bytes[x] - own, from);
     };
     int64_t copies = 0;
     stack_.assign(1, context_.producer[t]);
@@ -417,11 +458,11 @@ class ChainWalker {
           const uint32_t copy = facts.Copy(x);
           if (copy != StepFacts::kNone &&
               sim.buffers[copy].first_step == facts.RerunStep(producer)) {
-            read_at_place(x, copy);
+            read_at_place(x, copy, /*copy=*/true);
           }
         } else if (context_.root[x] == x && x != root && context_.forward_produced[x] &&
                    !context_.resident_root[x]) {
-          read_at_place(x, facts.Original(x));
+          read_at_place(x, facts.Original(x), /*copy=*/false);
         }
       }
       // A floor at the peak is all a bound asks (it then frees nothing).
@@ -444,18 +485,15 @@ class ChainWalker {
     }
     const uint32_t first_read = facts.FirstRead(t);
     if (first_read != StepFacts::kNone && !sim.steps[first_read].recompute) {
-      floor = std::max(floor,
-                       sim.total[first_read] + offset[first_use - first] - pulled_inputs + copies);
+      raise(sim.total[first_read] + offset[first_use - first] - pulled_inputs + copies, {});
     }
     if (slots_.empty() || floor >= view.peak) return floor;
     // t's copy stands for its original over the groups [lo, copied_to).
     const int64_t lo = static_cast<int64_t>(first_use) + 1;
-    int64_t copied_to = lo;
-    const uint32_t last_use = facts.LastUse(t);
-    if (root == t && last_use != StepFacts::kNone) {
-      const int64_t group = facts.GroupOf(last_use);
-      copied_to = std::max(lo, sim.steps[last_use].recompute ? group : group + 1);
-    }
+    const int64_t copied_to = CopiedTo(t, view);
+    FloorWitness gap;
+    gap.kind = FloorWitness::kGap;
+    gap.copied_to = copied_to;
     // Over the gaps between the groups moved nodes leave, the first gap
     // first, and those groups' own steps: `gained` sums the copies of nodes
     // whose old group is later, so it only falls, and `leaving` the pulled
@@ -477,14 +515,8 @@ class ChainWalker {
       }
       if (view.peak + gained - leaving <= floor) break;
       const int64_t split = std::clamp<int64_t>(copied_to, gap_lo, hi);
-      if (gap_lo < split) {
-        floor = std::max(floor,
-                         view.node_peak.Query(gap_lo - first, split - first) + gained - leaving);
-      }
-      if (split < hi) {
-        floor = std::max(floor,
-                         view.node_peak.Query(split - first, hi - first) + gained - own - leaving);
-      }
+      if (gap_lo < split) raise_over(gap_lo - first, split - first, gained - leaving, gap);
+      if (split < hi) raise_over(split - first, hi - first, gained - own - leaving, gap);
       // Group hi's own step: its re-run steps go, the copies of nodes whose
       // old group is later come, and what its own node reads stays.
       int64_t gained_after = gained;
@@ -492,11 +524,61 @@ class ChainWalker {
         gained_after -= moved_[j].second;
       }
       const uint32_t own_step = facts.OwnStep(static_cast<NodeId>(hi));
-      floor = std::max(floor, sim.total[own_step] + offset[hi - first] + gained_after - leaving -
-                                  (hi >= copied_to ? own : 0));
+      raise(sim.total[own_step] + offset[hi - first] + gained_after - leaving -
+                (hi >= copied_to ? own : 0),
+            {});
       if (floor >= view.peak) break;
     }
     return floor;
+  }
+
+  // Where the copy of `t`, once dropped, no longer stands for its original
+  // (ChainFloor's gaps): the group after its last use, or the one of a
+  // recompute step that reads it last; the group after its first use where
+  // it is a view or unused.
+  int64_t CopiedTo(TensorId t, const View& view) const {
+    const StepFacts& facts = *view.facts;
+    const int64_t lo = static_cast<int64_t>(view.FirstUse(t)) + 1;
+    const uint32_t last_use = facts.LastUse(t);
+    if (context_.root[t] != t || last_use == StepFacts::kNone) return lo;
+    const int64_t group = facts.GroupOf(last_use);
+    return std::max(lo, facts.sim()->steps[last_use].recompute ? group : group + 1);
+  }
+
+  // The floor the term `witness` of ChainFloor(t) on an earlier view gives
+  // on `view`, read without the walk; kLowest where that is not known. The
+  // caller knows the walk of `t` is the one the witness came from (its lazy
+  // key is as it was: its nodes, which of them are re-run and where, and
+  // the copies they make). Besides the walk, the term read t's first use
+  // (the place, its range's end) and, for a storage read at the place, that
+  // storage's last group (its range's start), for a gap where t's copy
+  // stands for its original (whether t's bytes leave): where these are as
+  // they were, the term is the same range with the same addend, and only
+  // the node peaks are read again.
+  int64_t WitnessFloor(TensorId t, const FloorWitness& witness, const View& view) const {
+    if (witness.kind == FloorWitness::kNone || view.FirstUse(t) != witness.first_use) {
+      return kLowest;
+    }
+    const StepFacts& facts = *view.facts;
+    const SimResult& sim = *facts.sim();
+    if (witness.kind == FloorWitness::kGap) {
+      if (CopiedTo(t, view) != witness.copied_to) return kLowest;
+    } else {
+      const TensorId x = witness.read;
+      const bool copy = witness.kind == FloorWitness::kReadsCopy;
+      const uint32_t storage = copy ? facts.Copy(x) : facts.Original(x);
+      if (storage == StepFacts::kNone) return kLowest;
+      const Buffer& buffer = sim.buffers[storage];
+      if (buffer.last_step == StepFacts::kNone ||
+          (copy && buffer.first_step != facts.RerunStep(context_.producer[x]))) {
+        return kLowest;
+      }
+      const int64_t start = static_cast<int64_t>(facts.Group(buffer.last_step)) + 1 -
+                            static_cast<int64_t>(view.first);
+      if (start != witness.lo) return kLowest;
+    }
+    return view.node_peak.Query(static_cast<size_t>(witness.lo), static_cast<size_t>(witness.hi)) +
+           witness.plus;
   }
 
  private:
@@ -819,6 +901,8 @@ class RegionSearch {
       keys_ready_ = true;
       walker_.SetPlan(keep, candidates);
       key_version_.assign(n, 0);
+      floor_witness_.assign(n, {});
+      floor_key_version_.assign(n, 0);
       key_kind_.assign(n, kKeyPlain);
       key_last_slot_.assign(n, 0);
       key_cost_.assign(n, 0);
@@ -1356,10 +1440,39 @@ class RegionSearch {
   }
 
   // Tier-0 bound `bound` held under the floor its chain gives (ChainFloor).
+  // With lazy keys, a floor at the peak keeps the term that gave it
+  // (FloorWitness) while the candidate's key is current: the same drops
+  // come first search after search and are floored at the peak again (9 in
+  // 10 floors on a 93,440-node random DAG at 50%), and the term, read on
+  // the new view (WitnessFloor), most often says so without the walk.
   Bound Floored(const RegionalMemory::Part& region, Bound bound) {
     bound.floored = true;
     if (bound.freed <= 0) return bound;
-    const int64_t floor = walker_.ChainFloor(bound.tensor, view_, region.offset.data());
+    const TensorId t = bound.tensor;
+    const uint32_t i = keys_ready_ ? candidate_index_[t] : kNotCandidate;
+    if (i != kNotCandidate && floor_key_version_[i] == key_version_[i]) {
+      const int64_t known = walker_.WitnessFloor(t, floor_witness_[i], view_);
+      if (known >= view_.peak) {
+        ++stats_.floors_witnessed;
+        if (options_.verify) {
+          const int64_t floor = walker_.ChainFloor(t, view_, region.offset.data());
+          if (floor < view_.peak) {
+            throw std::logic_error("incremental: the floor of '" + context_.graph.tensors[t].name +
+                                   "' read again from its term is " + std::to_string(known) +
+                                   ", at the peak " + std::to_string(view_.peak) +
+                                   ", but its chain's floor is " + std::to_string(floor));
+          }
+        }
+        bound.CapFreed(view_.peak - known);
+        return bound;
+      }
+    }
+    FloorWitness witness;
+    const int64_t floor = walker_.ChainFloor(t, view_, region.offset.data(), &witness);
+    if (i != kNotCandidate) {
+      floor_witness_[i] = floor >= view_.peak ? witness : FloorWitness{};
+      floor_key_version_[i] = key_version_[i];
+    }
     if (floor != kLowest) bound.CapFreed(view_.peak - floor);
     return bound;
   }
@@ -1658,6 +1771,10 @@ class RegionSearch {
   bool keys_ready_ = false;
   std::vector<KeyEntry> key_heap_;  // min-heap by key (KeyAfter)
   std::vector<uint32_t> key_version_;
+  // Per candidate: the term of its last floor at the peak (none where the
+  // floor was below it), and its key's version then (Floored).
+  std::vector<FloorWitness> floor_witness_;
+  std::vector<uint32_t> floor_key_version_;
   // What a key is from: a walk without a pull, one with (renewed too when
   // the peak rises above every own step by more than the key counted), or
   // one that gave up (key 0, which no drop changes).
@@ -1967,9 +2084,9 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.recompute_cost = memory.cost();
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
-  spdlog::debug("incremental: {} bounds ({} floored), {} lazy keys, {} passed over (span misses "
+  spdlog::debug("incremental: {} bounds ({} floored, {} of them from an earlier floor's term), {} lazy keys, {} passed over (span misses "
                 "the peak), {} span bounds ({} passed over), {} scores cut short",
-                counters.bounded, counters.floored, counters.keyed, counters.missed_peak,
+                counters.bounded, counters.floored, counters.floors_witnessed, counters.keyed, counters.missed_peak,
                 counters.span_bounds, counters.span_passed, counters.cut_scores);
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "

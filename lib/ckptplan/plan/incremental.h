@@ -49,6 +49,9 @@ struct IncrementalStats {
   /// Tier-0 bounds given their chain's floor (a walk of the chain's
   /// closure each) when they came first.
   size_t floored = 0;
+  /// Of those, floors at the peak read again from the term that gave them
+  /// in an earlier search (a range of node peaks), without the walk.
+  size_t floors_witnessed = 0;
   size_t keyed = 0;        ///< lazy keys computed (GreedyOptions::lazy_keys)
   /// Lazy keys passed over without a walk: a drop whose span (its own
   /// range and, with a pull, the pulled range; or the key's hull of it)

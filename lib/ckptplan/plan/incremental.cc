@@ -1100,6 +1100,15 @@ class RegionSearch {
             stats_.missed_peak_pulls += key_kind_[top.index] == kKeyPulls;
             continue;
           }
+          // A drop whose floor was at the peak in an earlier search, and is
+          // again, read from the term that gave it: its bound would be
+          // floored to nothing when it came first (Floored), so it goes
+          // no further. (Bounds taken out of the order before they come
+          // first change neither the order of the others nor `best`.)
+          if (options_.chain_floors && WitnessedFloor(region, top.index, t) != kLowest) {
+            ++stats_.floor_passed;
+            continue;
+          }
           ++stats_.span_bounds;
           // Each span bound reads the node-peak tree from its root twice;
           // past a few per search, the view's prefix and suffix maxima (a
@@ -1450,19 +1459,10 @@ class RegionSearch {
     if (bound.freed <= 0) return bound;
     const TensorId t = bound.tensor;
     const uint32_t i = keys_ready_ ? candidate_index_[t] : kNotCandidate;
-    if (i != kNotCandidate && floor_key_version_[i] == key_version_[i]) {
-      const int64_t known = walker_.WitnessFloor(t, floor_witness_[i], view_);
+    if (i != kNotCandidate) {
+      const int64_t known = WitnessedFloor(region, i, t);
       if (known >= view_.peak) {
         ++stats_.floors_witnessed;
-        if (options_.verify) {
-          const int64_t floor = walker_.ChainFloor(t, view_, region.offset.data());
-          if (floor < view_.peak) {
-            throw std::logic_error("incremental: the floor of '" + context_.graph.tensors[t].name +
-                                   "' read again from its term is " + std::to_string(known) +
-                                   ", at the peak " + std::to_string(view_.peak) +
-                                   ", but its chain's floor is " + std::to_string(floor));
-          }
-        }
         bound.CapFreed(view_.peak - known);
         return bound;
       }
@@ -1475,6 +1475,25 @@ class RegionSearch {
     }
     if (floor != kLowest) bound.CapFreed(view_.peak - floor);
     return bound;
+  }
+
+  // The floor at the peak that candidate `t` (index `i`) had in an earlier
+  // search, read again from its term (WitnessFloor) where its key is as it
+  // was then; kLowest where not known or no longer at the peak.
+  int64_t WitnessedFloor(const RegionalMemory::Part& region, uint32_t i, TensorId t) {
+    if (floor_key_version_[i] != key_version_[i]) return kLowest;
+    const int64_t known = walker_.WitnessFloor(t, floor_witness_[i], view_);
+    if (known < view_.peak) return kLowest;
+    if (options_.verify) {
+      const int64_t floor = walker_.ChainFloor(t, view_, region.offset.data());
+      if (floor < view_.peak) {
+        throw std::logic_error("incremental: the floor of '" + context_.graph.tensors[t].name +
+                               "' read again from its term is " + std::to_string(known) +
+                               ", at the peak " + std::to_string(view_.peak) +
+                               ", but its chain's floor is " + std::to_string(floor));
+      }
+    }
+    return known;
   }
 
   // Loose bound `bound` of `tier` tightened by a long walk; a floored one
@@ -2084,9 +2103,10 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.recompute_cost = memory.cost();
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
-  spdlog::debug("incremental: {} bounds ({} floored, {} of them from an earlier floor's term), {} lazy keys, {} passed over (span misses "
+  spdlog::debug("incremental: {} bounds ({} floored, {} of them from an earlier floor's term), {} lazy keys ({} passed over on such a term), {} passed over (span misses "
                 "the peak), {} span bounds ({} passed over), {} scores cut short",
-                counters.bounded, counters.floored, counters.floors_witnessed, counters.keyed, counters.missed_peak,
+                counters.bounded, counters.floored, counters.floors_witnessed, counters.keyed,
+                counters.floor_passed, counters.missed_peak,
                 counters.span_bounds, counters.span_passed, counters.cut_scores);
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "

@@ -52,6 +52,9 @@ struct IncrementalStats {
   /// Of those, floors at the peak read again from the term that gave them
   /// in an earlier search (a range of node peaks), without the walk.
   size_t floors_witnessed = 0;
+  /// Lazy keys passed over, before their span bounds, on such a term: their
+  /// bounds would be floored to nothing when they came first.
+  size_t floor_passed = 0;
   size_t keyed = 0;        ///< lazy keys computed (GreedyOptions::lazy_keys)
   /// Lazy keys passed over without a walk: a drop whose span (its own
   /// range and, with a pull, the pulled range; or the key's hull of it)

@@ -64,6 +64,20 @@ inline Graph RandomStep(uint64_t seed, int min_layers) {
   return RandomTrainingGraph(options);
 }
 
+// A wide, long-edged random DAG, as bench_scale.py's random family (10 nodes
+// a layer, up to 3 activation inputs, 1 kB to 100 kB each): at half its
+// save-all peak the greedy stalls among tied peaks.
+inline Graph WideRandomGraph(uint64_t seed, int layers) {
+  RandomGraphOptions options;
+  options.seed = seed;
+  options.layers = layers;
+  options.width = 10;
+  options.max_inputs = 3;
+  options.min_bytes = 1000;
+  options.max_bytes = 100000;
+  return RandomTrainingGraph(options);
+}
+
 // A transformer small enough to simulate thousands of times.
 inline Graph SmallTransformer(int microbatches, int layers = 2) {
   TransformerOptions options;

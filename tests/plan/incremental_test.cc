@@ -215,17 +215,10 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
     graphs.emplace_back("random " + std::to_string(seed), RandomTrainingGraph(options));
   }
   for (uint64_t seed = 7; seed <= 8; ++seed) {
-    // Wide and long-edged, as bench_scale.py's random family: at the lower
-    // budgets the greedy stalls among tied peaks, where searches bound many
-    // candidates whose keys are low.
-    RandomGraphOptions options;
-    options.seed = seed;
-    options.layers = 40 + 10 * static_cast<int>(seed - 7);
-    options.width = 10;
-    options.max_inputs = 3;
-    options.min_bytes = 1000;
-    options.max_bytes = 100000;
-    graphs.emplace_back("random wide " + std::to_string(seed), RandomTrainingGraph(options));
+    // At the lower budgets the greedy stalls among tied peaks, where
+    // searches bound many candidates whose keys are low.
+    graphs.emplace_back("random wide " + std::to_string(seed),
+                        testing::WideRandomGraph(seed, 40 + 10 * static_cast<int>(seed - 7)));
   }
   size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0, key_passed = 0,
          cut = 0, before_use = 0, floored = 0, witnessed = 0, floor_passed = 0, scored = 0,
@@ -437,14 +430,7 @@ TEST_CASE("chain floors read again from their terms hold where a read storage or
   // which keeps no keys and so no terms.
   for (const auto& [seed, layers] : {std::pair<uint64_t, int>{8, 80}, {5, 120}}) {
     CAPTURE(seed);
-    RandomGraphOptions random;
-    random.seed = seed;
-    random.layers = layers;
-    random.width = 10;
-    random.max_inputs = 3;
-    random.min_bytes = 1000;
-    random.max_bytes = 100000;
-    const Graph graph = RandomTrainingGraph(random);
+    const Graph graph = testing::WideRandomGraph(seed, layers);
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     const SaveSet start = MinCutStart(graph, DefaultRecomputePolicy()).keep;
     GreedyOptions options;

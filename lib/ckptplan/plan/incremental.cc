@@ -2103,7 +2103,8 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.recompute_cost = memory.cost();
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
-  spdlog::debug("incremental: {} bounds ({} floored, {} of them from an earlier floor's term), {} lazy keys ({} passed over on such a term), {} passed over (span misses "
+  spdlog::debug("incremental: {} bounds ({} floored, {} of them from an earlier floor's term), "
+                "{} lazy keys ({} passed over on such a term), {} passed over (span misses "
                 "the peak), {} span bounds ({} passed over), {} scores cut short",
                 counters.bounded, counters.floored, counters.floors_witnessed, counters.keyed,
                 counters.floor_passed, counters.missed_peak,

@@ -222,7 +222,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   }
   size_t keyed = 0, drops = 0, missed = 0, missed_pulls = 0, span_passed = 0, key_passed = 0,
          cut = 0, before_use = 0, floored = 0, witnessed = 0, floor_passed = 0, scored = 0,
-         unfloored_scored = 0, bounded = 0, unfloored_bounded = 0;
+         unfloored_scored = 0, bounded = 0, unfloored_bounded = 0, random_stops = 0;
   for (const auto& [name, graph] : graphs) {
     const int64_t save_all = Simulate(graph, SaveAll(graph), {}).peak_bytes;
     const SaveSet mincut = MinCutStart(graph, DefaultRecomputePolicy()).keep;
@@ -265,6 +265,7 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
         unfloored_scored += unfloored_stats.fast_scores;
         bounded += stats.bounded;
         unfloored_bounded += unfloored_stats.bounded;
+        random_stops += stats.renew_random_stops;
         drops += lazy.drops.size();
       }
     }
@@ -279,7 +280,8 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
                 << " from an earlier floor's term), " << floor_passed
                 << " keys passed over on such a term, " << scored << " drops scored ("
                 << unfloored_scored << " without the floors), " << bounded << " bounds walked ("
-                << unfloored_bounded << " without the floors)");
+                << unfloored_bounded << " without the floors), " << random_stops
+                << " renewals stopped at a node re-running a random op");
   CHECK(keyed > 1000);
   CHECK(drops > 1000);
   // The keys passed over without a walk must be some, plain and pulling:
@@ -316,6 +318,11 @@ TEST_CASE("lazy keys hold on deeper one-region graphs") {
   CHECK(floor_passed > 1000);
   // Loose bounds are floored before they are walked: fewer walks.
   CHECK(bounded < unfloored_bounded);
+  // Renewals stopped at nodes whose re-run re-runs a random op (the
+  // transformers' dropouts and the residual stream after them): verify mode
+  // checked that each such node makes only pinned candidates, and every key
+  // against its bound in every search, and the drops are the eager search's.
+  CHECK(random_stops > 100);
 }
 
 // Plans hand-made `graph` from `start` at `budget` in verify mode (which

@@ -86,6 +86,14 @@ TEST_CASE("random ops: masks and dropout outputs are pinned, their readers are n
   CHECK(context.candidates.size() == 5);
   CHECK(context.droppable.size() == 2);
   CHECK(DroppableCandidates(graph) == context.droppable);
+  // The nodes whose re-run re-runs a random op: bernoulli and drop
+  // themselves, and div, which reads bern (no plan saves it). mul reads mask
+  // and lossf reads z: candidates, pinned and so saved, so neither is one.
+  std::string reruns;
+  for (NodeId n = 0; n < graph.nodes.size(); ++n) {
+    if (context.reruns_random[n]) reruns += graph.nodes[n].name + " ";
+  }
+  CHECK(reruns == "bernoulli div drop ");
 }
 
 TEST_CASE("random ops: no strategy recomputes one, even at the lowest budget") {

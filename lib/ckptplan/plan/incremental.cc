@@ -996,7 +996,8 @@ class RegionSearch {
   // whose walk reaches a node that the walk of `u`, dropped anew, reaches
   // (its chain re-runs or moves no other) or a forward reader of u: the
   // nodes reached forward from those through the outputs walks pass make
-  // them.
+  // them, but for nodes that re-run a random op and those after them, which
+  // no key's walk reaches.
   template <typename RenewFn>
   void Renew(TensorId u, RenewFn&& renew) {
     if (++mark_epoch_ == 0) {
@@ -1011,6 +1012,7 @@ class RegionSearch {
     while (!frontier_.empty()) {
       const NodeId x = frontier_.back();
       frontier_.pop_back();
+      ++stats_.renew_visited;
       for (uint32_t k = context_.outputs_begin[x]; k < context_.inputs_begin[x + 1]; ++k) {
         const TensorId o = context_.ids[k];
         if (candidate_index_[o] != kNotCandidate) renew(candidate_index_[o]);
@@ -1019,8 +1021,31 @@ class RegionSearch {
           const NodeId z = readers_[r];
           if (node_mark_[z] == mark_epoch_) continue;
           node_mark_[z] = mark_epoch_;
+          // No key's walk reaches a node whose re-run re-runs a random op
+          // (SimContext::reruns_random), nor the nodes after it: their
+          // walks pass it, and only pinned candidates, never keyed, have
+          // such walks. (On a transformer with dropout the residual stream
+          // is such a path, to the end of the forward pass.)
+          if (context_.reruns_random[z]) {
+            ++stats_.renew_random_stops;
+            if (options_.verify) VerifyRandomRerun(z);
+            continue;
+          }
           frontier_.push_back(z);
         }
+      }
+    }
+  }
+
+  // Verify mode: throws std::logic_error unless every candidate node `z`
+  // makes is pinned (`z` re-runs a random op when re-run).
+  void VerifyRandomRerun(NodeId z) const {
+    for (uint32_t k = context_.outputs_begin[z]; k < context_.inputs_begin[z + 1]; ++k) {
+      const TensorId o = context_.ids[k];
+      if (context_.is_candidate[o] && !context_.pinned[o]) {
+        throw std::logic_error("incremental: '" + context_.graph.tensors[o].name +
+                               "' is made by a node that re-runs a random op, but it is not "
+                               "pinned");
       }
     }
   }
@@ -2104,10 +2129,12 @@ GreedyResult IncrementalPlan(const SimContext& context, const SaveSet& start,
   result.fits = result.peak <= options.budget_bytes;
   counters.shared_trials = memory.shared_trials();
   spdlog::debug("incremental: {} bounds ({} floored, {} of them from an earlier floor's term), "
-                "{} lazy keys ({} passed over on such a term), {} passed over (span misses "
-                "the peak), {} span bounds ({} passed over), {} scores cut short",
+                "{} lazy keys ({} passed over on such a term; renewals visited {} nodes, stopped "
+                "at {} that re-run a random op), {} passed over (span misses the peak), {} span "
+                "bounds ({} passed over), {} scores cut short",
                 counters.bounded, counters.floored, counters.floors_witnessed, counters.keyed,
-                counters.floor_passed, counters.missed_peak,
+                counters.floor_passed, counters.renew_visited, counters.renew_random_stops,
+                counters.missed_peak,
                 counters.span_bounds, counters.span_passed, counters.cut_scores);
   spdlog::info(
       "incremental: {} drops in {} regions, peak {} -> {} bytes (budget {}), {}; {} region "

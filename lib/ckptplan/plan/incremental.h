@@ -56,6 +56,12 @@ struct IncrementalStats {
   /// bounds would be floored to nothing when they came first.
   size_t floor_passed = 0;
   size_t keyed = 0;        ///< lazy keys computed (GreedyOptions::lazy_keys)
+  /// Nodes a drop's renewal of lazy keys visited (forward from what its
+  /// walk reaches), and the readers it did not visit: they re-run a random
+  /// op when re-run (SimContext::reruns_random), so no key's walk reaches
+  /// them or the nodes after them.
+  size_t renew_visited = 0;
+  size_t renew_random_stops = 0;
   /// Lazy keys passed over without a walk: a drop whose span (its own
   /// range and, with a pull, the pulled range; or the key's hull of it)
   /// misses a node at the peak frees nothing there.

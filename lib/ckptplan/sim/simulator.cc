@@ -79,11 +79,14 @@ uint32_t FirstNonForwardNode(const Graph& graph) {
 // candidates) are always missing, so the random producer is reached through
 // them; a candidate on the way is pinned itself and so saved, which stops
 // the walk. Forward nodes are in topological order, so one pass settles it.
+// Also the nodes whose re-run re-runs one, into *reruns_random.
 std::vector<uint8_t> PinnedCandidates(const SimContext& context,
-                                      const std::vector<uint8_t>& random_op) {
+                                      const std::vector<uint8_t>& random_op,
+                                      std::vector<uint8_t>* reruns_random) {
   const size_t num_nodes = context.node_forward.size();
   std::vector<uint8_t> random(context.root.size(), 0);  // re-making it re-runs one
   std::vector<uint8_t> pinned(context.root.size(), 0);
+  reruns_random->assign(num_nodes, 0);
   for (NodeId n = 0; n < num_nodes; ++n) {
     if (!context.node_forward[n]) continue;
     bool reruns = random_op[n];
@@ -92,6 +95,7 @@ std::vector<uint8_t> PinnedCandidates(const SimContext& context,
       reruns = reruns || (context.NeverSaved(context.ids[i]) && random[context.ids[i]]);
     }
     if (!reruns) continue;
+    (*reruns_random)[n] = 1;
     for (uint32_t i = outputs; i < context.inputs_begin[n + 1]; ++i) {
       const TensorId t = context.ids[i];
       random[t] = 1;
@@ -473,7 +477,7 @@ SimContext::SimContext(const Graph& g) : graph(g) {
       if (!node_forward[n] && forward_produced[t] && !resident_root[t]) is_candidate[t] = 1;
     }
   }
-  pinned = PinnedCandidates(*this, random_op);
+  pinned = PinnedCandidates(*this, random_op, &reruns_random);
   for (TensorId t = 0; t < num_tensors; ++t) {
     if (is_candidate[t]) candidates.push_back(t);
     if (is_candidate[t] && !pinned[t]) droppable.push_back(t);

@@ -254,6 +254,12 @@ struct SimContext {
   /// saves. Planners never drop them; a plan that does is refused by the
   /// PyTorch runner.
   std::vector<uint8_t> pinned;
+  /// Per node: re-running it re-runs a random op, its own or one reached
+  /// through inputs no plan saves (the producers of the pinned candidates
+  /// are such nodes). No walk from a candidate that is not pinned reaches
+  /// one: it would pass a pinned candidate, which every plan saves, or
+  /// make the candidate pinned itself.
+  std::vector<uint8_t> reruns_random;
   std::vector<TensorId> candidates;         ///< SaveCandidates(graph)
   /// The candidates a planner may drop: candidates less the pinned ones.
   std::vector<TensorId> droppable;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <stdexcept>
 
 namespace ckptplan {
 namespace {
@@ -110,6 +111,9 @@ void ResetEntries(std::vector<TensorId>& touched, size_t one_by_one, std::vector
 }  // namespace
 
 void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix same) {
+  if (sim.steps.size() >= (1u << 31) || sim.buffers.size() >= (1u << 31)) {
+    throw std::length_error("StepFacts: a simulation of 2^31 steps or storages");
+  }
   const size_t one_by_one = ResetOneByOne();
   // No plan changes which storages the nodes' own steps make, nor that each
   // node has an own step: a fill of the range filled before overwrites
@@ -124,15 +128,6 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   if (!same_range) {
     ResetEntries(stored_, one_by_one, storages_);
     stored_.clear();
-  }
-  // Copies: those of the storages kept stay (copied_ is in storage order,
-  // and a tensor has one copy at most), the others go.
-  {
-    const auto gone = std::partition_point(
-        copied_.begin(), copied_.end(),
-        [&](const std::pair<TensorId, uint32_t>& copy) { return copy.second < same.buffers; });
-    for (auto it = gone; it != copied_.end(); ++it) storages_[it->first].copy = kNone;
-    copied_.erase(gone, copied_.end());
   }
   reads_ready_ = saved_ready_ = false;
   sim_ = &sim;
@@ -163,81 +158,175 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
   // negative shift wraps back).
   const uint32_t shift = has_tail ? static_cast<uint32_t>(same.shift) : 0;
   const uint32_t old_tail = has_tail ? static_cast<uint32_t>(tail_was) : kNone;
-  kept_reruns_.clear();
-  kept_recompute_steps_.clear();
   if (same_range) {
-    // Re-runs are listed in step order: those from `begin` on go, but for
-    // those of the tail (from old_tail on), which stay, moved: they are
-    // set aside and put back after the steps before the tail are read. A
-    // range is found by its step, not walked (a drop's fill would
-    // otherwise visit every re-run after its chain).
-    auto rerun_before = [&](uint32_t step) {
-      return [this, first, step](NodeId node) { return reruns_[node - first].step < step; };
-    };
-    const auto mid =
-        std::partition_point(rerun_nodes_.begin(), rerun_nodes_.end(), rerun_before(begin));
-    const auto kept = std::max(
-        mid, std::partition_point(rerun_nodes_.begin(), rerun_nodes_.end(), rerun_before(old_tail)));
-    if (reads_kept_) old_tail_.assign(mid, kept);
-    for (auto it = mid; it != kept; ++it) reruns_[*it - first] = Rerun{};
-    kept_reruns_.assign(kept, rerun_nodes_.end());
-    rerun_nodes_.erase(mid, rerun_nodes_.end());
-    const auto steps_mid =
-        std::lower_bound(recompute_steps_.begin(), recompute_steps_.end(), begin);
-    const auto steps_kept = std::max(
-        steps_mid, std::lower_bound(recompute_steps_.begin(), recompute_steps_.end(), old_tail));
-    kept_recompute_steps_.assign(steps_kept, recompute_steps_.end());
-    recompute_steps_.erase(steps_mid, recompute_steps_.end());
+    // The re-runs from `begin` on go, but for those of the tail (from
+    // old_tail on), which stay: the gap moves to the first that goes and
+    // takes them in. Each copy they made from the kept storages on goes
+    // with them (those made before are the same storages, made by the same
+    // re-run in the same group).
+    const size_t mid = RerunsBefore(begin);
+    const size_t kept = std::max(mid, RerunsBefore(old_tail));
+    MoveGap(mid);
+    for (size_t k = gap_hi_; k < gap_hi_ + (kept - mid); ++k) {
+      const NodeId node = reruns_list_[k];
+      if (reads_kept_) old_tail_.push_back(node);
+      ForEachOutput(node, [&](TensorId x) {
+        const uint32_t copy = Copy(x);
+        if (copy != kNone && copy >= same.buffers) storages_[x].copy = kNone;
+      });
+      reruns_[node - first] = Rerun{};
+    }
+    gap_hi_ += kept - mid;
   } else {
     own_.assign(end - first, kNone);
     reruns_.resize(end - first);
     std::memset(static_cast<void*>(reruns_.data()), 0xff, reruns_.size() * sizeof(Rerun));
-    rerun_nodes_.clear();
-    recompute_steps_.clear();
+    reruns_list_.clear();
+    gap_lo_ = gap_hi_ = 0;
+    shifts_.assign(((end - first) >> kBlockBits) + 1, Shift{kBias, kBias});
   }
-  new_tail_ = rerun_nodes_.size();
+  new_tail_ = gap_lo_;
   filled_steps_ = static_cast<uint32_t>(num_steps);
   // Recompute steps belong to the group of the node that follows them.
   for (uint32_t s = begin; s < tail; ++s) {
     const Step& step = sim.steps[s];
     if (step.recompute) continue;
-    own_[step.node - first] = s;
+    const uint32_t group_shift = ShiftOf(step.node).steps;
+    own_[step.node - first] = s - group_shift;
     for (uint32_t i = begin; i < s; ++i) {
-      reruns_[sim.steps[i].node - first] = {i, step.node};
-      recompute_steps_.push_back(i);
-      rerun_nodes_.push_back(sim.steps[i].node);
+      reruns_[sim.steps[i].node - first] = {i - group_shift, step.node};
+      PushRerun(sim.steps[i].node);
     }
     begin = s + 1;
   }
+  fresh_end_ = gap_lo_;
+  // The storages from the kept ones up to the first the tail's steps make
+  // (storages come in the order their steps make them); those after are
+  // the old ones, moved with their groups.
+  const uint32_t num_buffers = static_cast<uint32_t>(sim.buffers.size());
+  uint32_t read_end = num_buffers;
   if (has_tail) {
-    // The tail's groups are the nodes after step tail - 1's (an own step),
-    // in node order.
-    if (shift > 0) {
-      for (NodeId n = sim.steps[tail - 1].node + 1 - first; n < end - first; ++n) own_[n] += shift;
-    }
-    for (const NodeId node : kept_reruns_) reruns_[node - first].step += shift;
-    fresh_end_ = rerun_nodes_.size();
-    rerun_nodes_.insert(rerun_nodes_.end(), kept_reruns_.begin(), kept_reruns_.end());
-    const size_t at = recompute_steps_.size();
-    recompute_steps_.insert(recompute_steps_.end(), kept_recompute_steps_.begin(),
-                            kept_recompute_steps_.end());
-    for (size_t k = at; k < recompute_steps_.size(); ++k) recompute_steps_[k] += shift;
-  } else {
-    fresh_end_ = rerun_nodes_.size();
+    read_end = static_cast<uint32_t>(
+        std::partition_point(sim.buffers.begin() + same.buffers, sim.buffers.end(),
+                             [&](const Buffer& buffer) { return buffer.first_step < tail; }) -
+        sim.buffers.begin());
+    ShiftTail(sim.steps[tail - 1].node + 1, shift, num_buffers - filled_buffers_);
   }
+  filled_buffers_ = num_buffers;
   // A storage a recompute step made is a recomputed copy: its category says
   // so without reading its step (Simulate and the patches set it so).
-  for (uint32_t b = same.buffers; b < sim.buffers.size(); ++b) {
+  const NodeId* producer = context_.producer.data();
+  for (uint32_t b = same.buffers; b < read_end; ++b) {
     const Buffer& buffer = sim.buffers[b];
     Storages& storages = storages_[buffer.root];
     if (buffer.category == Category::kRecomputed) {
-      storages.copy = b;
-      copied_.push_back({buffer.root, b});
+      // (No re-run of its producer is read only where `same` is not a
+      // prefix the simulations share: the copy is then left out.)
+      const NodeId group = RerunGroup(producer[buffer.root]);
+      storages.copy = group == kNoId ? kNone : b - ShiftOf(group).buffers;
     } else {
-      storages.original = b;
+      storages.original = b - ShiftOf(producer[buffer.root]).buffers;
       if (!same_range) stored_.push_back(buffer.root);
     }
   }
+}
+
+void StepFacts::ShiftTail(NodeId group, uint32_t steps, uint32_t buffers) {
+  if (group >= end_ || (steps == 0 && buffers == 0)) return;
+  const uint32_t num_nodes = end_ - first_;
+  const uint32_t at = group - first_;
+  const uint32_t block = at >> kBlockBits;
+  const uint32_t block_end = std::min(num_nodes, (block + 1) << kBlockBits);
+  // The block's groups from `group` on, one entry at a time: own steps and
+  // originals, then the tail's re-runs in them (in step order, so in group
+  // order) and their copies.
+  for (uint32_t i = at; i < block_end; ++i) {
+    own_[i] += steps;
+    ForEachOutput(first_ + i, [&](TensorId x) {
+      if (storages_[x].original != kNone) storages_[x].original += buffers;
+    });
+  }
+  for (size_t k = gap_hi_; k < reruns_list_.size(); ++k) {
+    const NodeId node = reruns_list_[k];
+    Rerun& rerun = reruns_[node - first_];
+    if (rerun.group >= first_ + block_end) break;
+    rerun.step += steps;
+    ForEachOutput(node, [&](TensorId x) {
+      if (storages_[x].copy != kNone) storages_[x].copy += buffers;
+    });
+  }
+  bool fold = false;
+  for (size_t k = block + 1; k < shifts_.size(); ++k) {
+    Shift& shift = shifts_[k];
+    shift.steps += steps;
+    shift.buffers += buffers;
+    const int32_t net_steps = static_cast<int32_t>(shift.steps - kBias);
+    const int32_t net_buffers = static_cast<int32_t>(shift.buffers - kBias);
+    fold = fold || net_steps > kMaxNet || net_steps < -kMaxNet || net_buffers > kMaxNet ||
+           net_buffers < -kMaxNet;
+  }
+  if (fold) FoldShifts();
+}
+
+void StepFacts::FoldShifts() {
+  const uint32_t num_nodes = end_ - first_;
+  const NodeId* producer = context_.producer.data();
+  // Storages first: a copy's block is read through its re-run's group.
+  for (const TensorId x : stored_) {
+    Storages& storages = storages_[x];
+    if (storages.original != kNone) {
+      storages.original += ShiftOf(producer[x]).buffers - kBias;
+    }
+    const NodeId group = RerunGroup(producer[x]);
+    if (storages.copy != kNone && group != kNoId) storages.copy += ShiftOf(group).buffers - kBias;
+  }
+  for (uint32_t i = 0; i < num_nodes; ++i) {
+    own_[i] += shifts_[i >> kBlockBits].steps - kBias;
+    Rerun& rerun = reruns_[i];
+    if (rerun.group != kNoId) rerun.step += ShiftOf(rerun.group).steps - kBias;
+  }
+  for (Shift& shift : shifts_) shift = Shift{kBias, kBias};
+}
+
+size_t StepFacts::RerunsBefore(uint32_t step) const {
+  auto before = [&](NodeId node) { return RerunStep(node) < step; };
+  const NodeId* data = reruns_list_.data();
+  const size_t low = std::partition_point(data, data + gap_lo_, before) - data;
+  if (low < gap_lo_) return low;
+  const NodeId* high = data + gap_hi_;
+  return gap_lo_ + (std::partition_point(high, data + reruns_list_.size(), before) - high);
+}
+
+void StepFacts::MoveGap(size_t to) {
+  NodeId* data = reruns_list_.data();
+  if (to < gap_lo_) {
+    const size_t moved = gap_lo_ - to;
+    std::memmove(data + gap_hi_ - moved, data + to, moved * sizeof(NodeId));
+    gap_lo_ = to;
+    gap_hi_ -= moved;
+  } else if (to > gap_lo_) {
+    const size_t moved = to - gap_lo_;
+    std::memmove(data + gap_lo_, data + gap_hi_, moved * sizeof(NodeId));
+    gap_lo_ += moved;
+    gap_hi_ += moved;
+  }
+}
+
+void StepFacts::PushRerun(NodeId node) {
+  if (gap_lo_ == gap_hi_) {
+    // A gap of a quarter of the list: filled by as many re-runs as the
+    // list's growth, it is made again after that many.
+    const size_t room = std::max<size_t>(64, reruns_list_.size() / 4);
+    reruns_list_.insert(reruns_list_.begin() + gap_hi_, room, kNoId);
+    gap_hi_ += room;
+  }
+  reruns_list_[gap_lo_++] = node;
+}
+
+std::vector<NodeId> StepFacts::RerunNodes() const {
+  std::vector<NodeId> nodes(reruns_list_.begin(), reruns_list_.begin() + gap_lo_);
+  nodes.insert(nodes.end(), reruns_list_.begin() + gap_hi_, reruns_list_.end());
+  return nodes;
 }
 
 void StepFacts::FillReads() {
@@ -259,9 +348,7 @@ void StepFacts::AllReads() {
   read_.clear();
   ResetEntries(alias_read_, one_by_one, alias_reads_);
   alias_read_.clear();
-  const SimResult& sim = *sim_;
-  for (const uint32_t s : recompute_steps_) {
-    const NodeId node = sim.steps[s].node;
+  auto read_node = [&](const NodeId node) {
     ForEachRead(
         context_, view_base_, node,
         [&](TensorId x) {
@@ -274,7 +361,9 @@ void StepFacts::AllReads() {
           reads.recompute = kYes;
         },
         [&](TensorId x) { AliasRead(x, node); });
-  }
+  };
+  for (size_t k = 0; k < gap_lo_; ++k) read_node(reruns_list_[k]);
+  for (size_t k = gap_hi_; k < reruns_list_.size(); ++k) read_node(reruns_list_[k]);
 }
 
 // The reads of the fill before, kept where they still hold. The re-run
@@ -288,7 +377,7 @@ void StepFacts::AllReads() {
 bool StepFacts::ChangedReads() {
   // The runs the two share at their ends match as they are; the rest is
   // matched below (a drop's chain and the steps its pulled nodes leave).
-  const NodeId* fresh = rerun_nodes_.data() + new_tail_;
+  const NodeId* fresh = reruns_list_.data() + new_tail_;
   size_t num_fresh = fresh_end_ - new_tail_;
   const NodeId* old = old_tail_.data();
   size_t num_old = old_tail_.size();
@@ -333,7 +422,7 @@ bool StepFacts::ChangedReads() {
   }
   for (size_t k = 0; k < num_fresh; ++k) node_mark_[fresh[k] - first_] = 0;
   for (const NodeId n : changed_) node_mark_[n - first_] = 0;
-  if (changed_.size() > recompute_steps_.size() / 4 + 16) return false;
+  if (changed_.size() > RerunCount() / 4 + 16) return false;
   if (!readers_ready_) BuildReaders();
   if (key_mark_.size() != reads_.size()) key_mark_.assign(reads_.size(), 0);
   enum : uint8_t { kRead = 1, kAlias = 2, kOdd = 4 };
@@ -414,7 +503,7 @@ void StepFacts::ForEachRerunReader(TensorId x, F f) const {
   for (uint32_t k = reader_begin_[x]; k < reader_begin_[x + 1]; ++k) {
     const NodeId n = readers_[k];
     if (n < first_ || n >= end_) continue;
-    const uint32_t s = reruns_[n - first_].step;
+    const uint32_t s = RerunStep(n);
     if (s != kNone) f(n, s);
   }
 }
@@ -576,7 +665,7 @@ std::string StepFactsDifference(const StepFacts& a, const StepFacts& b) {
       return "the steps of node " + std::to_string(n);
     }
   }
-  if (a.recompute_steps() != b.recompute_steps() || a.rerun_nodes() != b.rerun_nodes()) {
+  if (a.RerunNodes() != b.RerunNodes()) {
     return "the list of recompute steps";
   }
   const bool reads = a.reads_ready() && b.reads_ready();

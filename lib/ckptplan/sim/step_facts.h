@@ -117,25 +117,37 @@ class StepFacts {
   }
   /// Group(s), kNoId for kNone.
   NodeId GroupOf(uint32_t s) const { return s == kNone ? kNoId : Group(s); }
-  uint32_t OwnStep(NodeId n) const { return own_[n - first_]; }
+  uint32_t OwnStep(NodeId n) const { return own_[n - first_] + ShiftOf(n).steps; }
   /// The first step of n's group: past the own step of the node before
   /// (groups come in node order).
-  uint32_t GroupBegin(NodeId n) const { return n == first_ ? 0 : own_[n - 1 - first_] + 1; }
+  uint32_t GroupBegin(NodeId n) const { return n == first_ ? 0 : OwnStep(n - 1) + 1; }
   /// The step re-running `n`; kNone when none does (a node is re-run once
   /// at most: its copies then serve every later read).
-  uint32_t RerunStep(NodeId n) const { return reruns_[n - first_].step; }
+  uint32_t RerunStep(NodeId n) const {
+    const Rerun& rerun = reruns_[n - first_];
+    return rerun.group == kNoId ? kNone : rerun.step + ShiftOf(rerun.group).steps;
+  }
   /// GroupOf(RerunStep(n)): the group `n` is re-run in, kNoId if none.
   NodeId RerunGroup(NodeId n) const { return reruns_[n - first_].group; }
-  /// The recompute steps in step order, and the nodes they re-run: the
-  /// lists the reads are read from (for StepFactsDifference).
-  const std::vector<uint32_t>& recompute_steps() const { return recompute_steps_; }
-  const std::vector<NodeId>& rerun_nodes() const { return rerun_nodes_; }
+  /// The nodes the recompute steps re-run, in step order: the list the
+  /// reads are read from (for StepFactsDifference).
+  std::vector<NodeId> RerunNodes() const;
 
   // Storages (Fill): indexes into the simulation's buffers, kNone for none.
   /// Root `root`'s original: the storage its own step made.
-  uint32_t Original(TensorId root) const { return storages_[root].original; }
+  uint32_t Original(TensorId root) const {
+    const uint32_t stored = storages_[root].original;
+    return stored == kNone ? kNone : stored + ShiftOf(context_.producer[root]).buffers;
+  }
   /// The storage a recompute step made for tensor `t`.
-  uint32_t Copy(TensorId t) const { return storages_[t].copy; }
+  uint32_t Copy(TensorId t) const {
+    const uint32_t stored = storages_[t].copy;
+    if (stored == kNone) return kNone;
+    // (A copy whose producer is not re-run is left from a fill given a
+    // SimPrefix the simulations did not share.)
+    const NodeId group = RerunGroup(context_.producer[t]);
+    return group == kNoId ? kNone : stored + ShiftOf(group).buffers;
+  }
 
   // Non-forward reads (FillReads) of forward tensor `t` (one a forward node
   // made; kNone for others), as steps; kNone when there is none.
@@ -189,9 +201,39 @@ class StepFacts {
 
  private:
   // A node's own step; kNone for kNoId.
-  uint32_t StepOf(NodeId n) const { return n == kNoId ? kNone : own_[n - first_]; }
+  uint32_t StepOf(NodeId n) const { return n == kNoId ? kNone : OwnStep(n); }
   // The step re-running a node; kNone for kNoId.
-  uint32_t RerunOf(NodeId n) const { return n == kNoId ? kNone : reruns_[n - first_].step; }
+  uint32_t RerunOf(NodeId n) const { return n == kNoId ? kNone : RerunStep(n); }
+
+  // Steps and storage indexes are stored less what the block of nodes of
+  // the group they belong to adds (modulo 2^32): a node's own step and
+  // original storage, its producer's; a re-run's step, and the copy a
+  // re-run makes, the group it is re-run in. A fill keeping a SimPrefix
+  // tail so moves the tail's groups by adding to the blocks after the one
+  // its first group is in, and to that block's entries one by one: a
+  // drop's fill costs a block and a pass over the blocks, not one over the
+  // steps and storages after its chain. A block adds kBias and the tails'
+  // net shift since kBias was set; Fill keeps the net within kMaxNet
+  // either way (FoldShifts) and refuses 2^31 steps or storages, so that an
+  // entry stored, an index plus 2^30 less the net, is never kNone.
+  static constexpr uint32_t kBlockBits = 8;
+  static constexpr uint32_t kBias = 0xC0000000u;  // -2^30
+  static constexpr int32_t kMaxNet = 1 << 28;
+  struct Shift {
+    uint32_t steps = 0, buffers = 0;
+  };
+  const Shift& ShiftOf(NodeId group) const { return shifts_[(group - first_) >> kBlockBits]; }
+  // Sets every block's shift to kBias, the entries stored kept as they read.
+  void FoldShifts();
+  // Adds `steps` and `buffers` to the entries of groups from `group` on.
+  void ShiftTail(NodeId group, uint32_t steps, uint32_t buffers);
+  // Calls f(x) for each output of node `n` that has a storage entry.
+  template <typename F>
+  void ForEachOutput(NodeId n, F f) const {
+    for (uint32_t i = context_.outputs_begin[n]; i < context_.inputs_begin[n + 1]; ++i) {
+      f(context_.ids[i]);
+    }
+  }
   // A view's maker as the reads keep it: plus one, 0 for a node before the
   // range (or none); MadeStep reads it back as the step making the view.
   NodeId MadeName(NodeId maker) const {
@@ -263,9 +305,12 @@ class StepFacts {
   uint32_t filled_steps_ = 0;  // of the last fill
   // Per node of the range: its own step, and its re-run (apart, so that a
   // fill writing the own steps of the groups it reads again writes 4 bytes
-  // a node).
+  // a node); steps stored less their group's block's shift.
   std::vector<uint32_t> own_;
   std::vector<Rerun> reruns_;
+  // Per block of kBlockNodes nodes of the range (by group).
+  std::vector<Shift> shifts_;
+  uint32_t filled_buffers_ = 0;  // of the last fill
   // Per tensor; the entries the lists below name are reset by the next Fill.
   std::vector<Storages> storages_;
   std::vector<Reads> reads_;
@@ -275,20 +320,27 @@ class StepFacts {
   bool own_ready_ = false;
   NodeId own_first_ = 0, own_end_ = 0;
   std::vector<OwnReads> own_reads_;
-  std::vector<uint32_t> recompute_steps_;  // of the fill, in order
+  // The re-run nodes in step order, with a gap where the last fill wrote
+  // its own: reruns_list_ [0, gap_lo_) then [gap_hi_, end). A fill moves
+  // the gap to the first re-run it changes (past the re-runs between: a
+  // layer's for drops that come layer by layer), takes the re-runs that go
+  // into it and writes the new ones there; a SimPrefix tail's stay after it.
+  std::vector<NodeId> reruns_list_;
+  size_t gap_lo_ = 0, gap_hi_ = 0;
+  size_t RerunCount() const { return gap_lo_ + (reruns_list_.size() - gap_hi_); }
+  // The re-runs (in step order) at steps before `step`.
+  size_t RerunsBefore(uint32_t step) const;
+  void MoveGap(size_t to);
+  void PushRerun(NodeId node);
   // Whether the recompute steps' reads (reads_, alias_reads_, read_,
   // alias_read_) are those of the last fill; after a fill, whether they are
   // those of the fill before, which kept the steps before the re-run nodes
-  // in old_tail_ (in step order; rerun_nodes_ [new_tail_, fresh_end_) are
+  // in old_tail_ (in step order; reruns_list_ [new_tail_, fresh_end_) are
   // the fill's). Neither holds a SimPrefix tail's re-run nodes, the same
   // in both, in the same order.
   bool reads_current_ = false;
   bool reads_kept_ = false;
   std::vector<NodeId> old_tail_;
-  // Fill's: the re-run nodes and recompute steps of a SimPrefix's tail, in
-  // step order, put back after the steps before it are read.
-  std::vector<NodeId> kept_reruns_;
-  std::vector<uint32_t> kept_recompute_steps_;
   size_t new_tail_ = 0, fresh_end_ = 0;
   // Per tensor, the forward nodes reading it (only they are re-run), by
   // index from reader_begin_; the views (not forward-made, read by a forward
@@ -310,9 +362,7 @@ class StepFacts {
   bool filled_ = false;
   uint64_t fills_ = 0;
   uint64_t kept_read_fills_ = 0;
-  std::vector<TensorId> stored_;        // tensors with an original's entry
-  std::vector<std::pair<TensorId, uint32_t>> copied_;  // tensors with a copy's entry, its storage
-  std::vector<NodeId> rerun_nodes_;     // nodes with a re-run entry
+  std::vector<TensorId> stored_;        // tensors with an original's (or a copy's) entry
   std::vector<TensorId> read_;          // tensors with a read entry, odd roots
   std::vector<TensorId> alias_read_;    // tensors with an alias entry
   std::vector<TensorId> own_read_;      // tensors with an own-read entry, odd roots

@@ -46,7 +46,8 @@ std::vector<NodeId> LastForwardReads(const SimContext& context) {
   return last;
 }
 
-StepFacts::StepFacts(const SimContext& context) : context_(context) {
+StepFacts::StepFacts(const SimContext& context, uint32_t block_bits)
+    : context_(context), block_bits_(std::min<uint32_t>(block_bits, 31)) {
   const size_t num_tensors = context.graph.tensors.size();
   storages_.resize(num_tensors);
   reads_.resize(num_tensors);
@@ -183,7 +184,7 @@ void StepFacts::Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix s
     std::memset(static_cast<void*>(reruns_.data()), 0xff, reruns_.size() * sizeof(Rerun));
     reruns_list_.clear();
     gap_lo_ = gap_hi_ = 0;
-    shifts_.assign(((end - first) >> kBlockBits) + 1, Shift{kBias, kBias});
+    shifts_.assign(((end - first) >> block_bits_) + 1, Shift{kBias, kBias});
   }
   new_tail_ = gap_lo_;
   filled_steps_ = static_cast<uint32_t>(num_steps);
@@ -235,8 +236,8 @@ void StepFacts::ShiftTail(NodeId group, uint32_t steps, uint32_t buffers) {
   if (group >= end_ || (steps == 0 && buffers == 0)) return;
   const uint32_t num_nodes = end_ - first_;
   const uint32_t at = group - first_;
-  const uint32_t block = at >> kBlockBits;
-  const uint32_t block_end = std::min(num_nodes, (block + 1) << kBlockBits);
+  const uint32_t block = at >> block_bits_;
+  const uint32_t block_end = std::min(num_nodes, (block + 1) << block_bits_);
   // The block's groups from `group` on, one entry at a time: own steps and
   // originals, then the tail's re-runs in them (in step order, so in group
   // order) and their copies.
@@ -269,6 +270,7 @@ void StepFacts::ShiftTail(NodeId group, uint32_t steps, uint32_t buffers) {
 }
 
 void StepFacts::FoldShifts() {
+  if (!filled_) return;
   const uint32_t num_nodes = end_ - first_;
   const NodeId* producer = context_.producer.data();
   // Storages first: a copy's block is read through its re-run's group.
@@ -281,7 +283,7 @@ void StepFacts::FoldShifts() {
     if (storages.copy != kNone && group != kNoId) storages.copy += ShiftOf(group).buffers - kBias;
   }
   for (uint32_t i = 0; i < num_nodes; ++i) {
-    own_[i] += shifts_[i >> kBlockBits].steps - kBias;
+    own_[i] += shifts_[i >> block_bits_].steps - kBias;
     Rerun& rerun = reruns_[i];
     if (rerun.group != kNoId) rerun.step += ShiftOf(rerun.group).steps - kBias;
   }

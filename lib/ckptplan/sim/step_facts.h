@@ -76,7 +76,9 @@ class StepFacts {
  public:
   static constexpr uint32_t kNone = UINT32_MAX;  ///< no such step or storage
 
-  explicit StepFacts(const SimContext& context);
+  /// `block_bits`: the log2 of the nodes in a block of shifts (below; tests
+  /// make blocks small so that a small graph has many).
+  explicit StepFacts(const SimContext& context, uint32_t block_bits = kBlockBits);
 
   /// Reads the steps and storages of `sim`, the simulation of nodes
   /// [first, end), which must outlive the reads that follow. Forgets the
@@ -84,6 +86,10 @@ class StepFacts {
   /// simulation filled last, which is not read again (ignored unless that
   /// fill was of the same range).
   void Fill(const SimResult& sim, NodeId first, NodeId end, SimPrefix same = {});
+  /// Sets every block's shift back to kBias, each entry stored again as it
+  /// reads (Fill does when a block's net shift nears its limit; tests call
+  /// it between fills).
+  void FoldShifts();
   /// Fills since construction: a SimPrefix holds only while none follows
   /// the fill of the simulation it was taken from.
   uint64_t fills() const { return fills_; }
@@ -222,9 +228,7 @@ class StepFacts {
   struct Shift {
     uint32_t steps = 0, buffers = 0;
   };
-  const Shift& ShiftOf(NodeId group) const { return shifts_[(group - first_) >> kBlockBits]; }
-  // Sets every block's shift to kBias, the entries stored kept as they read.
-  void FoldShifts();
+  const Shift& ShiftOf(NodeId group) const { return shifts_[(group - first_) >> block_bits_]; }
   // Adds `steps` and `buffers` to the entries of groups from `group` on.
   void ShiftTail(NodeId group, uint32_t steps, uint32_t buffers);
   // Calls f(x) for each output of node `n` that has a storage entry.
@@ -308,7 +312,8 @@ class StepFacts {
   // a node); steps stored less their group's block's shift.
   std::vector<uint32_t> own_;
   std::vector<Rerun> reruns_;
-  // Per block of kBlockNodes nodes of the range (by group).
+  // Per block of 2^block_bits_ nodes of the range (by group).
+  const uint32_t block_bits_;
   std::vector<Shift> shifts_;
   uint32_t filled_buffers_ = 0;  // of the last fill
   // Per tensor; the entries the lists below name are reset by the next Fill.

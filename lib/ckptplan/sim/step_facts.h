@@ -231,7 +231,7 @@ class StepFacts {
   const Shift& ShiftOf(NodeId group) const { return shifts_[(group - first_) >> block_bits_]; }
   // Adds `steps` and `buffers` to the entries of groups from `group` on.
   void ShiftTail(NodeId group, uint32_t steps, uint32_t buffers);
-  // Calls f(x) for each output of node `n` that has a storage entry.
+  // Calls f(x) for each output x of node `n` (its storages are keyed by them).
   template <typename F>
   void ForEachOutput(NodeId n, F f) const {
     for (uint32_t i = context_.outputs_begin[n]; i < context_.inputs_begin[n + 1]; ++i) {
